@@ -1,0 +1,82 @@
+use std::path::PathBuf;
+
+use bh_git::GitError;
+
+/// Everything that can go wrong with a checkpoint store. Each variant names the
+/// path, checkpoint or argument at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("checkpoint store {path} is owned by uid {owner}, not by the current user (uid {me}); refusing to use it")]
+    StoreNotOwned { path: PathBuf, owner: u32, me: u32 },
+    #[error("checkpoint store {path} is open to group or others (mode {mode:o}); refusing to use it (fix with: chmod 700 {path})")]
+    StoreInsecure { path: PathBuf, mode: u32 },
+    #[error("checkpoint store {store} and project {project} overlap (one contains the other); choose a state directory outside the project")]
+    Overlap { store: PathBuf, project: PathBuf },
+    #[error("checkpoint store {store} belongs to project {recorded}, not {project}")]
+    StoreMismatch {
+        store: PathBuf,
+        recorded: String,
+        project: PathBuf,
+    },
+    #[error("project directory {path} cannot be used: {reason}")]
+    BadProject { path: PathBuf, reason: String },
+    #[error("no checkpoint matches {id:?} (see `bh checkpoint list`)")]
+    UnknownCheckpoint { id: String },
+    #[error("checkpoint id {id:?} is ambiguous; it matches {candidates}")]
+    AmbiguousCheckpoint { id: String, candidates: String },
+    #[error("path {path} is outside the project {project}")]
+    PathOutside { path: String, project: PathBuf },
+    #[error("path {path} is not in checkpoint {id}")]
+    PathNotInCheckpoint { path: String, id: String },
+    #[error("restoring {path} would replace the directory {path} and files in it that no checkpoint holds ({examples}); move them away first")]
+    DirectoryConflict { path: String, examples: String },
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("checkpoint store {store} is damaged: {detail}")]
+    Corrupt { store: PathBuf, detail: String },
+}
+
+impl CheckpointError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        CheckpointError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// The broad class of this error, for exit codes.
+    pub fn class(&self) -> ErrorClass {
+        use CheckpointError::*;
+        match self {
+            StoreNotOwned { .. }
+            | StoreInsecure { .. }
+            | Overlap { .. }
+            | StoreMismatch { .. }
+            | BadProject { .. }
+            | PathOutside { .. }
+            | DirectoryConflict { .. } => ErrorClass::Refused,
+            UnknownCheckpoint { .. } | PathNotInCheckpoint { .. } => ErrorClass::NotFound,
+            AmbiguousCheckpoint { .. } | InvalidArgument(_) => ErrorClass::Usage,
+            Git(_) | Io { .. } | Corrupt { .. } => ErrorClass::Internal,
+        }
+    }
+}
+
+/// Broad error classes the CLI maps to exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    Refused,
+    NotFound,
+    Usage,
+    Internal,
+}
+
+pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;

@@ -1,0 +1,33 @@
+//! `bh-checkpoint`: shadow-git checkpoints of a project's working tree.
+//!
+//! A project's checkpoints live in a private Git repository (the *shadow*) under
+//! `<state>/checkpoints/<name>-<hash>/`, never in the user's `.git`. A snapshot
+//! stages the working tree as the user sees it (their ignore rules, raw bytes,
+//! symlinks and exec bits) into the shadow's persistent index — which doubles as
+//! the stat cache — writes a tree and, unless nothing changed, a parentless
+//! commit kept alive by `refs/bh/checkpoints/<id>`. Every multi-step operation
+//! holds one `flock` on the store.
+//!
+//! ```text
+//! <store>/lock      flock(2) target, held for a whole snapshot/restore/diff/prune
+//! <store>/project   the canonical project path this store belongs to
+//! <store>/git/      the shadow repository (isolated config, info/attributes
+//!                   neutralising every byte conversion, info/exclude synced)
+//! ```
+
+mod error;
+mod meta;
+mod paths;
+mod restore;
+mod snapshot;
+mod store;
+
+pub use error::{CheckpointError, ErrorClass, Result};
+pub use meta::{Checkpoint, Skipped};
+pub use paths::project_relative;
+pub use restore::{RestoreMode, RestoreOutcome};
+pub use snapshot::{SnapshotOutcome, SnapshotRequest};
+pub use store::{
+    resolve_project, DiffEntry, DiffOutcome, DiffText, PruneOutcome, PrunePolicy, Store, StoreOptions,
+    DEFAULT_MAX_FILE_SIZE,
+};

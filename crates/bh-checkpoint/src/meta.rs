@@ -1,0 +1,167 @@
+//! What a checkpoint records, and how it is written into (and read back from)
+//! the commit message's trailers.
+
+use serde::Serialize;
+
+/// A checkpoint as listed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Full commit id in the shadow repository.
+    pub commit: String,
+    /// Short id shown to people (first 12 hex digits).
+    pub id: String,
+    /// Tree id of the snapshot.
+    pub tree: String,
+    /// Monotonic sequence number within the store.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch.
+    pub time_ms: i64,
+    /// Tool that was about to run (`Edit`, `write`, `restore`, `manual` …).
+    pub tool: String,
+    /// Agent session id, if any.
+    pub session: Option<String>,
+    /// Agent session entry id, if any.
+    pub entry: Option<String>,
+    /// Files changed since the previous checkpoint.
+    pub files_changed: u64,
+    /// Files that were not captured (too large, unreadable, nested repository …).
+    pub skipped: u64,
+    /// `snapshot` or `pre-restore`.
+    pub kind: String,
+}
+
+/// A path a snapshot did not capture, and why.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Skipped {
+    /// Project-relative path, shown git-style (C-quoted when not plain UTF-8).
+    pub path: String,
+    pub reason: String,
+}
+
+pub(crate) const MAX_SKIPPED_LISTED: usize = 1000;
+
+pub(crate) struct NewMeta<'a> {
+    pub seq: u64,
+    pub time_ms: i64,
+    pub tool: &'a str,
+    pub session: Option<&'a str>,
+    pub entry: Option<&'a str>,
+    pub files_changed: u64,
+    pub skipped: &'a [Skipped],
+    pub kind: &'a str,
+}
+
+/// Keeps a trailer value on one line and bounded.
+fn clean(value: &str) -> String {
+    let mut out: String = value
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(200)
+        .collect();
+    out = out.trim().to_owned();
+    if out.is_empty() { "-".to_owned() } else { out }
+}
+
+pub(crate) fn message(meta: &NewMeta<'_>) -> String {
+    let mut msg = format!("checkpoint before {}\n\n", clean(meta.tool));
+    if !meta.skipped.is_empty() {
+        for s in meta.skipped.iter().take(MAX_SKIPPED_LISTED) {
+            msg.push_str(&format!("skipped ({}): {}\n", s.reason, clean(&s.path)));
+        }
+        if meta.skipped.len() > MAX_SKIPPED_LISTED {
+            msg.push_str(&format!(
+                "… and {} more\n",
+                meta.skipped.len() - MAX_SKIPPED_LISTED
+            ));
+        }
+        msg.push('\n');
+    }
+    msg.push_str(&format!("Bh-Seq: {}\n", meta.seq));
+    msg.push_str(&format!("Bh-Time: {}\n", meta.time_ms));
+    msg.push_str(&format!("Bh-Kind: {}\n", clean(meta.kind)));
+    msg.push_str(&format!("Bh-Tool: {}\n", clean(meta.tool)));
+    if let Some(s) = meta.session {
+        msg.push_str(&format!("Bh-Session: {}\n", clean(s)));
+    }
+    if let Some(e) = meta.entry {
+        msg.push_str(&format!("Bh-Entry: {}\n", clean(e)));
+    }
+    msg.push_str(&format!("Bh-Files-Changed: {}\n", meta.files_changed));
+    msg.push_str(&format!("Bh-Skipped: {}\n", meta.skipped.len()));
+    msg
+}
+
+/// Builds a [`Checkpoint`] from a commit id, its tree and its trailer block.
+pub(crate) fn parse(commit: &str, tree: &str, trailers: &str) -> Option<Checkpoint> {
+    let mut cp = Checkpoint {
+        commit: commit.to_owned(),
+        id: commit.get(..12)?.to_owned(),
+        tree: tree.to_owned(),
+        seq: 0,
+        time_ms: 0,
+        tool: String::new(),
+        session: None,
+        entry: None,
+        files_changed: 0,
+        skipped: 0,
+        kind: "snapshot".to_owned(),
+    };
+    let mut seen_seq = false;
+    for line in trailers.lines() {
+        let Some((key, value)) = line.split_once(": ") else {
+            continue;
+        };
+        let value = value.trim();
+        match key {
+            "Bh-Seq" => {
+                cp.seq = value.parse().ok()?;
+                seen_seq = true;
+            }
+            "Bh-Time" => cp.time_ms = value.parse().ok()?,
+            "Bh-Kind" => cp.kind = value.to_owned(),
+            "Bh-Tool" => cp.tool = value.to_owned(),
+            "Bh-Session" => cp.session = Some(value.to_owned()),
+            "Bh-Entry" => cp.entry = Some(value.to_owned()),
+            "Bh-Files-Changed" => cp.files_changed = value.parse().ok()?,
+            "Bh-Skipped" => cp.skipped = value.parse().ok()?,
+            _ => {}
+        }
+    }
+    seen_seq.then_some(cp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_round_trips_through_trailers() {
+        let skipped = vec![Skipped {
+            path: "big.bin".into(),
+            reason: "larger than 50MiB".into(),
+        }];
+        let msg = message(&NewMeta {
+            seq: 7,
+            time_ms: 1_700_000_000_123,
+            tool: "Edit\nInjected: yes",
+            session: Some("s-1"),
+            entry: None,
+            files_changed: 3,
+            skipped: &skipped,
+            kind: "snapshot",
+        });
+        let trailers: String = msg
+            .lines()
+            .filter(|l| l.starts_with("Bh-"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let cp = parse(&"a".repeat(40), &"b".repeat(40), &trailers).unwrap();
+        assert_eq!(cp.seq, 7);
+        assert_eq!(cp.tool, "Edit Injected: yes");
+        assert_eq!(cp.session.as_deref(), Some("s-1"));
+        assert_eq!(cp.entry, None);
+        assert_eq!(cp.files_changed, 3);
+        assert_eq!(cp.skipped, 1);
+        assert_eq!(cp.id, "a".repeat(12));
+    }
+}

@@ -1,0 +1,388 @@
+//! `bh checkpoint …`: snapshot, list, diff, restore and prune a project's
+//! working tree in a private shadow repository.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use bh_checkpoint::{
+    CheckpointError, DiffText, ErrorClass, PrunePolicy, RestoreMode, SnapshotRequest, Store,
+    StoreOptions,
+};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::context::Ctx;
+use crate::error::{CliError, ErrorKind, print_json};
+use crate::units::{human_age, human_size, parse_duration, parse_size};
+
+/// Tools of Claude Code that change files, snapshotted by the hook by default.
+const DEFAULT_HOOK_TOOLS: &str = "Edit,Write,MultiEdit,NotebookEdit,Bash";
+
+#[derive(Args, Debug, Clone)]
+pub struct ProjectArg {
+    /// The project (default: the enclosing Git repository's top level, else the
+    /// current directory).
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// Files larger than this are not captured.
+    #[arg(long, value_name = "SIZE", default_value = "50MiB", value_parser = parse_size)]
+    max_file_size: u64,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CheckpointCmd {
+    /// Snapshot the project's working tree now.
+    Snapshot {
+        #[command(flatten)]
+        project: ProjectArg,
+        /// The tool about to run.
+        #[arg(long, value_name = "NAME", default_value = "manual")]
+        tool: String,
+        /// Agent session id to record.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Agent session entry id to record.
+        #[arg(long, value_name = "ID")]
+        entry: Option<String>,
+    },
+    /// List checkpoints, newest first.
+    List {
+        #[command(flatten)]
+        project: ProjectArg,
+    },
+    /// Restore files from a checkpoint (all files when no path is given).
+    Restore {
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Checkpoint id (a prefix of at least 4 hex digits) or `latest`.
+        id: String,
+        /// Paths to restore, relative to the current directory.
+        paths: Vec<PathBuf>,
+        /// Also delete files created since the checkpoint that it would have
+        /// captured (never ignored files).
+        #[arg(long)]
+        exact: bool,
+    },
+    /// Show what changed between a checkpoint and the working tree.
+    Diff {
+        #[command(flatten)]
+        project: ProjectArg,
+        id: String,
+        paths: Vec<PathBuf>,
+        /// A diffstat instead of the patch.
+        #[arg(long)]
+        stat: bool,
+    },
+    /// Drop old checkpoints, then repack the store.
+    Prune {
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Keep the newest N checkpoints.
+        #[arg(long, value_name = "N")]
+        keep: Option<usize>,
+        /// Drop checkpoints older than this (e.g. 7d, 12h).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        older_than: Option<std::time::Duration>,
+    },
+    /// Integrations that snapshot before an agent's mutating tool calls.
+    Hook {
+        #[command(subcommand)]
+        agent: HookAgent,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HookAgent {
+    /// A Claude Code `PreToolUse` hook: reads the event on stdin, snapshots
+    /// before mutating tools, always lets the tool proceed.
+    ClaudeCode {
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Comma-separated tool names that trigger a snapshot.
+        #[arg(long, value_name = "LIST", env = "BH_CHECKPOINT_TOOLS", default_value = DEFAULT_HOOK_TOOLS)]
+        tools: String,
+    },
+}
+
+pub(crate) fn checkpoint_error(err: CheckpointError) -> CliError {
+    let kind = match err.class() {
+        ErrorClass::Refused => ErrorKind::Refused,
+        ErrorClass::NotFound => ErrorKind::NotFound,
+        ErrorClass::Usage => ErrorKind::Usage,
+        ErrorClass::Internal => ErrorKind::Internal,
+    };
+    CliError::new(kind, err.to_string())
+}
+
+fn open(ctx: &Ctx, arg: &ProjectArg, dir: Option<&Path>) -> Result<Store, CliError> {
+    let runner = ctx.git();
+    let start = match (&arg.project, dir) {
+        (Some(p), _) => ctx.cwd.join(p),
+        (None, Some(d)) => d.to_path_buf(),
+        (None, None) => ctx.cwd.clone(),
+    };
+    let project = bh_checkpoint::resolve_project(&runner, &start).map_err(checkpoint_error)?;
+    let options = StoreOptions {
+        state_dir: ctx.state_dir.clone(),
+        max_file_size: arg.max_file_size,
+    };
+    Store::open(&runner, &project, &options).map_err(checkpoint_error)
+}
+
+fn rel_paths(ctx: &Ctx, store: &Store, paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, CliError> {
+    let mut out = Vec::new();
+    for p in paths {
+        let rel = bh_checkpoint::project_relative(store.project(), &ctx.cwd, p).map_err(checkpoint_error)?;
+        if rel.is_empty() {
+            // The project itself: the whole tree, same as no path.
+            return Ok(Vec::new());
+        }
+        out.push(rel);
+    }
+    Ok(out)
+}
+
+pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
+    match cmd {
+        CheckpointCmd::Snapshot {
+            project,
+            tool,
+            session,
+            entry,
+        } => {
+            let store = open(ctx, &project, None)?;
+            let outcome = store
+                .snapshot(&SnapshotRequest {
+                    tool,
+                    session,
+                    entry,
+                })
+                .map_err(checkpoint_error)?;
+            if ctx.json {
+                return print_json(&json!({ "project": store.project(), "snapshot": outcome }));
+            }
+            for s in &outcome.skipped {
+                eprintln!("bh: warning: not captured: {} ({})", s.path, s.reason);
+            }
+            if outcome.created {
+                println!(
+                    "created checkpoint {} ({} file{} changed)",
+                    outcome.checkpoint.id,
+                    outcome.changed.len(),
+                    if outcome.changed.len() == 1 { "" } else { "s" }
+                );
+            } else {
+                println!(
+                    "no changes since checkpoint {}; reusing it",
+                    outcome.checkpoint.id
+                );
+            }
+            Ok(())
+        }
+        CheckpointCmd::List { project } => {
+            let store = open(ctx, &project, None)?;
+            let list = store.list().map_err(checkpoint_error)?;
+            let size = store.size();
+            if ctx.json {
+                return print_json(&json!({
+                    "project": store.project(),
+                    "store": store.dir(),
+                    "store_size": size,
+                    "checkpoints": list,
+                }));
+            }
+            let now = now_ms();
+            println!(
+                "{} checkpoint{} of {} (store {}, {})",
+                list.len(),
+                if list.len() == 1 { "" } else { "s" },
+                store.project().display(),
+                store.dir().display(),
+                human_size(size)
+            );
+            if !list.is_empty() {
+                println!("{:<12}  {:>8}  {:<14}  {:>5}  NOTE", "ID", "AGE", "TOOL", "FILES");
+            }
+            for cp in &list {
+                let mut note = Vec::new();
+                if cp.kind != "snapshot" {
+                    note.push(cp.kind.clone());
+                }
+                if let Some(s) = &cp.session {
+                    note.push(format!("session {s}"));
+                }
+                if let Some(e) = &cp.entry {
+                    note.push(format!("entry {e}"));
+                }
+                if cp.skipped > 0 {
+                    note.push(format!("{} skipped", cp.skipped));
+                }
+                println!(
+                    "{:<12}  {:>8}  {:<14}  {:>5}  {}",
+                    cp.id,
+                    human_age(now - cp.time_ms),
+                    cp.tool,
+                    cp.files_changed,
+                    note.join(", ")
+                );
+            }
+            Ok(())
+        }
+        CheckpointCmd::Restore {
+            project,
+            id,
+            paths,
+            exact,
+        } => {
+            let store = open(ctx, &project, None)?;
+            let rel = rel_paths(ctx, &store, &paths)?;
+            let mode = if exact {
+                RestoreMode::Exact
+            } else {
+                RestoreMode::Additive
+            };
+            let outcome = store.restore(&id, &rel, mode).map_err(checkpoint_error)?;
+            if ctx.json {
+                return print_json(&json!({ "project": store.project(), "restore": outcome }));
+            }
+            for p in &outcome.restored {
+                println!("restored {p}");
+            }
+            for p in &outcome.deleted {
+                println!("deleted  {p}");
+            }
+            if !outcome.kept.is_empty() {
+                eprintln!(
+                    "bh: note: kept {} file{} created since the checkpoint (use --exact to remove them)",
+                    outcome.kept.len(),
+                    if outcome.kept.len() == 1 { "" } else { "s" }
+                );
+            }
+            println!(
+                "restored checkpoint {}: {} written, {} deleted; undo with: bh checkpoint restore {} --exact",
+                outcome.checkpoint.id,
+                outcome.restored.len(),
+                outcome.deleted.len(),
+                outcome.safety.id
+            );
+            Ok(())
+        }
+        CheckpointCmd::Diff {
+            project,
+            id,
+            paths,
+            stat,
+        } => {
+            let store = open(ctx, &project, None)?;
+            let rel = rel_paths(ctx, &store, &paths)?;
+            let text = if ctx.json {
+                DiffText::None
+            } else if stat {
+                DiffText::Stat
+            } else {
+                DiffText::Patch
+            };
+            let outcome = store.diff(&id, &rel, text).map_err(checkpoint_error)?;
+            if ctx.json {
+                return print_json(&json!({ "project": store.project(), "diff": outcome }));
+            }
+            let mut out = std::io::stdout().lock();
+            if let Some(text) = &outcome.text {
+                out.write_all(text)?;
+            }
+            Ok(())
+        }
+        CheckpointCmd::Prune {
+            project,
+            keep,
+            older_than,
+        } => {
+            if keep.is_none() && older_than.is_none() {
+                return Err(CliError::usage(
+                    "prune needs --keep N and/or --older-than DURATION",
+                ));
+            }
+            let store = open(ctx, &project, None)?;
+            let outcome = store
+                .prune(&PrunePolicy { keep, older_than })
+                .map_err(checkpoint_error)?;
+            if ctx.json {
+                return print_json(&json!({ "project": store.project(), "prune": outcome }));
+            }
+            println!(
+                "removed {} checkpoint{}, kept {}; store {} -> {}",
+                outcome.removed.len(),
+                if outcome.removed.len() == 1 { "" } else { "s" },
+                outcome.kept,
+                human_size(outcome.size_before),
+                human_size(outcome.size_after)
+            );
+            Ok(())
+        }
+        CheckpointCmd::Hook {
+            agent: HookAgent::ClaudeCode { project, tools },
+        } => {
+            // Best effort: whatever happens, the agent's tool proceeds (exit 0).
+            match claude_code_hook(ctx, &project, &tools) {
+                Ok(Some(doc)) if ctx.json => {
+                    let _ = print_json(&doc);
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    eprintln!("bh: warning: checkpoint skipped: {err}");
+                    if ctx.json {
+                        let _ = print_json(&json!({
+                            "warning": { "kind": err.kind.as_str(), "message": err.message }
+                        }));
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn claude_code_hook(
+    ctx: &Ctx,
+    project: &ProjectArg,
+    tools: &str,
+) -> Result<Option<serde_json::Value>, CliError> {
+    let mut input = String::new();
+    std::io::stdin()
+        .take(16 << 20)
+        .read_to_string(&mut input)
+        .map_err(|e| CliError::usage(format!("cannot read the hook event on stdin: {e}")))?;
+    let event: serde_json::Value = serde_json::from_str(&input)
+        .map_err(|e| CliError::usage(format!("the hook event on stdin is not JSON: {e}")))?;
+    let field = |k: &str| event.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+    let tool = field("tool_name").unwrap_or_default();
+    if let Some(name) = field("hook_event_name")
+        && name != "PreToolUse"
+    {
+        return Ok(None);
+    }
+    if !tools.split(',').map(str::trim).any(|t| t == tool) {
+        return Ok(None);
+    }
+    let dir = field("cwd").map(PathBuf::from);
+    let store = open(ctx, project, dir.as_deref())?;
+    let outcome = store
+        .snapshot(&SnapshotRequest {
+            tool,
+            session: field("session_id"),
+            entry: field("tool_use_id"),
+        })
+        .map_err(checkpoint_error)?;
+    for s in &outcome.skipped {
+        eprintln!("bh: warning: not captured: {} ({})", s.path, s.reason);
+    }
+    Ok(Some(json!({ "project": store.project(), "snapshot": outcome })))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+

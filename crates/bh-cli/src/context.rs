@@ -1,0 +1,74 @@
+//! What the CLI learns from its environment, once, and hands to the libraries.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::error::CliError;
+
+/// Environment variables passed to every `git` child. Everything else, and in
+/// particular every `GIT_*` variable, is dropped by the hardened runner.
+const GIT_ENV_ALLOW: &[&str] = &[
+    "PATH",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "TZ",
+];
+
+pub struct Ctx {
+    pub json: bool,
+    pub state_dir: PathBuf,
+    pub cwd: PathBuf,
+    /// Environment handed to the git runner (allow-listed, never `GIT_*`).
+    pub git_env: Vec<(OsString, OsString)>,
+    /// `$HOME`, for defaults such as Pi's agent dir.
+    pub home: Option<PathBuf>,
+}
+
+impl Ctx {
+    pub fn from_env(state_dir: Option<PathBuf>, json: bool) -> Result<Ctx, CliError> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| CliError::internal(format!("cannot read the current directory: {e}")))?;
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        let state_dir = match state_dir {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => cwd.join(dir),
+            None => default_state_dir(home.as_deref())?,
+        };
+        let git_env = std::env::vars_os()
+            .filter(|(k, _)| GIT_ENV_ALLOW.iter().any(|a| k.as_os_str() == *a))
+            .collect();
+        Ok(Ctx {
+            json,
+            state_dir,
+            cwd,
+            git_env,
+            home,
+        })
+    }
+
+    /// The hardened git runner every library call goes through.
+    pub fn git(&self) -> bh_git::GitRunner {
+        bh_git::GitRunner::new("git", self.git_env.clone())
+    }
+}
+
+/// `$XDG_STATE_HOME/better-harness`, else `~/.local/state/better-harness`.
+fn default_state_dir(home: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
+    if let Some(xdg) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        let xdg = PathBuf::from(xdg);
+        if xdg.is_absolute() {
+            return Ok(xdg.join("better-harness"));
+        }
+    }
+    match home {
+        Some(home) => Ok(home.join(".local/state/better-harness")),
+        None => Err(CliError::usage(
+            "cannot find a state directory: set --state-dir, BH_STATE_DIR or HOME",
+        )),
+    }
+}

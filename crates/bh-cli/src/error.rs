@@ -1,0 +1,110 @@
+//! The one error type of the CLI and the exit-code table.
+
+use std::fmt;
+
+/// Outcome classes, each with its own exit code (see ARCHITECTURE.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Unexpected failure: I/O, git failing where it should not.
+    Internal,
+    /// Bad command line or unreadable input format given by the user.
+    Usage,
+    /// A precondition refused the operation (unsafe store, overlap, conflict, path outside).
+    Refused,
+    /// A named thing does not exist (checkpoint id, session entry, file).
+    NotFound,
+    /// Input changed since it was recorded (tampered plan, moved ref, digest mismatch).
+    Tampered,
+    /// Input was read but rejected by validation (e.g. a malformed session file).
+    Invalid,
+    /// A hard limit stopped the work.
+    Limit,
+    /// Interrupted by a signal or cancellation.
+    Interrupted,
+    /// The worker (agent or command) failed.
+    WorkerFailed,
+}
+
+impl ErrorKind {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorKind::Internal => 1,
+            ErrorKind::Usage => 2,
+            ErrorKind::Refused => 3,
+            ErrorKind::NotFound => 4,
+            ErrorKind::Tampered => 5,
+            ErrorKind::Invalid => 6,
+            ErrorKind::Limit => 7,
+            ErrorKind::Interrupted => 8,
+            ErrorKind::WorkerFailed => 9,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Internal => "internal",
+            ErrorKind::Usage => "usage",
+            ErrorKind::Refused => "refused",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Tampered => "tampered",
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::Limit => "limit",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::WorkerFailed => "worker_failed",
+        }
+    }
+}
+
+/// An error the CLI reports to a person (stderr) or a machine (`--json`).
+#[derive(Debug)]
+pub struct CliError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        CliError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub fn internal(message: impl fmt::Display) -> Self {
+        CliError::new(ErrorKind::Internal, message.to_string())
+    }
+
+    pub fn usage(message: impl fmt::Display) -> Self {
+        CliError::new(ErrorKind::Usage, message.to_string())
+    }
+
+    pub fn report(&self, json: bool) {
+        if json {
+            let doc = serde_json::json!({
+                "error": { "kind": self.kind.as_str(), "message": self.message }
+            });
+            println!("{doc}");
+        } else {
+            eprintln!("bh: error: {}", self.message);
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(err: std::io::Error) -> Self {
+        CliError::internal(err)
+    }
+}
+
+/// Print a JSON document on stdout (the only thing `--json` mode prints there).
+pub fn print_json(value: &serde_json::Value) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value).map_err(CliError::internal)?;
+    println!("{text}");
+    Ok(())
+}

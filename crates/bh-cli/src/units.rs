@@ -1,0 +1,90 @@
+//! Durations (`90s`, `15m`, `1h`, `2d`) and sizes (`50MiB`, `1GB`, `4096`).
+
+use std::time::Duration;
+
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (num, unit) = text.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?} (expected e.g. 90s, 15m, 1h, 7d)"))?;
+    let secs = match unit {
+        "s" | "sec" | "" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(format!("invalid duration unit in {text:?} (use s, m, h, d or w)")),
+    };
+    n.checked_mul(secs)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("duration {text:?} is too large"))
+}
+
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (num, unit) = text.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid size {text:?} (expected e.g. 50MiB)"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KiB" => 1 << 10,
+        "KB" => 1_000,
+        "M" | "MiB" => 1 << 20,
+        "MB" => 1_000_000,
+        "G" | "GiB" => 1 << 30,
+        "GB" => 1_000_000_000,
+        _ => return Err(format!("invalid size unit in {text:?} (use B, KiB, MiB, GiB)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size {text:?} is too large"))
+}
+
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+pub fn human_age(ms: i64) -> String {
+    let secs = (ms / 1000).max(0);
+    match secs {
+        0..=59 => format!("{secs}s ago"),
+        60..=3599 => format!("{}m ago", secs / 60),
+        3600..=86_399 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("2d").unwrap(), Duration::from_secs(172_800));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("").is_err());
+        assert_eq!(parse_size("50MiB").unwrap(), 50 << 20);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("12 parsecs").is_err());
+    }
+}
