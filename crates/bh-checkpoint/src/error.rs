@@ -6,11 +6,17 @@ use bh_git::GitError;
 /// path, checkpoint or argument at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
-    #[error("checkpoint store {path} is owned by uid {owner}, not by the current user (uid {me}); refusing to use it")]
+    #[error(
+        "checkpoint store {path} is owned by uid {owner}, not by the current user (uid {me}); refusing to use it"
+    )]
     StoreNotOwned { path: PathBuf, owner: u32, me: u32 },
-    #[error("checkpoint store {path} is open to group or others (mode {mode:o}); refusing to use it (fix with: chmod 700 {path})")]
+    #[error(
+        "checkpoint store {path} is open to group or others (mode {mode:o}); refusing to use it (fix with: chmod 700 {path})"
+    )]
     StoreInsecure { path: PathBuf, mode: u32 },
-    #[error("checkpoint store {store} and project {project} overlap (one contains the other); choose a state directory outside the project")]
+    #[error(
+        "checkpoint store {store} and project {project} overlap (one contains the other); choose a state directory outside the project"
+    )]
     Overlap { store: PathBuf, project: PathBuf },
     #[error("checkpoint store {store} belongs to project {recorded}, not {project}")]
     StoreMismatch {
@@ -28,7 +34,9 @@ pub enum CheckpointError {
     PathOutside { path: String, project: PathBuf },
     #[error("path {path} is not in checkpoint {id}")]
     PathNotInCheckpoint { path: String, id: String },
-    #[error("restoring {path} would replace the directory {path} and files in it that no checkpoint holds ({examples}); move them away first")]
+    #[error(
+        "restoring {path} would replace the directory {path} and files in it that no checkpoint holds ({examples}); move them away first"
+    )]
     DirectoryConflict { path: String, examples: String },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

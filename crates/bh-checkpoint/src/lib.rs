@@ -26,8 +26,8 @@ pub use error::{CheckpointError, ErrorClass, Result};
 pub use meta::{Checkpoint, Skipped};
 pub use paths::project_relative;
 pub use restore::{RestoreMode, RestoreOutcome};
-pub use snapshot::{SnapshotOutcome, SnapshotRequest};
+pub use snapshot::{SnapshotOutcome, SnapshotRequest, human_size};
 pub use store::{
-    resolve_project, DiffEntry, DiffOutcome, DiffText, PruneOutcome, PrunePolicy, Store, StoreOptions,
-    DEFAULT_MAX_FILE_SIZE,
+    DEFAULT_MAX_FILE_SIZE, DiffEntry, DiffOutcome, DiffText, PruneOutcome, PrunePolicy, Store,
+    StoreOptions,
 };

@@ -91,6 +91,23 @@ pub(crate) fn message(meta: &NewMeta<'_>) -> String {
     msg
 }
 
+/// The [`Checkpoint`] just written with `meta`.
+pub(crate) fn from_new(commit: &str, tree: &str, meta: &NewMeta<'_>) -> Option<Checkpoint> {
+    Some(Checkpoint {
+        commit: commit.to_owned(),
+        id: commit.get(..12)?.to_owned(),
+        tree: tree.to_owned(),
+        seq: meta.seq,
+        time_ms: meta.time_ms,
+        tool: clean(meta.tool),
+        session: meta.session.map(clean),
+        entry: meta.entry.map(clean),
+        files_changed: meta.files_changed,
+        skipped: meta.skipped.len() as u64,
+        kind: clean(meta.kind),
+    })
+}
+
 /// Builds a [`Checkpoint`] from a commit id, its tree and its trailer block.
 pub(crate) fn parse(commit: &str, tree: &str, trailers: &str) -> Option<Checkpoint> {
     let mut cp = Checkpoint {

@@ -44,7 +44,12 @@ pub struct RestoreOutcome {
 impl Store {
     /// Restores `paths` (project-relative; empty = the whole project) from the
     /// checkpoint `id`.
-    pub fn restore(&self, id: &str, paths: &[Vec<u8>], mode: RestoreMode) -> Result<RestoreOutcome> {
+    pub fn restore(
+        &self,
+        id: &str,
+        paths: &[Vec<u8>],
+        mode: RestoreMode,
+    ) -> Result<RestoreOutcome> {
         for p in paths {
             check_relative(&self.project, p)?;
         }
@@ -99,10 +104,11 @@ impl Store {
             &target.tree,
         ]))
         .run()?;
-        let changes = parse::name_status(&diff.stdout).map_err(|detail| CheckpointError::Corrupt {
-            store: self.dir.clone(),
-            detail,
-        })?;
+        let changes =
+            parse::name_status(&diff.stdout).map_err(|detail| CheckpointError::Corrupt {
+                store: self.dir.clone(),
+                detail,
+            })?;
         self.check_conflicts(&safety, &changes)?;
 
         // Files the target checkpoint skipped (too large, unreadable, nested
@@ -180,7 +186,9 @@ impl Store {
 
     /// Paths a checkpoint recorded as not captured.
     fn skipped_in(&self, commit: &str) -> Result<Vec<Vec<u8>>> {
-        let body = self.shadow().run(["log", "-1", "--no-walk", "--format=%B", commit])?;
+        let body = self
+            .shadow()
+            .run(["log", "-1", "--no-walk", "--format=%B", commit])?;
         Ok(String::from_utf8_lossy(&body)
             .lines()
             .filter(|l| l.starts_with("skipped ("))
@@ -230,7 +238,10 @@ impl Store {
         }
         let mut query = suspects.clone();
         query.extend(dirs.iter().cloned());
-        let saved: HashSet<Vec<u8>> = self.files_under(&safety.tree, &query)?.into_iter().collect();
+        let saved: HashSet<Vec<u8>> = self
+            .files_under(&safety.tree, &query)?
+            .into_iter()
+            .collect();
         for s in &suspects {
             if !saved.contains(s) {
                 return Err(CheckpointError::DirectoryConflict {

@@ -1,7 +1,6 @@
 //! Taking a snapshot: stage the work tree into the shadow index, write a tree,
 //! and commit it unless nothing changed since the last checkpoint.
 
-use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
@@ -62,16 +61,7 @@ impl Store {
     ) -> Result<SnapshotOutcome> {
         let staged = self.stage_current()?;
         let shadow = self.shadow();
-        let last = shadow
-            .cmd(["rev-parse", "--verify", "--quiet", "refs/bh/last^{commit}"])
-            .ok_codes(&[0, 1])
-            .run()?;
-        let last = String::from_utf8_lossy(trim_line(&last.stdout)).into_owned();
-        let last = if last.is_empty() {
-            None
-        } else {
-            Some(self.checkpoint_of(&last)?)
-        };
+        let last = self.last_checkpoint()?;
         if let Some(prev) = &last
             && prev.tree == staged.tree
         {
@@ -86,7 +76,7 @@ impl Store {
         let base_tree = last.as_ref().map_or(EMPTY_TREE, |c| c.tree.as_str());
         let changed = self.changed_paths(base_tree, &staged.tree)?;
         let time_ms = now_ms();
-        let message = meta::message(&NewMeta {
+        let new = NewMeta {
             seq: last.as_ref().map_or(1, |c| c.seq + 1),
             time_ms,
             tool: if request.tool.is_empty() {
@@ -99,7 +89,8 @@ impl Store {
             files_changed: changed.len() as u64,
             skipped: &staged.skipped,
             kind,
-        });
+        };
+        let message = meta::message(&new);
         let date = format!("@{} +0000", time_ms / 1000);
         let commit = shadow
             .cmd(["commit-tree", &staged.tree, "-F", "-"])
@@ -112,7 +103,9 @@ impl Store {
             .stdin(message.into_bytes())
             .run()?;
         let commit = String::from_utf8_lossy(trim_line(&commit.stdout)).into_owned();
-        let old_last = last.as_ref().map_or(bh_git::NULL_OID, |c| c.commit.as_str());
+        let old_last = last
+            .as_ref()
+            .map_or(bh_git::NULL_OID, |c| c.commit.as_str());
         let tx = format!(
             "start\ncreate refs/bh/checkpoints/{commit} {commit}\nupdate refs/bh/last {commit} {old_last}\nupdate refs/heads/bh-base {commit}\ncommit\n"
         );
@@ -120,8 +113,14 @@ impl Store {
             .cmd(["update-ref", "--stdin"])
             .stdin(tx.into_bytes())
             .run()?;
+        let checkpoint = meta::from_new(&commit, &staged.tree, &new).ok_or_else(|| {
+            CheckpointError::Corrupt {
+                store: self.dir.clone(),
+                detail: format!("git printed an odd commit id {commit:?}"),
+            }
+        })?;
         Ok(SnapshotOutcome {
-            checkpoint: self.checkpoint_of(&commit)?,
+            checkpoint,
             created: true,
             changed,
             skipped: staged.skipped,
@@ -129,14 +128,27 @@ impl Store {
         })
     }
 
-    pub(crate) fn checkpoint_of(&self, commit: &str) -> Result<Checkpoint> {
-        let out = self.shadow().run([
-            "log",
-            "-1",
-            "--no-walk",
-            "--format=%H%x00%T%x00%(trailers:only,unfold)",
-            commit,
-        ])?;
+    /// The newest checkpoint (`refs/bh/last`), if any, in one git call.
+    pub(crate) fn last_checkpoint(&self) -> Result<Option<Checkpoint>> {
+        let out = self
+            .shadow()
+            .cmd([
+                "log",
+                "-1",
+                "--no-walk",
+                "--ignore-missing",
+                "--format=%H%x00%T%x00%(trailers:only,unfold)",
+                "refs/bh/last",
+                "--",
+            ])
+            .run()?;
+        if out.stdout.is_empty() {
+            return Ok(None);
+        }
+        self.parse_log_record(&out.stdout, "refs/bh/last").map(Some)
+    }
+
+    fn parse_log_record(&self, out: &[u8], commit: &str) -> Result<Checkpoint> {
         let mut parts = out.splitn(3, |b| *b == 0);
         let (Some(c), Some(t), Some(tr)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(CheckpointError::Corrupt {
@@ -191,11 +203,11 @@ impl Store {
         let index = self.git_dir.join("index");
         let mut seeded = false;
         let mut seed_skipped = Vec::new();
-        if !index.exists() {
-            if let Some(skipped) = self.seed()? {
-                seeded = true;
-                seed_skipped = skipped;
-            }
+        if !index.exists()
+            && let Some(skipped) = self.seed()?
+        {
+            seeded = true;
+            seed_skipped = skipped;
         }
         let mut skipped = self.stage()?;
         let shadow = self.shadow();
@@ -249,12 +261,11 @@ impl Store {
                 "--ignore-submodules=all",
             ])
             .run()?;
-        let entries = parse::status_v2(&status.stdout).map_err(|detail| {
-            CheckpointError::Corrupt {
+        let entries =
+            parse::status_v2(&status.stdout).map_err(|detail| CheckpointError::Corrupt {
                 store: self.dir.clone(),
                 detail: format!("cannot parse git status: {detail}"),
-            }
-        })?;
+            })?;
         let mut update: Vec<&[u8]> = Vec::new();
         let mut force_remove: Vec<&[u8]> = Vec::new();
         let mut prehash: Vec<(&[u8], u64)> = Vec::new();
@@ -342,35 +353,39 @@ impl Store {
         }
         if !update.is_empty() {
             shadow
-                .cmd(["update-index", "-z", "--add", "--remove", "--replace", "--stdin"])
+                .cmd([
+                    "update-index",
+                    "-z",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "--stdin",
+                ])
                 .stdin(nul_join(&update))
                 .run()?;
         }
         Ok(skipped)
     }
 
-    /// Writes the objects of many new files with parallel `hash-object` workers,
-    /// so the serial `update-index` that follows only hashes and finds them
-    /// present. Best effort: any failure here is caught by `update-index`.
+    /// Writes the objects of many new files with parallel `fast-import`
+    /// workers, each streaming its share of the files into one pack (no loose
+    /// object per file, no file ever held in memory), so the serial
+    /// `update-index` that follows only hashes and finds every object present.
+    /// Purely an optimisation: `update-index` re-reads every file and is the
+    /// source of truth, so a file changing meanwhile costs one unused object.
     fn prehash(&self, files: &[(&[u8], u64)]) {
         let workers = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
             .clamp(1, 8);
-        if workers < 2 {
-            return;
-        }
-        let mut sorted: Vec<&(&[u8], u64)> = files
-            .iter()
-            .filter(|(p, _)| !p.contains(&b'\n') && !p.starts_with(b"\""))
-            .collect();
-        sorted.sort_by(|a, b| b.1.cmp(&a.1));
-        let mut buckets: Vec<(u64, Vec<u8>)> = vec![(0, Vec::new()); workers];
+        let mut sorted: Vec<&(&[u8], u64)> = files.iter().collect();
+        sorted.sort_by_key(|f| std::cmp::Reverse(f.1));
+        let mut buckets: Vec<(u64, Vec<(std::path::PathBuf, u64)>)> =
+            vec![(0, Vec::new()); workers];
         for (path, size) in sorted {
             if let Some(bucket) = buckets.iter_mut().min_by_key(|b| b.0) {
                 bucket.0 += size + 4096;
-                bucket.1.extend_from_slice(path);
-                bucket.1.push(b'\n');
+                bucket.1.push((fs_path(&self.project, path), *size));
             }
         }
         let shadow = self.shadow();
@@ -379,9 +394,15 @@ impl Store {
                 let shadow = shadow.clone();
                 scope.spawn(move || {
                     let _ = shadow
-                        .cmd(["hash-object", "-w", "--no-filters", "--stdin-paths"])
-                        .stdin(list)
-                        .run();
+                        .cmd([
+                            "-c",
+                            "pack.compression=0",
+                            "fast-import",
+                            "--quiet",
+                            "--depth=0",
+                            "--big-file-threshold=8m",
+                        ])
+                        .run_streaming(move |out| stream_blobs(&list, out));
                 });
             }
         });
@@ -431,7 +452,9 @@ impl Store {
         }
         let shadow = self.shadow();
         // Compare status against the user's HEAD, so only their real changes show.
-        if let Ok(head) = user.repo.run_line(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+        if let Ok(head) = user
+            .repo
+            .run_line(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
             && !head.is_empty()
             && shadow.run(["cat-file", "-e", &head]).is_ok()
         {
@@ -469,7 +492,12 @@ impl Store {
                 reason: "nested repository (submodule)".into(),
             });
         }
-        drop.extend(self.converted_paths(user, &all_paths)?);
+        let has_attribute_files = all_paths
+            .iter()
+            .any(|p| *p == b".gitattributes" || p.ends_with(b"/.gitattributes"));
+        if has_attribute_files || self.user_has_global_attributes(user) {
+            drop.extend(self.converted_paths(user, &all_paths)?);
+        }
         if !drop.is_empty() {
             shadow
                 .cmd(["update-index", "-z", "--force-remove", "--stdin"])
@@ -489,6 +517,38 @@ impl Store {
                 .run()?;
         }
         Ok(Some(skipped))
+    }
+
+    /// Whether attributes could come from outside the work tree: the
+    /// repository's `info/attributes`, `core.attributesFile`, or the default
+    /// `$XDG_CONFIG_HOME/git/attributes` (`~/.config/git/attributes`).
+    fn user_has_global_attributes(&self, user: &crate::store::UserRepo) -> bool {
+        let non_empty = |p: &Path| fs::metadata(p).map(|m| m.len() > 0).unwrap_or(false);
+        if non_empty(&user.common_dir.join("info/attributes")) {
+            return true;
+        }
+        let configured = user
+            .repo
+            .cmd(["config", "--path", "--get", "core.attributesFile"])
+            .ok_codes(&[0, 1])
+            .run()
+            .map(|o| !trim_line(&o.stdout).is_empty())
+            .unwrap_or(true);
+        if configured {
+            return true;
+        }
+        let xdg = self
+            .runner
+            .env_var("XDG_CONFIG_HOME")
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                self.runner
+                    .env_var("HOME")
+                    .map(|h| Path::new(h).join(".config"))
+            });
+        // Without a known home, assume the worst and check.
+        xdg.is_none_or(|dir| fs::metadata(dir.join("git/attributes")).is_ok())
     }
 
     /// Paths whose stored bytes the user's git may convert (text/eol/crlf,
@@ -531,6 +591,38 @@ impl Store {
             .filter(|p| converted.contains(p))
             .collect())
     }
+}
+
+/// Feeds `fast-import` one `blob` command per file, exactly `size` bytes each
+/// (padded or cut if the file changed since it was measured).
+fn stream_blobs(
+    files: &[(std::path::PathBuf, u64)],
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let mut buf = vec![0u8; 1 << 16];
+    for (path, size) in files {
+        let Ok(file) = File::open(path) else { continue };
+        write!(out, "blob\ndata {size}\n")?;
+        let mut left = *size;
+        let mut reader = file.take(*size);
+        while left > 0 {
+            let n = match reader.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    // shorter than measured: pad, the object is simply unused
+                    let pad = usize::try_from(left.min(buf.len() as u64)).unwrap_or(0);
+                    buf[..pad].fill(0);
+                    pad
+                }
+                Ok(n) => n,
+            };
+            out.write_all(&buf[..n])?;
+            left -= n as u64;
+        }
+        out.write_all(b"\n")?;
+    }
+    out.flush()
 }
 
 fn nul_join(paths: &[&[u8]]) -> Vec<u8> {
@@ -579,24 +671,46 @@ fn link_objects(from: &Path, to: &Path) {
     let Ok(dirs) = fs::read_dir(from) else {
         return;
     };
-    for dir in dirs.flatten() {
-        let name = dir.file_name();
-        let b = name.as_bytes();
-        if b.len() != 2 || !b.iter().all(|c| c.is_ascii_hexdigit()) {
-            continue;
+    let fanout: Vec<std::path::PathBuf> = dirs
+        .flatten()
+        .filter(|d| {
+            let name = d.file_name();
+            let b = name.as_bytes();
+            b.len() == 2 && b.iter().all(|c| c.is_ascii_hexdigit())
+        })
+        .map(|d| d.path())
+        .collect();
+    // Loose objects are one file each: link the 256 fan-out folders in parallel.
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(dir) = fanout.get(i) else { break };
+                    let Ok(objects) = fs::read_dir(dir) else {
+                        continue;
+                    };
+                    let Some(name) = dir.file_name() else {
+                        continue;
+                    };
+                    let target = to.join(name);
+                    let _ = fs::create_dir_all(&target);
+                    for obj in objects.flatten() {
+                        link(&obj.path(), &target.join(obj.file_name()));
+                    }
+                }
+            });
         }
-        let Ok(objects) = fs::read_dir(dir.path()) else {
-            continue;
-        };
-        let target = to.join(OsStr::from_bytes(b));
-        let _ = fs::create_dir_all(&target);
-        for obj in objects.flatten() {
-            link(&obj.path(), &target.join(obj.file_name()));
-        }
-    }
+    });
 }
 
-pub(crate) fn human_size(bytes: u64) -> String {
+/// `50MiB`, `1.5GiB`, `512B`.
+pub fn human_size(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut value = bytes as f64;
     let mut unit = 0;

@@ -24,8 +24,7 @@ pub(crate) const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// Neutralises every byte conversion git could apply between work tree and
 /// objects, whatever the project's `.gitattributes` or the user's config say.
-const NEUTRAL_ATTRIBUTES: &str =
-    "* -text -eol -crlf -filter -ident -working-tree-encoding\n";
+const NEUTRAL_ATTRIBUTES: &str = "* -text -eol -crlf -filter -ident -working-tree-encoding\n";
 
 const SHADOW_CONFIG: &str = "[core]
 \trepositoryformatversion = 0
@@ -43,6 +42,11 @@ const SHADOW_CONFIG: &str = "[core]
 \tpreloadIndex = true
 [index]
 \tversion = 4
+\tskipHash = true
+[pack]
+\tcompression = 1
+[fastimport]
+\tunpackLimit = 0
 [gc]
 \tauto = 0
 [status]
@@ -95,35 +99,6 @@ pub struct Store {
 /// The store lock; released when dropped (or by the kernel if the process dies).
 pub(crate) struct StoreLock {
     _file: File,
-}
-
-/// The project a command applies to: the enclosing repository's top level when
-/// `dir` is inside a Git work tree, else `dir` itself (canonicalised).
-pub fn resolve_project(runner: &GitRunner, dir: &Path) -> Result<PathBuf> {
-    let canonical = fs::canonicalize(dir).map_err(|e| CheckpointError::BadProject {
-        path: dir.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    if !canonical.is_dir() {
-        return Err(CheckpointError::BadProject {
-            path: dir.to_path_buf(),
-            reason: "not a directory".into(),
-        });
-    }
-    let repo = runner.repo(&canonical, Scope::User);
-    match repo.cmd(["rev-parse", "--show-toplevel"]).run() {
-        Ok(out) => {
-            let top = trim_line(&out.stdout);
-            if top.is_empty() {
-                return Ok(canonical);
-            }
-            fs::canonicalize(OsStr::from_bytes(top)).map_err(|e| CheckpointError::BadProject {
-                path: dir.to_path_buf(),
-                reason: e.to_string(),
-            })
-        }
-        Err(_) => Ok(canonical),
-    }
 }
 
 pub(crate) fn trim_line(out: &[u8]) -> &[u8] {
@@ -240,6 +215,35 @@ impl Store {
             path: project.to_path_buf(),
             reason: e.to_string(),
         })?;
+        let user = user_repo(runner, &project).map(|(_, user)| user);
+        Store::open_with(runner, project, user, options)
+    }
+
+    /// Opens the store of the project containing `dir`: the enclosing Git
+    /// repository's top level, else `dir` itself (one `git rev-parse` call).
+    pub fn open_in(runner: &GitRunner, dir: &Path, options: &StoreOptions) -> Result<Store> {
+        let dir = fs::canonicalize(dir).map_err(|e| CheckpointError::BadProject {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        match user_repo(runner, &dir) {
+            Some((top, user)) => {
+                let user = UserRepo {
+                    is_top: true,
+                    ..user
+                };
+                Store::open_with(runner, top, Some(user), options)
+            }
+            None => Store::open_with(runner, dir, None, options),
+        }
+    }
+
+    fn open_with(
+        runner: &GitRunner,
+        project: PathBuf,
+        user: Option<UserRepo>,
+        options: &StoreOptions,
+    ) -> Result<Store> {
         if !project.is_dir() {
             return Err(CheckpointError::BadProject {
                 path: project,
@@ -290,7 +294,6 @@ impl Store {
                 project,
             });
         }
-        let user = user_repo(runner, &project);
         let excludes_file = user_excludes_file(runner, &project);
         let store = Store {
             git_dir: dir.join("git"),
@@ -364,7 +367,9 @@ impl Store {
         init.cmd(["init", "--quiet", "--bare", "--template="])
             .arg(&tmp)
             .run()?;
-        let io = |what: &str, e| CheckpointError::io(format!("cannot write {what} in {}", tmp.display()), e);
+        let io = |what: &str, e| {
+            CheckpointError::io(format!("cannot write {what} in {}", tmp.display()), e)
+        };
         fs::write(tmp.join("config"), SHADOW_CONFIG).map_err(|e| io("config", e))?;
         fs::create_dir_all(tmp.join("info")).map_err(|e| io("info/", e))?;
         fs::write(tmp.join("info/attributes"), NEUTRAL_ATTRIBUTES)
@@ -382,7 +387,12 @@ impl Store {
     /// lock held, so no live harness process can own them; git children die with
     /// their harness process (PR_SET_PDEATHSIG), so no orphan owns them either.
     pub(crate) fn clean_stale_locks(&self) -> Result<()> {
-        for name in ["index.lock", "HEAD.lock", "packed-refs.lock", "shallow.lock"] {
+        for name in [
+            "index.lock",
+            "HEAD.lock",
+            "packed-refs.lock",
+            "shallow.lock",
+        ] {
             let _ = fs::remove_file(self.git_dir.join(name));
         }
         remove_lock_files(&self.git_dir.join("refs"));
@@ -411,14 +421,19 @@ impl Store {
         ])?;
         let mut fields = bh_git::parse::split_z(&out);
         let mut list = Vec::new();
-        loop {
-            let Some(commit) = fields.next() else { break };
+        while let Some(commit) = fields.next() {
             let commit = String::from_utf8_lossy(commit).trim().to_owned();
             if commit.is_empty() {
                 break;
             }
-            let tree = fields.next().map(String::from_utf8_lossy).unwrap_or_default();
-            let trailers = fields.next().map(String::from_utf8_lossy).unwrap_or_default();
+            let tree = fields
+                .next()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default();
+            let trailers = fields
+                .next()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default();
             match meta::parse(&commit, &tree, &trailers) {
                 Some(cp) => list.push(cp),
                 None => {
@@ -528,7 +543,11 @@ impl Store {
         let text = match patch {
             DiffText::None => None,
             DiffText::Patch | DiffText::Stat => {
-                let flag = if patch == DiffText::Stat { "--stat" } else { "-p" };
+                let flag = if patch == DiffText::Stat {
+                    "--stat"
+                } else {
+                    "-p"
+                };
                 let out = pathspec(shadow.cmd([
                     "diff-tree",
                     "-r",
@@ -571,7 +590,8 @@ impl Store {
         for (i, cp) in list.into_iter().enumerate() {
             let by_count = policy.keep.is_none_or(|k| i >= k);
             let by_age = policy.older_than.is_none_or(|age| {
-                now_ms.saturating_sub(cp.time_ms) > i64::try_from(age.as_millis()).unwrap_or(i64::MAX)
+                now_ms.saturating_sub(cp.time_ms)
+                    > i64::try_from(age.as_millis()).unwrap_or(i64::MAX)
             });
             if by_count && by_age {
                 removed.push(cp);
@@ -623,7 +643,6 @@ pub enum DiffText {
     Patch,
     Stat,
 }
-
 
 /// One changed path between a checkpoint and the current tree.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -699,8 +718,10 @@ fn dir_size(dir: &Path) -> u64 {
         .sum()
 }
 
-fn user_repo(runner: &GitRunner, project: &Path) -> Option<UserRepo> {
-    let repo = runner.repo(project, Scope::User);
+/// The repository containing `dir`, as `(canonical top level, facts)`;
+/// `is_top` says whether `dir` is that top level.
+fn user_repo(runner: &GitRunner, dir: &Path) -> Option<(PathBuf, UserRepo)> {
+    let repo = runner.repo(dir, Scope::User);
     let out = repo
         .run([
             "rev-parse",
@@ -719,15 +740,20 @@ fn user_repo(runner: &GitRunner, project: &Path) -> Option<UserRepo> {
         return None;
     };
     let path = |b: &[u8]| PathBuf::from(OsStr::from_bytes(b));
-    let is_top = fs::canonicalize(path(top)).ok()? == project;
-    Some(UserRepo {
-        repo,
-        is_top,
-        git_dir: path(git_dir),
-        common_dir: path(common),
-        index: path(index),
-        exclude: path(exclude),
-    })
+    let top = fs::canonicalize(path(top)).ok()?;
+    let is_top = top == dir;
+    let repo = runner.repo(&top, Scope::User);
+    Some((
+        top,
+        UserRepo {
+            repo,
+            is_top,
+            git_dir: path(git_dir),
+            common_dir: path(common),
+            index: path(index),
+            exclude: path(exclude),
+        },
+    ))
 }
 
 /// The user's `core.excludesFile`, as their own git resolves it (global and

@@ -114,25 +114,27 @@ pub(crate) fn checkpoint_error(err: CheckpointError) -> CliError {
     CliError::new(kind, err.to_string())
 }
 
+/// `--project DIR` names the project exactly; without it the project is the
+/// repository enclosing `dir` (the current directory, or the hook's `cwd`),
+/// else that directory.
 fn open(ctx: &Ctx, arg: &ProjectArg, dir: Option<&Path>) -> Result<Store, CliError> {
     let runner = ctx.git();
-    let start = match (&arg.project, dir) {
-        (Some(p), _) => ctx.cwd.join(p),
-        (None, Some(d)) => d.to_path_buf(),
-        (None, None) => ctx.cwd.clone(),
-    };
-    let project = bh_checkpoint::resolve_project(&runner, &start).map_err(checkpoint_error)?;
     let options = StoreOptions {
         state_dir: ctx.state_dir.clone(),
         max_file_size: arg.max_file_size,
     };
-    Store::open(&runner, &project, &options).map_err(checkpoint_error)
+    match &arg.project {
+        Some(p) => Store::open(&runner, &ctx.cwd.join(p), &options),
+        None => Store::open_in(&runner, dir.unwrap_or(&ctx.cwd), &options),
+    }
+    .map_err(checkpoint_error)
 }
 
 fn rel_paths(ctx: &Ctx, store: &Store, paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, CliError> {
     let mut out = Vec::new();
     for p in paths {
-        let rel = bh_checkpoint::project_relative(store.project(), &ctx.cwd, p).map_err(checkpoint_error)?;
+        let rel = bh_checkpoint::project_relative(store.project(), &ctx.cwd, p)
+            .map_err(checkpoint_error)?;
         if rel.is_empty() {
             // The project itself: the whole tree, same as no path.
             return Ok(Vec::new());
@@ -201,7 +203,10 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
                 human_size(size)
             );
             if !list.is_empty() {
-                println!("{:<12}  {:>8}  {:<14}  {:>5}  NOTE", "ID", "AGE", "TOOL", "FILES");
+                println!(
+                    "{:<12}  {:>8}  {:<14}  {:>5}  NOTE",
+                    "ID", "AGE", "TOOL", "FILES"
+                );
             }
             for cp in &list {
                 let mut note = Vec::new();
@@ -376,7 +381,9 @@ fn claude_code_hook(
     for s in &outcome.skipped {
         eprintln!("bh: warning: not captured: {} ({})", s.path, s.reason);
     }
-    Ok(Some(json!({ "project": store.project(), "snapshot": outcome })))
+    Ok(Some(
+        json!({ "project": store.project(), "snapshot": outcome }),
+    ))
 }
 
 fn now_ms() -> i64 {
@@ -385,4 +392,3 @@ fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
-

@@ -35,10 +35,16 @@ pub fn run(args: DemoArgs, ctx: &Ctx) -> Result<(), CliError> {
         log.push(line);
     };
 
-    write(&project.join("src/main.rs"), "fn main() {\n    println!(\"hello\");\n}\n")?;
+    write(
+        &project.join("src/main.rs"),
+        "fn main() {\n    println!(\"hello\");\n}\n",
+    )?;
     write(&project.join("README.md"), "# demo\n")?;
     write(&project.join(".gitignore"), "target/\n")?;
-    write(&project.join("target/debug/app"), "build output (ignored)\n")?;
+    write(
+        &project.join("target/debug/app"),
+        "build output (ignored)\n",
+    )?;
     let runner = ctx.git();
     let repo = runner.repo(&project, bh_git::Scope::Isolated);
     repo.run(["init", "--quiet"]).map_err(CliError::internal)?;
@@ -50,9 +56,13 @@ pub fn run(args: DemoArgs, ctx: &Ctx) -> Result<(), CliError> {
         .env("GIT_COMMITTER_EMAIL", "demo@example.invalid")
         .run()
         .map_err(CliError::internal)?;
-    say(format!("project: {} (a git repo with 3 files)", project.display()));
+    say(format!(
+        "project: {} (a git repo with 3 files)",
+        project.display()
+    ));
 
-    let store = Store::open(&runner, &project, &StoreOptions::new(&state)).map_err(checkpoint_error)?;
+    let store =
+        Store::open(&runner, &project, &StoreOptions::new(&state)).map_err(checkpoint_error)?;
     let first = store
         .snapshot(&SnapshotRequest {
             tool: "Edit".into(),
@@ -117,8 +127,14 @@ pub fn run(args: DemoArgs, ctx: &Ctx) -> Result<(), CliError> {
         if ok { "yes" } else { "NO" }
     ));
     let list = store.list().map_err(checkpoint_error)?;
-    say(format!("7. {} checkpoints in the store (newest first): {}", list.len(),
-        list.iter().map(|c| format!("{} {}", c.id, c.tool)).collect::<Vec<_>>().join(", ")));
+    say(format!(
+        "7. {} checkpoints in the store (newest first): {}",
+        list.len(),
+        list.iter()
+            .map(|c| format!("{} {}", c.id, c.tool))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
 
     let kept = if args.keep {
         let path = scratch.keep();
@@ -133,7 +149,9 @@ pub fn run(args: DemoArgs, ctx: &Ctx) -> Result<(), CliError> {
     if ok {
         Ok(())
     } else {
-        Err(CliError::internal("the demo restore did not bring the project back"))
+        Err(CliError::internal(
+            "the demo restore did not bring the project back",
+        ))
     }
 }
 
@@ -141,5 +159,6 @@ fn write(path: &Path, text: &str) -> Result<(), CliError> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)?;
     }
-    fs::write(path, text).map_err(|e| CliError::internal(format!("cannot write {}: {e}", path.display())))
+    fs::write(path, text)
+        .map_err(|e| CliError::internal(format!("cannot write {}: {e}", path.display())))
 }

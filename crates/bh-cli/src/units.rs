@@ -17,7 +17,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "h" => 3600,
         "d" => 86_400,
         "w" => 604_800,
-        _ => return Err(format!("invalid duration unit in {text:?} (use s, m, h, d or w)")),
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {text:?} (use s, m, h, d or w)"
+            ));
+        }
     };
     n.checked_mul(secs)
         .map(Duration::from_secs)
@@ -41,26 +45,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "MB" => 1_000_000,
         "G" | "GiB" => 1 << 30,
         "GB" => 1_000_000_000,
-        _ => return Err(format!("invalid size unit in {text:?} (use B, KiB, MiB, GiB)")),
+        _ => {
+            return Err(format!(
+                "invalid size unit in {text:?} (use B, KiB, MiB, GiB)"
+            ));
+        }
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("size {text:?} is too large"))
 }
 
-pub fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
+pub use bh_checkpoint::human_size;
 
 pub fn human_age(ms: i64) -> String {
     let secs = (ms / 1000).max(0);

@@ -1,5 +1,7 @@
 //! `bh checkpoint` through the CLI, on real repositories with real git.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
@@ -70,7 +72,11 @@ impl Env {
             .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
             .output()
             .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -115,7 +121,10 @@ impl Env {
     }
 
     fn snapshot_id(&self) -> String {
-        self.snapshot()["checkpoint"]["id"].as_str().unwrap().to_owned()
+        self.snapshot()["checkpoint"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     }
 
     fn store_dir(&self) -> PathBuf {
@@ -133,14 +142,21 @@ fn tree_state(dir: &Path) -> BTreeMap<String, String> {
             let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
             let meta = fs::symlink_metadata(&p).unwrap();
             if meta.is_symlink() {
-                out.insert(rel, format!("link:{}", fs::read_link(&p).unwrap().display()));
+                out.insert(
+                    rel,
+                    format!("link:{}", fs::read_link(&p).unwrap().display()),
+                );
             } else if meta.is_dir() {
                 walk(base, &p, out);
             } else {
                 let bytes = fs::read(&p).unwrap();
                 out.insert(
                     rel,
-                    format!("{:o}:{}", meta.permissions().mode() & 0o777, String::from_utf8_lossy(&bytes)),
+                    format!(
+                        "{:o}:{}",
+                        meta.permissions().mode() & 0o777,
+                        String::from_utf8_lossy(&bytes)
+                    ),
                 );
             }
         }
@@ -163,7 +179,16 @@ fn snapshot_list_and_debounce() {
     env.write("README.md", "# readme\n");
     assert_eq!(env.snapshot()["created"], false);
     env.write("README.md", "# changed\n");
-    let third = env.json(&["checkpoint", "snapshot", "--tool", "Edit", "--session", "s-1", "--entry", "e-9"]);
+    let third = env.json(&[
+        "checkpoint",
+        "snapshot",
+        "--tool",
+        "Edit",
+        "--session",
+        "s-1",
+        "--entry",
+        "e-9",
+    ]);
     assert_eq!(third["snapshot"]["created"], true);
     assert_eq!(third["snapshot"]["changed"][0]["path"], "README.md");
     let list = env.json(&["checkpoint", "list"]);
@@ -191,25 +216,58 @@ fn store_is_private_and_outside_the_project() {
     assert!(store.starts_with(env.state.join("checkpoints")));
     let name = store.file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.starts_with("project-"), "{name}");
-    assert_eq!(fs::metadata(&store).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(
+        fs::metadata(&store).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
     // open to others: refused, and nothing is changed
     fs::set_permissions(&store, fs::Permissions::from_mode(0o755)).unwrap();
     let err = env.json_err(&["checkpoint", "snapshot"], 3);
     assert_eq!(err["error"]["kind"], "refused");
-    assert!(err["error"]["message"].as_str().unwrap().contains("open to group or others"));
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("open to group or others")
+    );
     fs::set_permissions(&store, fs::Permissions::from_mode(0o700)).unwrap();
     // a state dir inside the project: refused before anything is created
     let err = env.json_err(
-        &["--state-dir", env.project.join(".bh-state").to_str().unwrap(), "checkpoint", "snapshot"],
+        &[
+            "--state-dir",
+            env.project.join(".bh-state").to_str().unwrap(),
+            "checkpoint",
+            "snapshot",
+        ],
         3,
     );
-    assert!(err["error"]["message"].as_str().unwrap().contains("overlap"), "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("overlap"),
+        "{err}"
+    );
     assert!(!env.project.join(".bh-state").exists());
     // a project inside the state dir: refused
     let inner = env.state.join("checkpoints/inner");
     fs::create_dir_all(&inner).unwrap();
-    let err = env.json_err(&["checkpoint", "snapshot", "--project", inner.to_str().unwrap()], 3);
-    assert!(err["error"]["message"].as_str().unwrap().contains("overlap"), "{err}");
+    let err = env.json_err(
+        &[
+            "checkpoint",
+            "snapshot",
+            "--project",
+            inner.to_str().unwrap(),
+        ],
+        3,
+    );
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("overlap"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -223,7 +281,13 @@ fn store_owned_by_someone_else_is_refused() {
     let store = env.store_dir();
     std::os::unix::fs::chown(&store, Some(65534), Some(65534)).unwrap();
     let err = env.json_err(&["checkpoint", "list"], 3);
-    assert!(err["error"]["message"].as_str().unwrap().contains("owned by uid 65534"), "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("owned by uid 65534"),
+        "{err}"
+    );
 }
 
 fn with_stdin(mut cmd: Command, input: String) -> std::process::Output {
@@ -235,12 +299,21 @@ fn with_stdin(mut cmd: Command, input: String) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
 fn nix_is_root() -> bool {
-    Command::new("id").arg("-u").output().map(|o| o.stdout == b"0\n").unwrap_or(false)
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false)
 }
 
 #[test]
@@ -288,7 +361,11 @@ fn inherited_git_index_file_does_not_touch_the_users_index() {
         .args(["--json", "checkpoint", "snapshot"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(fs::read(&index).unwrap(), before);
     assert!(!env.git(&["status", "--porcelain"]).contains("A  new.txt"));
 }
@@ -306,7 +383,10 @@ fn bytes_are_stored_exactly_despite_filters_and_attributes() {
         ),
     )
     .unwrap();
-    env.write(".gitattributes", "*.dat filter=evil\n*.txt text eol=crlf\n*.id ident\n");
+    env.write(
+        ".gitattributes",
+        "*.dat filter=evil\n*.txt text eol=crlf\n*.id ident\n",
+    );
     let crlf = "line1\r\nline2\nline3\r\n";
     env.write("data.dat", "raw data\n");
     env.write("mixed.txt", crlf);
@@ -363,7 +443,10 @@ fn ignore_rules_of_the_user_apply() {
         .collect();
     assert!(changed.contains(&"kept.txt"), "{changed:?}");
     for ignored in ["app.log", "secret.env", "scratch.tmp"] {
-        assert!(!changed.contains(&ignored), "{ignored} captured: {changed:?}");
+        assert!(
+            !changed.contains(&ignored),
+            "{ignored} captured: {changed:?}"
+        );
     }
 }
 
@@ -371,7 +454,11 @@ fn ignore_rules_of_the_user_apply() {
 fn symlinks_and_exec_bits_round_trip() {
     let env = Env::new();
     env.write("script.sh", "#!/bin/sh\necho hi\n");
-    fs::set_permissions(env.project.join("script.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(
+        env.project.join("script.sh"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     env.write("target.txt", "t\n");
     symlink("target.txt", env.project.join("link")).unwrap();
     symlink("/etc/hostname", env.project.join("outside-link")).unwrap();
@@ -381,7 +468,11 @@ fn symlinks_and_exec_bits_round_trip() {
     fs::remove_file(env.project.join("link")).unwrap();
     fs::remove_file(env.project.join("dangling")).unwrap();
     fs::remove_file(env.project.join("outside-link")).unwrap();
-    fs::set_permissions(env.project.join("script.sh"), fs::Permissions::from_mode(0o644)).unwrap();
+    fs::set_permissions(
+        env.project.join("script.sh"),
+        fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
     env.write("link", "now a file\n");
     env.json(&["checkpoint", "restore", &id]);
     assert_eq!(tree_state(&env.project), before);
@@ -391,15 +482,39 @@ fn symlinks_and_exec_bits_round_trip() {
 fn nested_repos_unreadable_and_large_files_never_fail_a_snapshot() {
     let env = Env::git_project();
     // an empty nested repository (no commit) and one with a commit
-    Command::new("git").args(["init", "-q"]).current_dir({
-        let d = env.project.join("empty-nested");
-        fs::create_dir_all(&d).unwrap();
-        d
-    }).status().unwrap();
+    Command::new("git")
+        .args(["init", "-q"])
+        .current_dir({
+            let d = env.project.join("empty-nested");
+            fs::create_dir_all(&d).unwrap();
+            d
+        })
+        .status()
+        .unwrap();
     env.write("full-nested/f.txt", "x\n");
     let nested = env.project.join("full-nested");
-    for args in [&["init", "-q"][..], &["add", "-A"], &["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "x"]] {
-        assert!(Command::new("git").args(args).current_dir(&nested).env("HOME", &env.home).status().unwrap().success());
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-qm",
+            "x",
+        ],
+    ] {
+        assert!(
+            Command::new("git")
+                .args(args)
+                .current_dir(&nested)
+                .env("HOME", &env.home)
+                .status()
+                .unwrap()
+                .success()
+        );
     }
     env.write("big.bin", &"x".repeat(3000));
     env.write("fine.txt", "fine\n");
@@ -410,11 +525,31 @@ fn nested_repos_unreadable_and_large_files_never_fail_a_snapshot() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["path"].as_str().unwrap().to_owned(), s["reason"].as_str().unwrap().to_owned()))
+        .map(|s| {
+            (
+                s["path"].as_str().unwrap().to_owned(),
+                s["reason"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
-    assert!(skipped.iter().any(|(p, r)| p == "empty-nested" && r.contains("nested")), "{skipped:?}");
-    assert!(skipped.iter().any(|(p, r)| p == "full-nested" && r.contains("nested")), "{skipped:?}");
-    assert!(skipped.iter().any(|(p, r)| p == "big.bin" && r.contains("size cap")), "{skipped:?}");
+    assert!(
+        skipped
+            .iter()
+            .any(|(p, r)| p == "empty-nested" && r.contains("nested")),
+        "{skipped:?}"
+    );
+    assert!(
+        skipped
+            .iter()
+            .any(|(p, r)| p == "full-nested" && r.contains("nested")),
+        "{skipped:?}"
+    );
+    assert!(
+        skipped
+            .iter()
+            .any(|(p, r)| p == "big.bin" && r.contains("size cap")),
+        "{skipped:?}"
+    );
     let changed = snap["changed"].to_string();
     assert!(changed.contains("fine.txt"));
     assert!(!changed.contains("big.bin"));
@@ -432,7 +567,11 @@ fn unreadable_file_is_skipped_and_recorded() {
     let env = Env::git_project();
     env.write("secret.txt", "s\n");
     env.write("ok.txt", "ok\n");
-    fs::set_permissions(env.project.join("secret.txt"), fs::Permissions::from_mode(0o000)).unwrap();
+    fs::set_permissions(
+        env.project.join("secret.txt"),
+        fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
     let mut cmd = if nix_is_root() {
         // root reads everything: run bh as nobody, on files nobody owns.
         for dir in [&env.root, &env.project, &env.home] {
@@ -454,11 +593,22 @@ fn unreadable_file_is_skipped_and_recorded() {
     if nix_is_root() {
         chown_r(&env.home);
     }
-    let out = cmd.args(["--json", "checkpoint", "snapshot"]).output().unwrap();
-    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = cmd
+        .args(["--json", "checkpoint", "snapshot"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let skipped = doc["snapshot"]["skipped"].to_string();
-    assert!(skipped.contains("secret.txt") && skipped.contains("unreadable"), "{skipped}");
+    assert!(
+        skipped.contains("secret.txt") && skipped.contains("unreadable"),
+        "{skipped}"
+    );
     assert!(doc["snapshot"]["changed"].to_string().contains("ok.txt"));
 }
 
@@ -493,10 +643,30 @@ fn restore_is_additive_by_default_and_exact_on_request() {
 
     // a directory, from inside it (paths are relative to the current directory)
     // (a plain folder: name the project, or the subfolder would be its own project)
-    let out = env.bh().current_dir(env.project.join("dir")).args(["--json", "checkpoint", "restore", "--project", "..", &id, "."]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = env
+        .bh()
+        .current_dir(env.project.join("dir"))
+        .args([
+            "--json",
+            "checkpoint",
+            "restore",
+            "--project",
+            "..",
+            &id,
+            ".",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(env.read("dir/c.txt"), "c1\n");
-    assert!(env.project.join("dir/new.txt").exists(), "additive keeps new files");
+    assert!(
+        env.project.join("dir/new.txt").exists(),
+        "additive keeps new files"
+    );
     assert_eq!(env.read("a.txt"), "a2\n");
 
     // no path = everything, still additive
@@ -510,7 +680,10 @@ fn restore_is_additive_by_default_and_exact_on_request() {
     env.write("debug.log", "keep me\n");
     let out = env.json(&["checkpoint", "restore", &id, "--exact"]);
     let deleted = out["restore"]["deleted"].to_string();
-    assert!(deleted.contains("other-new.txt") && deleted.contains("dir/new.txt"), "{deleted}");
+    assert!(
+        deleted.contains("other-new.txt") && deleted.contains("dir/new.txt"),
+        "{deleted}"
+    );
     assert!(!env.project.join("other-new.txt").exists());
     assert!(!env.project.join(".gitignore").exists());
     assert_eq!(env.read("debug.log"), "keep me\n");
@@ -528,13 +701,34 @@ fn restore_refuses_bad_input() {
     env.write("a.txt", "a\n");
     let id = env.snapshot_id();
     let err = env.json_err(&["checkpoint", "restore", &id, "../outside.txt"], 3);
-    assert!(err["error"]["message"].as_str().unwrap().contains("outside the project"), "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("outside the project"),
+        "{err}"
+    );
     let err = env.json_err(&["checkpoint", "restore", &id, "/etc/passwd"], 3);
-    assert!(err["error"]["message"].as_str().unwrap().contains("outside the project"));
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("outside the project")
+    );
     let err = env.json_err(&["checkpoint", "restore", &id, "no-such-file"], 4);
-    assert!(err["error"]["message"].as_str().unwrap().contains("not in checkpoint"));
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not in checkpoint")
+    );
     let err = env.json_err(&["checkpoint", "restore", "deadbeef"], 4);
-    assert!(err["error"]["message"].as_str().unwrap().contains("no checkpoint matches"));
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no checkpoint matches")
+    );
     let err = env.json_err(&["checkpoint", "restore", "zz"], 4);
     assert_eq!(err["error"]["kind"], "not_found");
     let err = env.json_err(&["checkpoint", "prune", "--older-than", "3 fortnights"], 2);
@@ -551,7 +745,13 @@ fn restore_never_destroys_what_no_checkpoint_holds() {
     env.write(".gitignore", "*.secret\n");
     env.write("thing/data.secret", "precious\n");
     let err = env.json_err(&["checkpoint", "restore", &id, "thing"], 3);
-    assert!(err["error"]["message"].as_str().unwrap().contains("thing/data.secret"), "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("thing/data.secret"),
+        "{err}"
+    );
     assert_eq!(env.read("thing/data.secret"), "precious\n");
     // a directory whose files are all captured can be replaced (undoable)
     fs::remove_file(env.project.join("thing/data.secret")).unwrap();
@@ -578,7 +778,12 @@ fn diff_against_the_current_tree() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["status"].as_str().unwrap().to_owned(), e["path"].as_str().unwrap().to_owned()))
+        .map(|e| {
+            (
+                e["status"].as_str().unwrap().to_owned(),
+                e["path"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     assert_eq!(
         entries,
@@ -588,15 +793,29 @@ fn diff_against_the_current_tree() {
             ("A".into(), "c.txt".into())
         ]
     );
-    let patch = env.bh().args(["checkpoint", "diff", &id, "a.txt"]).output().unwrap();
+    let patch = env
+        .bh()
+        .args(["checkpoint", "diff", &id, "a.txt"])
+        .output()
+        .unwrap();
     let patch = String::from_utf8_lossy(&patch.stdout);
     assert!(patch.contains("-one") && patch.contains("+two"), "{patch}");
     assert!(!patch.contains("c.txt"));
-    let stat = env.bh().args(["checkpoint", "diff", &id, "--stat"]).output().unwrap();
+    let stat = env
+        .bh()
+        .args(["checkpoint", "diff", &id, "--stat"])
+        .output()
+        .unwrap();
     let stat = String::from_utf8_lossy(&stat.stdout);
     assert!(stat.contains("3 files changed"), "{stat}");
     // diff creates no checkpoint
-    assert_eq!(env.json(&["checkpoint", "list"])["checkpoints"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        env.json(&["checkpoint", "list"])["checkpoints"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -621,7 +840,12 @@ fn prune_by_count_and_age_then_repack() {
     assert_eq!(out["prune"]["removed"].as_array().unwrap().len(), 0);
     let out = env.json(&["checkpoint", "prune", "--keep", "0"]);
     assert!(!out["prune"]["removed"].as_array().unwrap().is_empty());
-    assert!(env.json(&["checkpoint", "list"])["checkpoints"].as_array().unwrap().is_empty());
+    assert!(
+        env.json(&["checkpoint", "list"])["checkpoints"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     // and snapshots work again afterwards
     assert_eq!(env.snapshot()["created"], true);
     fsck(&env);
@@ -630,12 +854,23 @@ fn prune_by_count_and_age_then_repack() {
 fn fsck(env: &Env) {
     let store = env.store_dir();
     let out = Command::new("git")
-        .args(["--git-dir", store.join("git").to_str().unwrap(), "fsck", "--strict", "--no-dangling"])
+        .args([
+            "--git-dir",
+            store.join("git").to_str().unwrap(),
+            "fsck",
+            "--strict",
+            "--no-dangling",
+        ])
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("HOME", &env.home)
         .output()
         .unwrap();
-    assert!(out.status.success(), "fsck: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "fsck: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -650,13 +885,24 @@ fn eight_concurrent_processes_lose_nothing() {
             env.write(&format!("proc{p}/round{round}.txt"), "x\n");
         }
         let mut cmd = env.bh();
-        cmd.args(["--json", "checkpoint", "snapshot", "--tool", &format!("p{p}")]);
-        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        cmd.args([
+            "--json",
+            "checkpoint",
+            "snapshot",
+            "--tool",
+            &format!("p{p}"),
+        ]);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
         children.push(cmd.spawn().unwrap());
     }
     for c in children {
         let out = c.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     // a final snapshot captures everything; all checkpoints are consistent
     env.snapshot();
@@ -695,18 +941,36 @@ fn non_git_project_and_project_resolution() {
     let env = Env::git_project();
     // from a subdirectory, the project is the repository's top level
     let sub = env.project.join("src");
-    let out = env.bh().current_dir(&sub).args(["--json", "checkpoint", "snapshot"]).output().unwrap();
+    let out = env
+        .bh()
+        .current_dir(&sub)
+        .args(["--json", "checkpoint", "snapshot"])
+        .output()
+        .unwrap();
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["project"].as_str().unwrap(), env.project.to_str().unwrap());
+    assert_eq!(
+        doc["project"].as_str().unwrap(),
+        env.project.to_str().unwrap()
+    );
     // a plain folder is its own project
     let plain = env.root.join("plain");
     fs::create_dir_all(&plain).unwrap();
     fs::write(plain.join("x.txt"), "x").unwrap();
-    let doc = env.json(&["checkpoint", "snapshot", "--project", plain.to_str().unwrap()]);
+    let doc = env.json(&[
+        "checkpoint",
+        "snapshot",
+        "--project",
+        plain.to_str().unwrap(),
+    ]);
     assert_eq!(doc["project"].as_str().unwrap(), plain.to_str().unwrap());
     assert_eq!(doc["snapshot"]["changed"][0]["path"], "x.txt");
     let err = env.json_err(&["checkpoint", "list", "--project", "/no/such/dir"], 3);
-    assert!(err["error"]["message"].as_str().unwrap().contains("/no/such/dir"));
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/no/such/dir")
+    );
 }
 
 #[test]
@@ -744,7 +1008,12 @@ fn claude_code_hook_snapshots_mutating_tools_and_never_blocks() {
     };
     let out = run(event("Read", &env.project), &[]);
     assert!(out.status.success());
-    assert!(env.json(&["checkpoint", "list"])["checkpoints"].as_array().unwrap().is_empty());
+    assert!(
+        env.json(&["checkpoint", "list"])["checkpoints"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     let out = run(event("Edit", &env.project.join("src")), &[]);
     assert!(out.status.success());
     assert!(out.stdout.is_empty(), "the hook prints nothing on stdout");
@@ -755,7 +1024,13 @@ fn claude_code_hook_snapshots_mutating_tools_and_never_blocks() {
     env.write("x.txt", "x\n");
     let out = run(event("Edit", &env.project), &["--tools", "Bash"]);
     assert!(out.status.success());
-    assert_eq!(env.json(&["checkpoint", "list"])["checkpoints"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        env.json(&["checkpoint", "list"])["checkpoints"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     // garbage in, or a broken store: warn, exit 0
     let out = run("not json".into(), &[]);
     assert!(out.status.success());
@@ -770,7 +1045,40 @@ fn claude_code_hook_snapshots_mutating_tools_and_never_blocks() {
 fn demo_runs_end_to_end() {
     let env = Env::new();
     let out = env.bh().args(["demo"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("verified: src/main.rs back, README.md back, ignored target/ untouched, scratch.txt gone: yes"), "{text}");
+}
+
+#[test]
+fn many_new_files_round_trip_byte_for_byte() {
+    // Enough new files to take the parallel pre-hash path, plus one file above
+    // the streaming threshold and some binary and empty files.
+    let env = Env::new();
+    for i in 0..700 {
+        env.write(
+            &format!("tree/{}/{i}.txt", i % 13),
+            &"line\n".repeat(i % 40),
+        );
+    }
+    let mut binary: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    binary.extend_from_slice(b"\0\r\n\xff");
+    fs::write(env.project.join("blob.bin"), &binary).unwrap();
+    let big: Vec<u8> = (0..9_500_000u32).map(|i| (i % 251) as u8).collect();
+    fs::write(env.project.join("big.dat"), &big).unwrap();
+    let before = tree_state(&env.project);
+    let snap = env.snapshot();
+    assert_eq!(snap["changed"].as_array().unwrap().len(), 702);
+    let id = snap["checkpoint"]["id"].as_str().unwrap().to_owned();
+    fs::remove_dir_all(env.project.join("tree")).unwrap();
+    fs::write(env.project.join("big.dat"), b"truncated").unwrap();
+    fs::remove_file(env.project.join("blob.bin")).unwrap();
+    env.json(&["checkpoint", "restore", &id]);
+    assert_eq!(tree_state(&env.project), before);
+    assert_eq!(fs::read(env.project.join("big.dat")).unwrap(), big);
+    fsck(&env);
 }

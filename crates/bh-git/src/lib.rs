@@ -7,8 +7,8 @@
 //! system and global configuration and system attributes. Output is parsed from
 //! the `-z` forms as bytes ([`parse`]); paths stay bytes until shown to a person.
 
-mod runner;
 pub mod parse;
+mod runner;
 
 pub use runner::{GitCommand, GitError, GitOutput, GitRunner, Repo, Scope};
 

@@ -75,7 +75,9 @@ pub fn status_v2(out: &[u8]) -> Result<Vec<StatusEntry>, String> {
 }
 
 fn xy_at(xy: &[u8], i: usize) -> Result<u8, String> {
-    xy.get(i).copied().ok_or_else(|| "short XY field".to_owned())
+    xy.get(i)
+        .copied()
+        .ok_or_else(|| "short XY field".to_owned())
 }
 
 /// Splits `rec` into `n` space-separated fields followed by a path that may

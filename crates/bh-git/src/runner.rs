@@ -110,6 +110,16 @@ impl GitRunner {
         }
     }
 
+    /// A variable of the environment this runner was given (never of this
+    /// process), e.g. `HOME` to find where git looks for global files.
+    pub fn env_var(&self, key: &str) -> Option<&OsStr> {
+        self.inner
+            .env
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_os_str())
+    }
+
     /// The environment children get (for tests and diagnostics).
     pub fn base_env(&self) -> &[(OsString, OsString)] {
         &self.inner.env
@@ -348,13 +358,32 @@ impl GitCommand {
         cmd
     }
 
+    /// Runs to completion while `feed` streams standard input from another
+    /// thread (for inputs too large to hold in memory, e.g. `fast-import`).
+    /// Errors from `feed` end the input early; git's exit status decides.
+    pub fn run_streaming<F>(mut self, feed: F) -> Result<GitOutput, GitError>
+    where
+        F: FnOnce(&mut dyn Write) -> std::io::Result<()> + Send + 'static,
+    {
+        self.stdin = None;
+        self.run_inner(Some(Box::new(feed)))
+    }
+
     /// Runs to completion; a code outside `ok_codes` is an error carrying the
     /// argv, exit code and stderr.
     pub fn run(self) -> Result<GitOutput, GitError> {
+        self.run_inner(None)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn run_inner(
+        self,
+        feed: Option<Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()> + Send>>,
+    ) -> Result<GitOutput, GitError> {
         let argv = self.display_argv();
         let mut cmd = self.build();
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        cmd.stdin(if self.stdin.is_some() {
+        cmd.stdin(if self.stdin.is_some() || feed.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -363,10 +392,13 @@ impl GitCommand {
             argv: argv.clone(),
             source,
         })?;
-        let writer = match (self.stdin, child.stdin.take()) {
-            (Some(input), Some(mut pipe)) => Some(std::thread::spawn(move || {
+        let writer = match (self.stdin, feed, child.stdin.take()) {
+            (Some(input), _, Some(mut pipe)) => Some(std::thread::spawn(move || {
                 // A git that exits early closes the pipe: its exit status says why.
                 let _ = pipe.write_all(&input);
+            })),
+            (None, Some(feed), Some(mut pipe)) => Some(std::thread::spawn(move || {
+                let _ = feed(&mut pipe);
             })),
             _ => None,
         };

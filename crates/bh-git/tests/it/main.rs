@@ -1,0 +1,359 @@
+//! bh-git against plain git: the hardened runner sees what git sees, parses
+//! `-z` output byte for byte, and ignores whatever the environment injects.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use bh_git::parse::{self, StatusEntry};
+use bh_git::{GitError, GitRunner, Scope};
+use pretty_assertions::assert_eq;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    repo: PathBuf,
+    home: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        let repo = root.join("repo");
+        let home = root.join("home");
+        fs::create_dir_all(&repo).unwrap();
+        fs::create_dir_all(&home).unwrap();
+        let f = Fixture {
+            _tmp: tmp,
+            root,
+            repo,
+            home,
+        };
+        f.plain(&["init", "-q"]);
+        f
+    }
+
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
+            ("HOME".into(), self.home.clone().into_os_string()),
+        ]
+    }
+
+    fn runner(&self) -> GitRunner {
+        GitRunner::new("git", self.env())
+    }
+
+    /// Plain git, the way a user runs it (same HOME, no system config).
+    fn plain(&self, args: &[&str]) -> Vec<u8> {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&self.repo)
+            .env_clear()
+            .envs(self.env())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "U")
+            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
+            .env("GIT_COMMITTER_NAME", "U")
+            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    fn write(&self, rel: &[u8], text: &str) -> PathBuf {
+        let path = self.repo.join(std::ffi::OsStr::from_bytes(rel));
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+/// Awkward names: spaces, quotes, newline, tab, backslash, invalid UTF-8, unicode.
+const NAMES: &[&[u8]] = &[
+    b"plain.txt",
+    b"with space.txt",
+    b"quote\"d.txt",
+    b"new\nline.txt",
+    b"tab\there.txt",
+    b"back\\slash.txt",
+    b"bad\xffutf8.txt",
+    b"caf\xc3\xa9/na\xc3\xafve.txt",
+    b"-leading-dash.txt",
+];
+
+#[test]
+fn ls_files_parse_matches_plain_git() {
+    let f = Fixture::new();
+    for n in NAMES {
+        f.write(n, "x\n");
+    }
+    f.plain(&["add", "-A"]);
+    let ours = f
+        .runner()
+        .repo(&f.repo, Scope::User)
+        .run(["ls-files", "-z"])
+        .unwrap();
+    let theirs = f.plain(&["ls-files", "-z"]);
+    assert_eq!(ours, theirs);
+    let mut parsed: Vec<&[u8]> = parse::split_z(&ours).collect();
+    parsed.sort();
+    let mut expected: Vec<&[u8]> = NAMES.to_vec();
+    expected.sort();
+    assert_eq!(parsed, expected);
+}
+
+#[test]
+fn status_parse_matches_plain_porcelain_v1() {
+    let f = Fixture::new();
+    for n in NAMES {
+        f.write(n, "x\n");
+    }
+    f.plain(&["add", "-A"]);
+    f.plain(&["commit", "-q", "-m", "i"]);
+    f.write(NAMES[1], "changed\n");
+    fs::remove_file(f.repo.join(std::ffi::OsStr::from_bytes(NAMES[3]))).unwrap();
+    f.write(b"untracked \xfe.txt", "u\n");
+    f.write(NAMES[6], "staged\n");
+    let out = f
+        .runner()
+        .repo(&f.repo, Scope::User)
+        .run([
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+        ])
+        .unwrap();
+    let mut ours: Vec<(String, Vec<u8>)> = parse::status_v2(&out)
+        .unwrap()
+        .into_iter()
+        .map(|e| match e {
+            StatusEntry::Changed { x, y, path } => (
+                format!("{}{}", x as char, y as char).replace('.', " "),
+                path,
+            ),
+            StatusEntry::Untracked { path } => ("??".into(), path),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    ours.sort();
+    // porcelain v1 -z: "XY path\0"
+    let v1 = f.plain(&[
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+    ]);
+    let mut theirs: Vec<(String, Vec<u8>)> = parse::split_z(&v1)
+        .map(|r| {
+            (
+                String::from_utf8_lossy(&r[..2]).into_owned(),
+                r[3..].to_vec(),
+            )
+        })
+        .collect();
+    theirs.sort();
+    assert_eq!(ours, theirs);
+}
+
+#[test]
+fn inherited_git_variables_are_scrubbed() {
+    let f = Fixture::new();
+    f.write(b"a.txt", "a\n");
+    let decoy = f.root.join("decoy");
+    fs::create_dir_all(&decoy).unwrap();
+    Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&decoy)
+        .status()
+        .unwrap();
+    let decoy_index = decoy.join(".git/index");
+    let mut env = f.env();
+    for (k, v) in [
+        ("GIT_DIR", decoy.join(".git")),
+        ("GIT_WORK_TREE", decoy.clone()),
+        ("GIT_INDEX_FILE", decoy_index.clone()),
+        ("GIT_OBJECT_DIRECTORY", decoy.join(".git/objects")),
+        (
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+            decoy.join(".git/objects"),
+        ),
+        (
+            "GIT_CONFIG_PARAMETERS",
+            PathBuf::from("'core.hooksPath'='/tmp/evil'"),
+        ),
+        ("GIT_CONFIG_COUNT", PathBuf::from("1")),
+        ("GIT_NAMESPACE", PathBuf::from("evil")),
+    ] {
+        env.push((k.into(), v.into_os_string()));
+    }
+    let runner = GitRunner::new("git", env);
+    assert!(
+        runner
+            .base_env()
+            .iter()
+            .all(|(k, _)| !k.as_bytes().starts_with(b"GIT_"))
+    );
+    let repo = runner.repo(&f.repo, Scope::User);
+    repo.cmd(["add", "a.txt"])
+        .optional_locks(true)
+        .run()
+        .unwrap();
+    assert!(!decoy_index.exists(), "the decoy index was written");
+    let listed = repo.run(["ls-files", "-z"]).unwrap();
+    assert_eq!(listed, b"a.txt\0");
+    let top = repo.run_line(["rev-parse", "--show-toplevel"]).unwrap();
+    assert_eq!(Path::new(&top), f.repo);
+}
+
+#[test]
+fn isolated_scope_ignores_global_config_user_scope_sees_it() {
+    let f = Fixture::new();
+    fs::write(f.home.join(".gitconfig"), "[bh]\n\tprobe = global\n").unwrap();
+    let runner = f.runner();
+    let user = runner.repo(&f.repo, Scope::User);
+    assert_eq!(user.run_line(["config", "bh.probe"]).unwrap(), "global");
+    let isolated = runner.repo(&f.repo, Scope::Isolated);
+    let err = isolated.run(["config", "bh.probe"]).unwrap_err();
+    assert_eq!(err.exit_code(), Some(1));
+}
+
+#[test]
+fn hooks_never_run() {
+    let f = Fixture::new();
+    let marker = f.root.join("hook-ran");
+    let hooks = f.repo.join(".git/hooks");
+    fs::create_dir_all(&hooks).unwrap();
+    let hook = hooks.join("pre-commit");
+    fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    f.write(b"a.txt", "a\n");
+    f.plain(&["add", "a.txt"]);
+    // plain git runs the hook …
+    f.plain(&["commit", "-q", "-m", "plain"]);
+    assert!(marker.exists());
+    fs::remove_file(&marker).unwrap();
+    // … the runner does not
+    f.write(b"a.txt", "b\n");
+    let repo = f.runner().repo(&f.repo, Scope::User);
+    repo.cmd(["commit", "-q", "-a", "-m", "harness"])
+        .env("GIT_AUTHOR_NAME", "H")
+        .env("GIT_AUTHOR_EMAIL", "h@example.invalid")
+        .env("GIT_COMMITTER_NAME", "H")
+        .env("GIT_COMMITTER_EMAIL", "h@example.invalid")
+        .optional_locks(true)
+        .run()
+        .unwrap();
+    assert!(!marker.exists(), "a hook ran");
+}
+
+#[test]
+fn errors_carry_argv_exit_code_and_stderr() {
+    let f = Fixture::new();
+    let err = f
+        .runner()
+        .repo(&f.repo, Scope::User)
+        .run(["rev-parse", "--verify", "no-such-ref"])
+        .unwrap_err();
+    match &err {
+        GitError::Failed {
+            argv, code, stderr, ..
+        } => {
+            assert!(argv.contains("rev-parse --verify no-such-ref"), "{argv}");
+            assert_eq!(*code, Some(128));
+            assert!(stderr.contains("Needed a single revision"), "{stderr}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains("no-such-ref") && text.contains("128"),
+        "{text}"
+    );
+    let missing = GitRunner::new("/no/such/git", f.env())
+        .repo(&f.repo, Scope::User)
+        .run(["status"])
+        .unwrap_err();
+    assert!(matches!(missing, GitError::Spawn { .. }));
+}
+
+#[test]
+fn ls_tree_and_name_status_match_plain_git() {
+    let f = Fixture::new();
+    for n in NAMES {
+        f.write(n, "x\n");
+    }
+    f.plain(&["add", "-A"]);
+    f.plain(&["commit", "-q", "-m", "one"]);
+    f.write(NAMES[0], "y\n");
+    fs::remove_file(f.repo.join(std::ffi::OsStr::from_bytes(NAMES[2]))).unwrap();
+    f.write(b"added.txt", "z\n");
+    f.plain(&["add", "-A"]);
+    f.plain(&["commit", "-q", "-m", "two"]);
+    let repo = f.runner().repo(&f.repo, Scope::User);
+    let tree = parse::ls_tree(&repo.run(["ls-tree", "-r", "-z", "HEAD"]).unwrap()).unwrap();
+    let names = f.plain(&["ls-tree", "-r", "-z", "--name-only", "HEAD"]);
+    let expected: Vec<&[u8]> = parse::split_z(&names).collect();
+    assert_eq!(
+        tree.iter().map(|e| e.path.as_slice()).collect::<Vec<_>>(),
+        expected
+    );
+    assert!(
+        tree.iter()
+            .all(|e| e.mode == 0o100644 && e.kind == "blob" && e.oid.len() == 40)
+    );
+    let ns = parse::name_status(
+        &repo
+            .run([
+                "diff-tree",
+                "-r",
+                "-z",
+                "--no-renames",
+                "--name-status",
+                "HEAD~1",
+                "HEAD",
+            ])
+            .unwrap(),
+    )
+    .unwrap();
+    let got: std::collections::BTreeSet<(char, Vec<u8>)> =
+        ns.into_iter().map(|e| (e.status as char, e.path)).collect();
+    let expected: std::collections::BTreeSet<(char, Vec<u8>)> = [
+        ('A', b"added.txt".to_vec()),
+        ('M', NAMES[0].to_vec()),
+        ('D', NAMES[2].to_vec()),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn large_stdin_and_stdout_do_not_deadlock() {
+    let f = Fixture::new();
+    let repo = f.runner().repo(&f.repo, Scope::Isolated);
+    // 4 MiB in, 4 MiB out through hash-object --stdin (object written)
+    let blob = vec![b'x'; 4 << 20];
+    let oid = repo
+        .cmd(["hash-object", "-w", "--stdin"])
+        .stdin(blob.clone())
+        .run()
+        .unwrap();
+    let oid = String::from_utf8(oid.stdout).unwrap();
+    let back = repo.run(["cat-file", "blob", oid.trim()]).unwrap();
+    assert_eq!(back.len(), blob.len());
+}
