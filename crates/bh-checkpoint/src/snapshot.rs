@@ -44,6 +44,15 @@ pub(crate) struct Staged {
     pub tree: String,
     pub skipped: Vec<Skipped>,
     pub seeded: bool,
+    /// What changed relative to the shadow's base (`HEAD`), when `git status`
+    /// alone proves it: the index matched `HEAD` before staging.
+    pub changes: Option<Vec<(u8, Vec<u8>)>>,
+}
+
+/// The result of one `status` → `update-index` pass.
+struct Pass {
+    skipped: Vec<Skipped>,
+    changes: Option<Vec<(u8, Vec<u8>)>>,
 }
 
 impl Store {
@@ -73,8 +82,24 @@ impl Store {
                 seeded: staged.seeded,
             });
         }
-        let base_tree = last.as_ref().map_or(EMPTY_TREE, |c| c.tree.as_str());
-        let changed = self.changed_paths(base_tree, &staged.tree)?;
+        // The shadow's HEAD is the last checkpoint (refs/heads/bh-base moves with
+        // refs/bh/last), so status already said what changed — unless the
+        // index had drifted from HEAD (after a seed, a diff or a prune).
+        let changed = match (&last, staged.changes) {
+            (Some(_), Some(changes)) => changes
+                .into_iter()
+                .map(|(status, path)| crate::store::DiffEntry {
+                    status: (status as char).to_string(),
+                    path: parse::display_path(&path),
+                    added: None,
+                    deleted: None,
+                })
+                .collect(),
+            _ => {
+                let base_tree = last.as_ref().map_or(EMPTY_TREE, |c| c.tree.as_str());
+                self.changed_paths(base_tree, &staged.tree)?
+            }
+        };
         let time_ms = now_ms();
         let new = NewMeta {
             seq: last.as_ref().map_or(1, |c| c.seq + 1),
@@ -209,28 +234,28 @@ impl Store {
             seeded = true;
             seed_skipped = skipped;
         }
-        let mut skipped = self.stage()?;
+        let mut pass = self.stage()?;
         let shadow = self.shadow();
         let tree = match shadow.run(["write-tree"]) {
             Ok(out) => out,
-            Err(err) if seeded => {
+            Err(_) if seeded => {
                 // The seeded index names an object the user's store did not give
                 // us (e.g. it lives in one of their alternates): start over.
-                let _ = err;
                 let _ = fs::remove_file(&index);
                 let _ = shadow.run(["update-ref", "-d", "refs/heads/bh-base"]);
                 seeded = false;
                 seed_skipped.clear();
-                skipped = self.stage()?;
+                pass = self.stage()?;
                 shadow.run(["write-tree"])?
             }
             Err(err) => return Err(err.into()),
         };
-        seed_skipped.extend(skipped);
+        seed_skipped.extend(pass.skipped);
         Ok(Staged {
             tree: String::from_utf8_lossy(trim_line(&tree)).into_owned(),
             skipped: seed_skipped,
             seeded,
+            changes: if seeded { None } else { pass.changes },
         })
     }
 
@@ -248,8 +273,9 @@ impl Store {
         Ok(())
     }
 
-    /// One pass of `status` → `update-index`. Returns what was not captured.
-    fn stage(&self) -> Result<Vec<Skipped>> {
+    /// One pass of `status` → `update-index`: what was not captured, and
+    /// what changed against the base when status proves it.
+    fn stage(&self) -> Result<Pass> {
         let shadow = self.shadow();
         let status = shadow
             .cmd([
@@ -270,13 +296,24 @@ impl Store {
         let mut force_remove: Vec<&[u8]> = Vec::new();
         let mut prehash: Vec<(&[u8], u64)> = Vec::new();
         let mut skipped = Vec::new();
+        // Changes against HEAD, exact only while the index matched HEAD.
+        let mut changes: Option<Vec<(u8, Vec<u8>)>> = Some(Vec::new());
         for entry in &entries {
-            let (path, tracked) = match entry {
-                StatusEntry::Changed { y, path, .. } if *y != b'.' => (path, true),
-                StatusEntry::Renamed { y, path, .. } if *y != b'.' => (path, true),
-                StatusEntry::Unmerged { path } => (path, true),
-                StatusEntry::Untracked { path } => (path, false),
-                _ => continue,
+            let (path, tracked, change) = match entry {
+                StatusEntry::Changed { x: b'.', y, path } if *y != b'.' => (path, true, *y),
+                StatusEntry::Changed { y, path, .. } | StatusEntry::Renamed { y, path, .. } => {
+                    changes = None;
+                    if *y == b'.' {
+                        continue;
+                    }
+                    (path, true, *y)
+                }
+                StatusEntry::Unmerged { path } => {
+                    changes = None;
+                    (path, true, b'M')
+                }
+                StatusEntry::Untracked { path } => (path, false, b'A'),
+                StatusEntry::Ignored { .. } => continue,
             };
             if let Some(dir) = path.strip_suffix(b"/") {
                 skipped.push(Skipped {
@@ -286,6 +323,16 @@ impl Store {
                 continue;
             }
             let full = fs_path(&self.project, path);
+            let before = (update.len(), force_remove.len());
+            if change == b'D' {
+                // git saw it gone (possibly "beyond a symbolic link", which
+                // update-index refuses): drop it without looking again.
+                force_remove.push(path);
+                if let Some(list) = changes.as_mut() {
+                    list.push((b'D', path.clone()));
+                }
+                continue;
+            }
             match fs::symlink_metadata(&full) {
                 Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
                     update.push(path)
@@ -341,6 +388,16 @@ impl Store {
                     }
                 }
             }
+            if let Some(list) = changes.as_mut() {
+                if force_remove.len() > before.1 {
+                    list.push((b'D', path.clone()));
+                } else if update.len() > before.0 {
+                    list.push((change, path.clone()));
+                }
+            }
+        }
+        if let Some(list) = changes.as_mut() {
+            list.sort_by(|a, b| a.1.cmp(&b.1));
         }
         if !force_remove.is_empty() {
             shadow
@@ -364,45 +421,79 @@ impl Store {
                 .stdin(nul_join(&update))
                 .run()?;
         }
-        Ok(skipped)
+        Ok(Pass { skipped, changes })
     }
 
-    /// Writes the objects of many new files with parallel `fast-import`
-    /// workers, each streaming its share of the files into one pack (no loose
-    /// object per file, no file ever held in memory), so the serial
-    /// `update-index` that follows only hashes and finds every object present.
-    /// Purely an optimisation: `update-index` re-reads every file and is the
-    /// source of truth, so a file changing meanwhile costs one unused object.
+    /// Writes the objects of many new files with parallel workers, so the
+    /// serial `update-index` that follows only hashes and finds every object
+    /// present. Small files are streamed by `fast-import` into one pack per
+    /// worker (no file per object); larger ones go through `hash-object -w`
+    /// as uncompressed loose objects (fast-import is slow per byte). No file is
+    /// ever held in memory. Purely an optimisation: `update-index` re-reads
+    /// every file and is the source of truth, so a file changing meanwhile
+    /// costs one unused object, and a failing worker costs only time.
     fn prehash(&self, files: &[(&[u8], u64)]) {
+        const SMALL: u64 = 8 * 1024;
         let workers = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
             .clamp(1, 8);
         let mut sorted: Vec<&(&[u8], u64)> = files.iter().collect();
         sorted.sort_by_key(|f| std::cmp::Reverse(f.1));
-        let mut buckets: Vec<(u64, Vec<(std::path::PathBuf, u64)>)> =
-            vec![(0, Vec::new()); workers];
+        #[derive(Clone, Default)]
+        struct Bucket {
+            cost: u64,
+            small: Vec<(std::path::PathBuf, u64)>,
+            large: Vec<u8>,
+        }
+        let mut buckets = vec![Bucket::default(); workers];
         for (path, size) in sorted {
-            if let Some(bucket) = buckets.iter_mut().min_by_key(|b| b.0) {
-                bucket.0 += size + 4096;
-                bucket.1.push((fs_path(&self.project, path), *size));
+            let Some(bucket) = buckets.iter_mut().min_by_key(|b| b.cost) else {
+                break;
+            };
+            // Rough costs measured on git 2.47: ~40µs per fast-import blob,
+            // ~130µs per loose object, ~10ns per byte either way.
+            let plain_name = !path.contains(&b'\n') && !path.starts_with(b"\"");
+            if *size >= SMALL && plain_name {
+                bucket.cost += 130_000 + size * 10;
+                bucket.large.extend_from_slice(path);
+                bucket.large.push(b'\n');
+            } else {
+                bucket.cost += 40_000 + size * 30;
+                bucket.small.push((fs_path(&self.project, path), *size));
             }
         }
         let shadow = self.shadow();
         std::thread::scope(|scope| {
-            for (_, list) in buckets.into_iter().filter(|b| !b.1.is_empty()) {
+            for bucket in buckets {
                 let shadow = shadow.clone();
                 scope.spawn(move || {
-                    let _ = shadow
-                        .cmd([
-                            "-c",
-                            "pack.compression=0",
-                            "fast-import",
-                            "--quiet",
-                            "--depth=0",
-                            "--big-file-threshold=8m",
-                        ])
-                        .run_streaming(move |out| stream_blobs(&list, out));
+                    if !bucket.small.is_empty() {
+                        let small = bucket.small;
+                        let _ = shadow
+                            .cmd([
+                                "-c",
+                                "pack.compression=0",
+                                "fast-import",
+                                "--quiet",
+                                "--depth=0",
+                                "--big-file-threshold=8m",
+                            ])
+                            .run_streaming(move |out| stream_blobs(&small, out));
+                    }
+                    if !bucket.large.is_empty() {
+                        let _ = shadow
+                            .cmd([
+                                "-c",
+                                "core.looseCompression=0",
+                                "hash-object",
+                                "-w",
+                                "--no-filters",
+                                "--stdin-paths",
+                            ])
+                            .stdin(bucket.large)
+                            .run();
+                    }
                 });
             }
         });

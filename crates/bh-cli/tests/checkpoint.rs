@@ -1082,3 +1082,73 @@ fn many_new_files_round_trip_byte_for_byte() {
     assert_eq!(fs::read(env.project.join("big.dat")).unwrap(), big);
     fsck(&env);
 }
+
+#[test]
+fn files_changed_match_the_trees() {
+    // The change list a snapshot records must be exactly the difference
+    // between the previous checkpoint's tree and the new one.
+    let env = Env::git_project();
+    env.write("keep.txt", "k\n");
+    env.write("mod.txt", "1\n");
+    env.write("del.txt", "d\n");
+    env.write("to-link.txt", "l\n");
+    env.write("to-dir", "file\n");
+    env.write("exec.sh", "#!/bin/sh\n");
+    env.write("grows.bin", "small\n");
+    let a = env.snapshot()["checkpoint"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let b0 = env.snapshot();
+    assert_eq!(b0["created"], false);
+    env.write("mod.txt", "2\n");
+    fs::remove_file(env.project.join("del.txt")).unwrap();
+    fs::remove_file(env.project.join("to-link.txt")).unwrap();
+    symlink("keep.txt", env.project.join("to-link.txt")).unwrap();
+    fs::remove_file(env.project.join("to-dir")).unwrap();
+    env.write("to-dir/inner.txt", "i\n");
+    fs::set_permissions(
+        env.project.join("exec.sh"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    env.write("grows.bin", &"x".repeat(5000));
+    env.write("added.txt", "a\n");
+    let snap = env.json(&["checkpoint", "snapshot", "--max-file-size", "4KiB"])["snapshot"].clone();
+    let recorded: Vec<(String, String)> = snap["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["status"].as_str().unwrap().into(),
+                e["path"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let diff = env.json(&["checkpoint", "diff", &a, "--max-file-size", "4KiB"]);
+    let truth: Vec<(String, String)> = diff["diff"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["status"].as_str().unwrap().into(),
+                e["path"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(recorded, truth);
+    assert!(
+        truth.contains(&("D".into(), "grows.bin".into())),
+        "{truth:?}"
+    );
+    assert!(
+        truth.contains(&("T".into(), "to-link.txt".into())),
+        "{truth:?}"
+    );
+    assert_eq!(
+        snap["checkpoint"]["files_changed"].as_u64().unwrap() as usize,
+        truth.len()
+    );
+}

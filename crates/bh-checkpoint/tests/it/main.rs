@@ -1,0 +1,217 @@
+//! The library API the agent runtime calls before every mutating tool:
+//! `Store::open`, `snapshot`, `list`, `diff`, `restore`, and path checks.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use bh_checkpoint::{
+    CheckpointError, DiffText, ErrorClass, RestoreMode, SnapshotRequest, Store, StoreOptions,
+    project_relative,
+};
+use bh_git::GitRunner;
+
+fn runner(home: &Path) -> GitRunner {
+    let env: Vec<(OsString, OsString)> = vec![
+        ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
+        ("HOME".into(), home.as_os_str().to_owned()),
+    ];
+    GitRunner::new("git", env)
+}
+
+struct Fx {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    project: PathBuf,
+    runner: GitRunner,
+}
+
+fn fx() -> Fx {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let project = root.join("p");
+    fs::create_dir_all(&project).unwrap();
+    fs::create_dir_all(root.join("home")).unwrap();
+    let runner = runner(&root.join("home"));
+    Fx {
+        _tmp: tmp,
+        root,
+        project,
+        runner,
+    }
+}
+
+impl Fx {
+    fn store(&self) -> Store {
+        Store::open(
+            &self.runner,
+            &self.project,
+            &StoreOptions::new(self.root.join("state")),
+        )
+        .unwrap()
+    }
+}
+
+fn req(tool: &str) -> SnapshotRequest {
+    SnapshotRequest {
+        tool: tool.into(),
+        session: Some("sess".into()),
+        entry: Some("e1".into()),
+    }
+}
+
+#[test]
+fn snapshot_before_each_tool_then_undo_the_damage() {
+    let f = fx();
+    fs::write(f.project.join("a.txt"), "one\n").unwrap();
+    let store = f.store();
+    let first = store.snapshot(&req("write")).unwrap();
+    assert!(first.created);
+    assert_eq!(first.checkpoint.tool, "write");
+    assert_eq!(first.checkpoint.session.as_deref(), Some("sess"));
+    let again = store.snapshot(&req("edit")).unwrap();
+    assert!(!again.created, "debounced");
+    assert_eq!(again.checkpoint.commit, first.checkpoint.commit);
+
+    fs::write(f.project.join("a.txt"), "two\n").unwrap();
+    fs::write(f.project.join("b.txt"), "new\n").unwrap();
+    let diff = store
+        .diff(&first.checkpoint.id, &[], DiffText::None)
+        .unwrap();
+    let summary: Vec<(String, String)> = diff
+        .entries
+        .iter()
+        .map(|e| (e.status.clone(), e.path.clone()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![("M".into(), "a.txt".into()), ("A".into(), "b.txt".into())]
+    );
+    let out = store
+        .restore(&first.checkpoint.commit, &[], RestoreMode::Exact)
+        .unwrap();
+    assert_eq!(out.restored, vec!["a.txt"]);
+    assert_eq!(out.deleted, vec!["b.txt"]);
+    assert_eq!(
+        fs::read_to_string(f.project.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    assert!(!f.project.join("b.txt").exists());
+    let list = store.list().unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0].kind, "pre-restore");
+    assert_eq!(list[0].commit, out.safety.commit);
+    assert!(list[0].seq > list[1].seq);
+}
+
+#[test]
+fn errors_name_what_is_at_fault() {
+    let f = fx();
+    fs::write(f.project.join("a.txt"), "a").unwrap();
+    let store = f.store();
+    let cp = store.snapshot(&req("write")).unwrap().checkpoint;
+    let err = store
+        .restore("abcdef12", &[], RestoreMode::Additive)
+        .unwrap_err();
+    assert!(
+        matches!(err, CheckpointError::UnknownCheckpoint { .. }),
+        "{err}"
+    );
+    assert_eq!(err.class(), ErrorClass::NotFound);
+    for bad in [
+        &b"../x"[..],
+        b"/etc/passwd",
+        b"a/../../x",
+        b".git/config",
+        b"",
+        b"x\0y",
+    ] {
+        let err = store
+            .restore(&cp.id, &[bad.to_vec()], RestoreMode::Additive)
+            .unwrap_err();
+        assert!(
+            matches!(err, CheckpointError::PathOutside { .. }),
+            "{bad:?}: {err}"
+        );
+        assert_eq!(err.class(), ErrorClass::Refused);
+    }
+    let err = store
+        .restore(&cp.id, &[b"missing.txt".to_vec()], RestoreMode::Additive)
+        .unwrap_err();
+    assert!(err.to_string().contains("missing.txt"), "{err}");
+    let err = Store::open(
+        &f.runner,
+        &f.project,
+        &StoreOptions::new(f.project.join("s")),
+    )
+    .unwrap_err();
+    assert!(matches!(err, CheckpointError::Overlap { .. }));
+    assert!(!f.project.join("s").exists());
+    let err = Store::open(
+        &f.runner,
+        &f.root.join("nope"),
+        &StoreOptions::new(f.root.join("state")),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("nope"), "{err}");
+}
+
+#[test]
+fn person_given_paths_are_confined_to_the_project() {
+    let f = fx();
+    fs::create_dir_all(f.project.join("sub")).unwrap();
+    let outside = f.root.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    symlink(&outside, f.project.join("escape")).unwrap();
+    symlink("sub", f.project.join("inner-link")).unwrap();
+    let p = &f.project;
+    assert_eq!(
+        project_relative(p, p, Path::new("sub/x.txt")).unwrap(),
+        b"sub/x.txt"
+    );
+    assert_eq!(
+        project_relative(p, &p.join("sub"), Path::new("../y")).unwrap(),
+        b"y"
+    );
+    assert_eq!(project_relative(p, p, Path::new(".")).unwrap(), b"");
+    assert_eq!(project_relative(p, p, &p.join("sub")).unwrap(), b"sub");
+    // the link itself is a path in the project …
+    assert_eq!(
+        project_relative(p, p, Path::new("escape")).unwrap(),
+        b"escape"
+    );
+    // … but nothing through it
+    assert!(project_relative(p, p, Path::new("escape/file")).is_err());
+    assert_eq!(
+        project_relative(p, p, Path::new("inner-link/f")).unwrap(),
+        b"sub/f"
+    );
+    assert!(project_relative(p, p, Path::new("../p2/x")).is_err());
+    assert!(project_relative(p, p, Path::new("/tmp")).is_err());
+    assert!(project_relative(p, p, Path::new(".git/HEAD")).is_err());
+}
+
+#[test]
+fn restore_does_not_follow_a_symlink_swapped_in_for_a_directory() {
+    let f = fx();
+    fs::create_dir_all(f.project.join("dir")).unwrap();
+    fs::write(f.project.join("dir/f.txt"), "inside\n").unwrap();
+    let store = f.store();
+    let cp = store.snapshot(&req("write")).unwrap().checkpoint;
+    let outside = f.root.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::remove_dir_all(f.project.join("dir")).unwrap();
+    symlink(&outside, f.project.join("dir")).unwrap();
+    store
+        .restore(&cp.id, &[b"dir/f.txt".to_vec()], RestoreMode::Additive)
+        .unwrap();
+    assert!(!outside.join("f.txt").exists(), "wrote through the symlink");
+    assert!(f.project.join("dir").is_dir());
+    assert_eq!(
+        fs::read_to_string(f.project.join("dir/f.txt")).unwrap(),
+        "inside\n"
+    );
+}
