@@ -64,6 +64,9 @@ impl ErrorKind {
 pub struct CliError {
     pub kind: ErrorKind,
     pub message: String,
+    /// Under `--json`, a document to print with the `error` object added to
+    /// it (e.g. a validation report), instead of the bare error.
+    pub details: Option<serde_json::Value>,
 }
 
 impl CliError {
@@ -71,7 +74,14 @@ impl CliError {
         CliError {
             kind,
             message: message.into(),
+            details: None,
         }
+    }
+
+    /// Attaches the JSON document `--json` prints for this failure.
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
     }
 
     pub fn internal(message: impl fmt::Display) -> Self {
@@ -84,10 +94,19 @@ impl CliError {
 
     pub fn report(&self, json: bool) {
         if json {
-            let doc = serde_json::json!({
-                "error": { "kind": self.kind.as_str(), "message": self.message }
-            });
-            println!("{doc}");
+            let error = serde_json::json!({ "kind": self.kind.as_str(), "message": self.message });
+            let doc = match &self.details {
+                Some(serde_json::Value::Object(map)) => {
+                    let mut map = map.clone();
+                    map.insert("error".into(), error);
+                    serde_json::Value::Object(map)
+                }
+                _ => serde_json::json!({ "error": error }),
+            };
+            match serde_json::to_string_pretty(&doc) {
+                Ok(text) => println!("{text}"),
+                Err(_) => println!("{doc}"),
+            }
         } else {
             eprintln!("bh: error: {}", self.message);
         }

@@ -1,13 +1,679 @@
-//! `bh session …` (being written; see issue 3).
+//! `bh session …`: read, validate, fork and list Pi coding-agent sessions.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use bh_protocol::EntryType;
+use bh_session::{
+    ForkOptions, ForkTarget, Problem, Session, SessionError, list_sessions, session_dir_for_cwd,
+};
 use clap::Subcommand;
+use serde_json::{Value, json};
 
 use crate::context::Ctx;
-use crate::error::CliError;
+use crate::error::{CliError, ErrorKind, print_json};
+use crate::units::human_size;
 
 #[derive(Subcommand, Debug)]
-pub enum SessionCmd {}
+pub enum SessionCmd {
+    /// Header, counts, active leaf, name, models, tokens and cost, problems.
+    Show {
+        /// The session file (.jsonl).
+        file: PathBuf,
+    },
+    /// The entry tree, one line per entry; labels and the active leaf marked.
+    Tree { file: PathBuf },
+    /// Check that files are structurally sound; every problem with its line.
+    Validate {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// The messages a model would see (exactly as Pi builds them).
+    Context {
+        file: PathBuf,
+        /// Build the context for this entry instead of the active leaf.
+        #[arg(long, value_name = "ID")]
+        entry: Option<String>,
+    },
+    /// Write a fork of a session to a new file and print its path.
+    Fork {
+        file: PathBuf,
+        /// Fork at this entry (default: the active leaf). Whole-tree forks
+        /// make it the active leaf by appending an entry under it.
+        #[arg(long, value_name = "ID")]
+        entry: Option<String>,
+        /// Copy only the root→entry path (Pi's createBranchedSession)
+        /// instead of the whole tree (Pi's forkFrom).
+        #[arg(long)]
+        path_only: bool,
+        /// Working directory recorded in the new header; the fork goes to
+        /// that project's session folder (default: the source's cwd and folder).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// Exact output path (refused if it exists).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// The sessions Pi keeps for a project, newest first.
+    Ls {
+        /// Project directory (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+    },
+}
 
-pub fn run(cmd: SessionCmd, _ctx: &Ctx) -> Result<(), CliError> {
-    match cmd {}
+pub fn run(cmd: SessionCmd, ctx: &Ctx) -> Result<(), CliError> {
+    match cmd {
+        SessionCmd::Show { file } => show(ctx, &file),
+        SessionCmd::Tree { file } => tree(ctx, &file),
+        SessionCmd::Validate { files } => validate(ctx, &files),
+        SessionCmd::Context { file, entry } => context(ctx, &file, entry.as_deref()),
+        SessionCmd::Fork {
+            file,
+            entry,
+            path_only,
+            cwd,
+            out,
+        } => fork(ctx, &file, entry, path_only, cwd, out),
+        SessionCmd::Ls { cwd } => ls(ctx, cwd),
+    }
+}
+
+fn cli_err(err: SessionError) -> CliError {
+    let kind = match &err {
+        SessionError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            ErrorKind::NotFound
+        }
+        SessionError::Io { .. } | SessionError::Encode { .. } | SessionError::Serialize { .. } => {
+            ErrorKind::Internal
+        }
+        SessionError::Exists { .. } => ErrorKind::Refused,
+        SessionError::EntryNotFound { .. } => ErrorKind::NotFound,
+        SessionError::NotASession { .. } | SessionError::Invalid { .. } => ErrorKind::Invalid,
+        SessionError::Argument(_) => ErrorKind::Usage,
+    };
+    CliError::new(kind, err.to_string())
+}
+
+fn abs(ctx: &Ctx, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        ctx.cwd.join(p)
+    }
+}
+
+fn load(ctx: &Ctx, file: &Path) -> Result<Session, CliError> {
+    Session::load(abs(ctx, file)).map_err(|e| match e {
+        SessionError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            CliError::new(
+                ErrorKind::NotFound,
+                format!("{}: no such file", file.display()),
+            )
+        }
+        other => cli_err(other),
+    })
+}
+
+fn out(text: &str) -> Result<(), CliError> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+/// `LINE: error|warning: message (entry ID)`.
+fn problem_line(p: &Problem) -> String {
+    let sev = if p.is_error() { "error" } else { "warning" };
+    let mut t = format!("{}: {sev}: {}", p.line, p.message);
+    if let Some(id) = &p.entry_id {
+        t.push_str(&format!(" (entry {id})"));
+    }
+    t
+}
+
+fn problems_json(problems: &[Problem]) -> Value {
+    serde_json::to_value(problems).unwrap_or(Value::Null)
+}
+
+// ----- show ------------------------------------------------------------------
+
+fn show(ctx: &Ctx, file: &Path) -> Result<(), CliError> {
+    let s = load(ctx, file)?;
+    let stats = s.stats();
+    let leaf = s.leaf().map(|e| e.id.clone());
+    if ctx.json {
+        let doc = json!({
+            "file": file.display().to_string(),
+            "header": s.header(),
+            "version": s.source_version(),
+            "entries": stats.entries,
+            "entryTypes": stats.entry_types,
+            "messages": stats.messages,
+            "roles": stats.roles,
+            "leaf": leaf,
+            "name": s.name(),
+            "models": stats.models,
+            "totals": stats.totals,
+            "labels": s.labels().iter().map(|l| json!({"targetId": l.target_id, "label": l.label})).collect::<Vec<_>>(),
+            "valid": s.is_valid(),
+            "problems": problems_json(s.problems()),
+        });
+        return print_json(&doc);
+    }
+    let mut t = String::new();
+    t.push_str(&format!("file:      {}\n", file.display()));
+    match s.header() {
+        Some(h) => {
+            t.push_str(&format!("session:   {}\n", h.id));
+            t.push_str(&format!(
+                "version:   {}{}\n",
+                s.source_version(),
+                if s.source_version() < 3 {
+                    " (migrated to 3 in memory)"
+                } else {
+                    ""
+                }
+            ));
+            if let Some(ts) = &h.timestamp {
+                t.push_str(&format!("created:   {ts}\n"));
+            }
+            if let Some(cwd) = &h.cwd {
+                t.push_str(&format!("cwd:       {cwd}\n"));
+            }
+            if let Some(p) = &h.parent_session {
+                t.push_str(&format!("parent:    {p}\n"));
+            }
+        }
+        None => t.push_str("session:   (no header)\n"),
+    }
+    if let Some(name) = s.name() {
+        t.push_str(&format!("name:      {name}\n"));
+    }
+    let types: Vec<String> = stats
+        .entry_types
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    t.push_str(&format!(
+        "entries:   {} ({})\n",
+        stats.entries,
+        types.join(", ")
+    ));
+    let roles: Vec<String> = stats
+        .roles
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    t.push_str(&format!(
+        "messages:  {} ({})\n",
+        stats.messages,
+        roles.join(", ")
+    ));
+    t.push_str(&format!(
+        "leaf:      {}\n",
+        leaf.as_deref().unwrap_or("(none)")
+    ));
+    t.push_str(&format!(
+        "models:    {}\n",
+        if stats.models.is_empty() {
+            "(none)".to_owned()
+        } else {
+            stats.models.join(", ")
+        }
+    ));
+    let tot = stats.totals;
+    t.push_str(&format!(
+        "tokens:    {} (input {}, output {}, cache read {}, cache write {})\n",
+        tot.total_tokens, tot.input, tot.output, tot.cache_read, tot.cache_write
+    ));
+    t.push_str(&format!("cost:      ${:.6}\n", tot.cost));
+    if !s.labels().is_empty() {
+        let labels: Vec<String> = s
+            .labels()
+            .iter()
+            .map(|l| format!("{}={}", l.target_id, l.label))
+            .collect();
+        t.push_str(&format!("labels:    {}\n", labels.join(", ")));
+    }
+    if s.problems().is_empty() {
+        t.push_str("problems:  none\n");
+    } else {
+        t.push_str(&format!("problems:  {}\n", s.problems().len()));
+        for p in s.problems() {
+            t.push_str(&format!("  {p}\n"));
+        }
+    }
+    out(&t)
+}
+
+// ----- tree ------------------------------------------------------------------
+
+fn entry_summary(s: &Session, ix: usize) -> String {
+    let e = &s.entries()[ix];
+    let mut d = e.kind.as_str().to_owned();
+    match &e.kind {
+        EntryType::Message => {
+            d = format!("message:{}", e.role.as_deref().unwrap_or("?"));
+            if let (Some(p), Some(m)) = (&e.provider, &e.model) {
+                d.push_str(&format!(" {p}/{m}"));
+            }
+        }
+        EntryType::ModelChange => {
+            d.push_str(&format!(
+                " {}/{}",
+                e.provider.as_deref().unwrap_or("?"),
+                e.model.as_deref().unwrap_or("?")
+            ));
+        }
+        EntryType::ThinkingLevelChange => {
+            d.push_str(&format!(" {}", e.thinking_level.as_deref().unwrap_or("?")));
+        }
+        EntryType::Label => {
+            d.push_str(&format!(
+                " {}={:?}",
+                e.target_id.as_deref().unwrap_or("?"),
+                e.text.as_deref().unwrap_or("")
+            ));
+        }
+        EntryType::SessionInfo => {
+            d.push_str(&format!(" {:?}", e.text.as_deref().unwrap_or("")));
+        }
+        EntryType::Custom | EntryType::CustomMessage => {
+            d.push_str(&format!(" {}", e.custom_type.as_deref().unwrap_or("?")));
+        }
+        EntryType::Compaction => {
+            d.push_str(&format!(
+                " keeps from {}",
+                e.first_kept_entry_id.as_deref().unwrap_or("?")
+            ));
+        }
+        EntryType::ContextEdit => {
+            d.push_str(&format!(" on {}", e.target_id.as_deref().unwrap_or("?")));
+        }
+        _ => {}
+    }
+    d
+}
+
+fn tree(ctx: &Ctx, file: &Path) -> Result<(), CliError> {
+    let s = load(ctx, file)?;
+    let (roots, children) = s.children_map();
+    let leaf = s.leaf().map(|e| e.id.clone());
+    // Iterative DFS; indentation grows only where the tree branches.
+    let mut rows: Vec<(usize, String, usize)> = Vec::new(); // (entry ix, prefix, depth)
+    let mut stack: Vec<(usize, String, usize)> = Vec::new();
+    let multi_root = roots.len() > 1;
+    for (i, &r) in roots.iter().enumerate().rev() {
+        let prefix = if multi_root {
+            if i + 1 == roots.len() {
+                "└─ ".to_owned()
+            } else {
+                "├─ ".to_owned()
+            }
+        } else {
+            String::new()
+        };
+        stack.push((r, prefix, 0));
+    }
+    while let Some((ix, prefix, depth)) = stack.pop() {
+        rows.push((ix, prefix.clone(), depth));
+        let kids = &children[ix];
+        let base: String = prefix.replace("├─ ", "│  ").replace("└─ ", "   ");
+        if kids.len() == 1 {
+            stack.push((kids[0], base, depth + 1));
+        } else {
+            for (i, &k) in kids.iter().enumerate().rev() {
+                let p = if i + 1 == kids.len() {
+                    format!("{base}└─ ")
+                } else {
+                    format!("{base}├─ ")
+                };
+                stack.push((k, p, depth + 1));
+            }
+        }
+    }
+    if ctx.json {
+        let nodes: Vec<Value> = rows
+            .iter()
+            .map(|(ix, _, depth)| {
+                let e = &s.entries()[*ix];
+                json!({
+                    "id": e.id,
+                    "parentId": e.parent_id,
+                    "type": e.kind.as_str(),
+                    "role": e.role,
+                    "line": e.line,
+                    "depth": depth,
+                    "label": s.label_of(&e.id),
+                    "leaf": leaf.as_deref() == Some(e.id.as_str()),
+                    "children": children[*ix].iter().map(|c| s.entries()[*c].id.clone()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        return print_json(&json!({
+            "file": file.display().to_string(),
+            "leaf": leaf,
+            "nodes": nodes,
+            "problems": problems_json(s.problems()),
+        }));
+    }
+    let mut t = String::new();
+    for (ix, prefix, _) in &rows {
+        let e = &s.entries()[*ix];
+        t.push_str(&format!("{prefix}{} {}", e.id, entry_summary(&s, *ix)));
+        if let Some(l) = s.label_of(&e.id) {
+            t.push_str(&format!(" [{l}]"));
+        }
+        if leaf.as_deref() == Some(e.id.as_str()) {
+            t.push_str("  <- leaf");
+        }
+        t.push('\n');
+    }
+    if rows.is_empty() {
+        t.push_str("(no entries)\n");
+    }
+    out(&t)?;
+    for p in s.problems() {
+        eprintln!("{}:{}", file.display(), problem_line(p));
+    }
+    Ok(())
+}
+
+// ----- validate --------------------------------------------------------------
+
+fn validate(ctx: &Ctx, files: &[PathBuf]) -> Result<(), CliError> {
+    let mut reports = Vec::new();
+    let mut invalid = 0usize;
+    let mut missing = 0usize;
+    let mut text = String::new();
+    for f in files {
+        match load(ctx, f) {
+            Ok(s) => {
+                let valid = s.is_valid();
+                if !valid {
+                    invalid += 1;
+                }
+                let errors = s.errors().count();
+                let warnings = s.problems().len() - errors;
+                text.push_str(&format!(
+                    "{}: {} ({errors} error(s), {warnings} warning(s))\n",
+                    f.display(),
+                    if valid { "ok" } else { "INVALID" }
+                ));
+                for p in s.problems() {
+                    text.push_str(&format!("{}:{}\n", f.display(), problem_line(p)));
+                }
+                reports.push(json!({
+                    "file": f.display().to_string(),
+                    "valid": valid,
+                    "errors": errors,
+                    "warnings": warnings,
+                    "problems": problems_json(s.problems()),
+                }));
+            }
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                missing += 1;
+                text.push_str(&format!("{}: MISSING ({})\n", f.display(), e.message));
+                reports.push(json!({
+                    "file": f.display().to_string(),
+                    "valid": false,
+                    "missing": true,
+                    "error": e.message,
+                }));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let failure = if missing > 0 {
+        Some(CliError::new(
+            ErrorKind::NotFound,
+            format!("{missing} of {} file(s) not found", files.len()),
+        ))
+    } else if invalid > 0 {
+        Some(CliError::new(
+            ErrorKind::Invalid,
+            format!("{invalid} of {} file(s) failed validation", files.len()),
+        ))
+    } else {
+        None
+    };
+    if ctx.json {
+        let doc = json!({ "valid": failure.is_none(), "files": reports });
+        match failure {
+            None => print_json(&doc),
+            // One JSON document: the report, with the standard error object.
+            Some(err) => Err(err.with_details(doc)),
+        }
+    } else {
+        out(&text)?;
+        match failure {
+            None => Ok(()),
+            Some(err) => Err(err),
+        }
+    }
+}
+
+// ----- context ---------------------------------------------------------------
+
+fn preview(v: &Value) -> String {
+    fn content_text(c: &Value) -> String {
+        match c {
+            Value::String(s) => s.clone(),
+            Value::Array(blocks) => blocks
+                .iter()
+                .map(|b| match b.get("type").and_then(Value::as_str) {
+                    Some("text") => b
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                    Some("thinking") => format!(
+                        "(thinking) {}",
+                        b.get("thinking").and_then(Value::as_str).unwrap_or("")
+                    ),
+                    Some("toolCall") => format!(
+                        "(tool call {} {})",
+                        b.get("name").and_then(Value::as_str).unwrap_or("?"),
+                        b.get("arguments").map(Value::to_string).unwrap_or_default()
+                    ),
+                    Some("image") => "(image)".to_owned(),
+                    Some(other) => format!("({other})"),
+                    None => String::new(),
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ => String::new(),
+        }
+    }
+    let role = v.get("role").and_then(Value::as_str).unwrap_or("?");
+    let text = match role {
+        "branchSummary" | "compactionSummary" => v
+            .get("summary")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        "bashExecution" => format!(
+            "$ {}\n{}",
+            v.get("command").and_then(Value::as_str).unwrap_or(""),
+            v.get("output").and_then(Value::as_str).unwrap_or("")
+        ),
+        "system" => {
+            let sections: Vec<String> = v
+                .get("sections")
+                .and_then(Value::as_object)
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+            format!("(sections: {})", sections.join(", "))
+        }
+        _ => v.get("content").map(content_text).unwrap_or_default(),
+    };
+    let mut one: String = text.replace('\n', " ⏎ ");
+    if one.chars().count() > 200 {
+        one = one.chars().take(200).collect::<String>() + "…";
+    }
+    one
+}
+
+fn context(ctx: &Ctx, file: &Path, entry: Option<&str>) -> Result<(), CliError> {
+    let s = load(ctx, file)?;
+    if s.header().is_none() {
+        return Err(CliError::new(
+            ErrorKind::Invalid,
+            format!("{}: not a Pi session (no header)", file.display()),
+        ));
+    }
+    let c = s.context(entry).map_err(cli_err)?;
+    if ctx.json {
+        let messages: Vec<Value> = c
+            .messages
+            .iter()
+            .map(|m| serde_json::from_str(m.message.get()).unwrap_or(Value::Null))
+            .collect();
+        return print_json(&json!({
+            "file": file.display().to_string(),
+            "leaf": c.leaf,
+            "thinkingLevel": c.thinking_level,
+            "model": c.model,
+            "system": c.system,
+            "entryIds": c.messages.iter().map(|m| m.entry_id.clone()).collect::<Vec<_>>(),
+            "messages": messages,
+        }));
+    }
+    let mut t = String::new();
+    t.push_str(&format!(
+        "leaf {}  thinking {}  model {}\n",
+        c.leaf.as_deref().unwrap_or("(none)"),
+        c.thinking_level,
+        c.model
+            .as_ref()
+            .map(|m| format!(
+                "{}/{}",
+                m.provider.as_deref().unwrap_or("?"),
+                m.model_id.as_deref().unwrap_or("?")
+            ))
+            .unwrap_or_else(|| "(none)".to_owned())
+    ));
+    if let Some(sys) = &c.system {
+        let names: Vec<&str> = sys.sections.iter().map(|(n, _)| n.as_str()).collect();
+        t.push_str(&format!(
+            "system prompt: sections [{}]  tools [{}]\n",
+            names.join(", "),
+            sys.tools.join(", ")
+        ));
+    }
+    for (i, m) in c.messages.iter().enumerate() {
+        let v: Value = serde_json::from_str(m.message.get()).unwrap_or(Value::Null);
+        let role = v.get("role").and_then(Value::as_str).unwrap_or("?");
+        t.push_str(&format!(
+            "[{}] {role} ({}): {}\n",
+            i + 1,
+            m.entry_id,
+            preview(&v)
+        ));
+    }
+    if c.messages.is_empty() {
+        t.push_str("(no messages)\n");
+    }
+    out(&t)
+}
+
+// ----- fork ------------------------------------------------------------------
+
+/// `PI_CODING_AGENT_DIR`, else `~/.pi/agent` ([P73] `dist/config.js` `getAgentDir`).
+fn agent_dir(ctx: &Ctx) -> Result<PathBuf, CliError> {
+    if let Some(dir) = std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        return Ok(abs(ctx, &dir));
+    }
+    match &ctx.home {
+        Some(home) => Ok(home.join(".pi").join("agent")),
+        None => Err(CliError::usage(
+            "cannot find Pi's agent dir: set PI_CODING_AGENT_DIR or HOME",
+        )),
+    }
+}
+
+fn fork(
+    ctx: &Ctx,
+    file: &Path,
+    entry: Option<String>,
+    path_only: bool,
+    cwd: Option<PathBuf>,
+    out_path: Option<PathBuf>,
+) -> Result<(), CliError> {
+    let src_path = abs(ctx, file);
+    let s = load(ctx, file)?;
+    if s.header().is_none() {
+        return Err(CliError::new(
+            ErrorKind::Invalid,
+            format!(
+                "cannot fork: {}: source session file is empty or invalid",
+                file.display()
+            ),
+        ));
+    }
+    let cwd = cwd.map(|c| abs(ctx, &c).display().to_string());
+    let target = match (&out_path, &cwd) {
+        (Some(o), _) => ForkTarget::File(abs(ctx, o)),
+        (None, Some(c)) => ForkTarget::Dir(session_dir_for_cwd(&agent_dir(ctx)?, c)),
+        (None, None) => ForkTarget::Dir(bh_session::fork::default_fork_dir(&src_path)),
+    };
+    let opts = ForkOptions {
+        path_only,
+        entry,
+        cwd,
+        ..ForkOptions::default()
+    };
+    let forked = bh_session::fork(&s, &target, &opts).map_err(cli_err)?;
+    if ctx.json {
+        return print_json(&json!({
+            "path": forked.path.display().to_string(),
+            "sessionId": forked.session_id,
+            "entries": forked.entries,
+            "leaf": forked.leaf,
+            "parentSession": src_path.display().to_string(),
+            "pathOnly": path_only,
+        }));
+    }
+    out(&format!("{}\n", forked.path.display()))
+}
+
+// ----- ls --------------------------------------------------------------------
+
+fn ls(ctx: &Ctx, cwd: Option<PathBuf>) -> Result<(), CliError> {
+    let cwd = cwd.map(|c| abs(ctx, &c)).unwrap_or_else(|| ctx.cwd.clone());
+    let dir = session_dir_for_cwd(&agent_dir(ctx)?, &cwd.display().to_string());
+    let sessions = list_sessions(&dir).map_err(cli_err)?;
+    if ctx.json {
+        return print_json(&json!({
+            "dir": dir.display().to_string(),
+            "cwd": cwd.display().to_string(),
+            "sessions": sessions,
+        }));
+    }
+    let mut t = String::new();
+    if sessions.is_empty() {
+        t.push_str(&format!("no sessions in {}\n", dir.display()));
+    }
+    for s in &sessions {
+        let when = jiff::Timestamp::from_millisecond(s.modified_ms)
+            .map(|t| t.strftime("%Y-%m-%d %H:%M").to_string())
+            .unwrap_or_else(|_| "?".to_owned());
+        let mut first: String = s.first_message.replace('\n', " ");
+        if first.chars().count() > 60 {
+            first = first.chars().take(60).collect::<String>() + "…";
+        }
+        let title = match &s.name {
+            Some(n) => format!("{n} — {first}"),
+            None => first,
+        };
+        t.push_str(&format!(
+            "{when}  {:>9}  {:>4} msgs  {title}\n    {}\n",
+            human_size(s.size),
+            s.message_count,
+            s.path.display()
+        ));
+    }
+    out(&t)
 }

@@ -1,1 +1,31 @@
-//! placeholder
+//! Serde types for the JSONL session files of the Pi coding agent (no I/O).
+//!
+//! Format reference: `shared/design/pi-sessions.md` (§3). A session file is one
+//! JSON object per line: a `session` header, then entries that form a tree
+//! through `id`/`parentId`.
+//!
+//! Three layers, from cheapest to richest:
+//! * [`head::EntryHead`]: a borrowed, lenient scan of one line that reads only the
+//!   fields needed to index a session (type, ids, labels, models, usage). Every
+//!   field tolerates an unexpected JSON type (it becomes `None`), so a line that
+//!   is valid JSON never fails to scan.
+//! * [`raw::RawObject`]: an ordered list of `(key, raw JSON value)` pairs. It is
+//!   the escape hatch that lets unknown entry types, unknown fields and unknown
+//!   roles survive byte-for-byte, and lets a single field be patched (a
+//!   `parentId` re-linked, a migrated `id` added) without touching the rest.
+//! * [`entry`] and [`message`]: typed entries and messages, used to write new
+//!   entries in Pi's key order and to render known content.
+
+pub mod entry;
+pub mod head;
+pub mod header;
+pub mod message;
+pub mod raw;
+
+pub use entry::EntryType;
+pub use head::{EntryHead, MessageHead, UsageHead};
+pub use header::SessionHeader;
+pub use raw::RawObject;
+
+/// The header `version` Pi writes today (unchanged through Pi 1.x).
+pub const CURRENT_SESSION_VERSION: u64 = 3;

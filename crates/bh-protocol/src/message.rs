@@ -1,0 +1,259 @@
+//! Agent messages stored in `message` entries (`message.role`), and the
+//! messages Pi synthesises for its context ([P73] `dist/core/messages.js`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Content blocks ([AI73] `dist/types.d.ts`). Unknown block types are kept as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ContentBlock {
+    Known(KnownBlock),
+    Unknown(Value),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum KnownBlock {
+    Text {
+        text: String,
+        #[serde(flatten)]
+        extra: BTreeMap<String, Value>,
+    },
+    Thinking {
+        thinking: String,
+        #[serde(flatten)]
+        extra: BTreeMap<String, Value>,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        #[serde(default)]
+        arguments: Value,
+        #[serde(flatten)]
+        extra: BTreeMap<String, Value>,
+    },
+    Image {
+        data: String,
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+        #[serde(flatten)]
+        extra: BTreeMap<String, Value>,
+    },
+}
+
+impl ContentBlock {
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Known(KnownBlock::Text {
+            text: text.into(),
+            extra: BTreeMap::new(),
+        })
+    }
+}
+
+/// `content` is a string or an array of blocks (user messages, custom messages).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Blocks(Vec<ContentBlock>),
+}
+
+impl Content {
+    /// The text blocks joined with a space, as Pi's session list does.
+    pub fn plain_text(&self) -> String {
+        match self {
+            Content::Text(s) => s.clone(),
+            Content::Blocks(blocks) => blocks
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Known(KnownBlock::Text { text, .. }) => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+}
+
+/// Serialise a number the way JavaScript's `JSON.stringify` does: integral
+/// values without a fraction (`0`, not `0.0`).
+pub fn js_number<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+    if v.is_finite() && v.fract() == 0.0 && v.abs() <= MAX_SAFE {
+        s.serialize_i64(*v as i64)
+    } else if v.is_finite() {
+        s.serialize_f64(*v)
+    } else {
+        s.serialize_unit()
+    }
+}
+
+/// Costs in USD, as Pi stores them (`JSON.stringify` number formatting).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cost {
+    #[serde(default, serialize_with = "js_number")]
+    pub input: f64,
+    #[serde(default, serialize_with = "js_number")]
+    pub output: f64,
+    #[serde(default, serialize_with = "js_number")]
+    pub cache_read: f64,
+    #[serde(default, serialize_with = "js_number")]
+    pub cache_write: f64,
+    #[serde(default, serialize_with = "js_number")]
+    pub total: f64,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    #[serde(default)]
+    pub input: u64,
+    #[serde(default)]
+    pub output: u64,
+    #[serde(default)]
+    pub cache_read: u64,
+    #[serde(default)]
+    pub cache_write: u64,
+    #[serde(default)]
+    pub total_tokens: u64,
+    #[serde(default)]
+    pub cost: Cost,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// `{"role":"user","content":…,"timestamp":<ms>}`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    pub role: String,
+    pub content: Content,
+    pub timestamp: i64,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+impl UserMessage {
+    pub fn new(content: Content, timestamp_ms: i64) -> Self {
+        UserMessage {
+            role: "user".into(),
+            content,
+            timestamp: timestamp_ms,
+            extra: BTreeMap::new(),
+        }
+    }
+}
+
+/// An assistant turn, in the key order Pi writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantMessage {
+    pub role: String,
+    pub content: Vec<ContentBlock>,
+    pub api: String,
+    pub provider: String,
+    pub model: String,
+    pub usage: Usage,
+    pub stop_reason: String,
+    pub timestamp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// A tool result, in the key order Pi writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultMessage {
+    pub role: String,
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub content: Vec<ContentBlock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    pub is_error: bool,
+    pub timestamp: i64,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// `compactionSummary`, built at load time from a `compaction` entry.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionSummaryMessage<'a> {
+    pub role: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<&'a serde_json::value::RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_before: Option<&'a serde_json::value::RawValue>,
+    pub timestamp: Option<i64>,
+}
+
+/// `branchSummary`, built at load time from a `branch_summary` entry.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchSummaryMessage<'a> {
+    pub role: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<&'a serde_json::value::RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_id: Option<&'a serde_json::value::RawValue>,
+    pub timestamp: Option<i64>,
+}
+
+/// `custom`, built at load time from a `custom_message` entry (sent as user content).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomContextMessage<'a> {
+    pub role: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom_type: Option<&'a serde_json::value::RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<&'a serde_json::value::RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display: Option<&'a serde_json::value::RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<&'a serde_json::value::RawValue>,
+    pub timestamp: Option<i64>,
+}
+
+/// Roles Pi knows (0.73.1 and 1.x). Anything else is kept and passed through.
+pub const KNOWN_ROLES: &[&str] = &[
+    "user",
+    "assistant",
+    "toolResult",
+    "bashExecution",
+    "custom",
+    "system",
+    "branchSummary",
+    "compactionSummary",
+    "hookMessage",
+];
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_serialise_like_javascript() {
+        let c = Cost {
+            input: 0.0,
+            output: 0.00045,
+            cache_read: 3.0,
+            cache_write: 1e300,
+            total: f64::NAN,
+            extra: BTreeMap::new(),
+        };
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"input":0,"output":0.00045,"cacheRead":3,"cacheWrite":1e+300,"total":null}"#
+        );
+    }
+}
