@@ -583,6 +583,29 @@ fn orchestrate(args: &[String]) -> Result<()> {
             *rss as f64 / 1024.0
         );
     }
+    let ms = |what: &str, who: &str| {
+        rows.iter()
+            .find(|r| r.0 == what && r.1 == who)
+            .map_or(f64::NAN, |r| r.2)
+    };
+    let naive_first = ms("first snapshot, non-git project", "naive add -A");
+    println!("\n| target | measured | limit |\n|---|---:|---:|");
+    println!(
+        "| first snapshot, non-git: bh / naive | {:.2}× | ≤ 0.6× |",
+        ms("first snapshot, non-git project", "bh") / naive_first
+    );
+    println!(
+        "| first snapshot, clean checkout: bh / naive | 1/{:.0} | ≤ 1/20 |",
+        naive_first / ms("first snapshot, clean git checkout", "bh (seeded)")
+    );
+    println!(
+        "| no-change snapshot: bh / git status | {:.2}× | ≤ 1.2× |",
+        ms("no-change snapshot", "bh") / ms("git status (no change)", "git")
+    );
+    println!(
+        "| ten changed files: bh / git status | {:.2}× | ≤ 1.2× |",
+        ms("ten changed files snapshot", "bh") / ms("git status (ten changed files)", "git")
+    );
     if o.keep {
         eprintln!("kept {}", root.display());
         if let Some(t) = tmp {

@@ -40,9 +40,11 @@ const SHADOW_CONFIG: &str = "[core]
 \tlooseCompression = 1
 \tbigFileThreshold = 8m
 \tpreloadIndex = true
+\tsplitIndex = true
 [index]
 \tversion = 4
-\tskipHash = true
+[splitIndex]
+\tmaxPercentChange = 20
 [pack]
 \tcompression = 1
 [fastimport]
@@ -215,26 +217,28 @@ impl Store {
             path: project.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let user = user_repo(runner, &project).map(|(_, user)| user);
-        Store::open_with(runner, project, user, options)
+        let (user, excludes) = user_facts(runner, &project);
+        let user = user.map(|(_, user)| user);
+        Store::open_with(runner, project, user, excludes, options)
     }
 
     /// Opens the store of the project containing `dir`: the enclosing Git
-    /// repository's top level, else `dir` itself (one `git rev-parse` call).
+    /// repository's top level, else `dir` itself (git is asked once, in parallel with
+    /// the user's `core.excludesFile`).
     pub fn open_in(runner: &GitRunner, dir: &Path, options: &StoreOptions) -> Result<Store> {
         let dir = fs::canonicalize(dir).map_err(|e| CheckpointError::BadProject {
             path: dir.to_path_buf(),
             reason: e.to_string(),
         })?;
-        match user_repo(runner, &dir) {
-            Some((top, user)) => {
+        match user_facts(runner, &dir) {
+            (Some((top, user)), excludes) => {
                 let user = UserRepo {
                     is_top: true,
                     ..user
                 };
-                Store::open_with(runner, top, Some(user), options)
+                Store::open_with(runner, top, Some(user), excludes, options)
             }
-            None => Store::open_with(runner, dir, None, options),
+            (None, excludes) => Store::open_with(runner, dir, None, excludes, options),
         }
     }
 
@@ -242,6 +246,7 @@ impl Store {
         runner: &GitRunner,
         project: PathBuf,
         user: Option<UserRepo>,
+        excludes_file: Option<PathBuf>,
         options: &StoreOptions,
     ) -> Result<Store> {
         if !project.is_dir() {
@@ -294,7 +299,6 @@ impl Store {
                 project,
             });
         }
-        let excludes_file = user_excludes_file(runner, &project);
         let store = Store {
             git_dir: dir.join("git"),
             dir,
@@ -716,6 +720,16 @@ fn dir_size(dir: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+/// The enclosing repository and the user's `core.excludesFile`, asked of git
+/// in parallel.
+fn user_facts(runner: &GitRunner, dir: &Path) -> (Option<(PathBuf, UserRepo)>, Option<PathBuf>) {
+    std::thread::scope(|scope| {
+        let excludes = scope.spawn(|| user_excludes_file(runner, dir));
+        let repo = user_repo(runner, dir);
+        (repo, excludes.join().ok().flatten())
+    })
 }
 
 /// The repository containing `dir`, as `(canonical top level, facts)`;
