@@ -56,7 +56,7 @@ pub fn project_relative(project: &Path, cwd: &Path, given: &Path) -> Result<Vec<
 }
 
 /// Canonicalises the longest existing ancestor of `path` and appends the rest.
-fn resolve_existing_prefix(path: &Path) -> PathBuf {
+pub(crate) fn resolve_existing_prefix(path: &Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut tail: Vec<std::ffi::OsString> = Vec::new();
     loop {

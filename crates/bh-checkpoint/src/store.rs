@@ -132,27 +132,6 @@ fn store_name(project: &Path) -> String {
     format!("{base}-{}", &hex::encode(digest)[..16])
 }
 
-/// Canonicalises the longest existing ancestor of `path` and appends the rest.
-fn resolve_lenient(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut tail = Vec::new();
-    loop {
-        if let Ok(mut resolved) = fs::canonicalize(&existing) {
-            for t in tail.iter().rev() {
-                resolved.push(t);
-            }
-            return resolved;
-        }
-        match existing.file_name() {
-            Some(name) => {
-                tail.push(name.to_os_string());
-                existing.pop();
-            }
-            None => return path.to_path_buf(),
-        }
-    }
-}
-
 fn mkdir_private(path: &Path) -> Result<()> {
     DirBuilder::new()
         .recursive(true)
@@ -263,7 +242,7 @@ impl Store {
                 options.state_dir.display()
             )));
         };
-        let checkpoints = resolve_lenient(&state_dir.join("checkpoints"));
+        let checkpoints = crate::paths::resolve_existing_prefix(&state_dir.join("checkpoints"));
         let dir = checkpoints.join(store_name(&project));
         if dir.starts_with(&project) || project.starts_with(&dir) {
             return Err(CheckpointError::Overlap {

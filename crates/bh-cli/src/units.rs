@@ -2,15 +2,21 @@
 
 use std::time::Duration;
 
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
+/// `"15m"` → `(15, "m")`; `what` names the expected form in the error.
+fn number_and_unit<'a>(text: &'a str, what: &str) -> Result<(u64, &'a str), String> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (num, unit) = text.split_at(split);
-    let n: u64 = num
+    let n = num
         .parse()
-        .map_err(|_| format!("invalid duration {text:?} (expected e.g. 90s, 15m, 1h, 7d)"))?;
+        .map_err(|_| format!("invalid {what} {text:?}"))?;
+    Ok((n, unit.trim()))
+}
+
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (n, unit) = number_and_unit(text, "duration (expected e.g. 90s, 15m, 1h, 7d)")?;
     let secs = match unit {
         "s" | "sec" | "" => 1,
         "m" | "min" => 60,
@@ -30,14 +36,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (num, unit) = text.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid size {text:?} (expected e.g. 50MiB)"))?;
-    let mult: u64 = match unit.trim() {
+    let (n, unit) = number_and_unit(text, "size (expected e.g. 50MiB)")?;
+    let mult: u64 = match unit {
         "" | "B" => 1,
         "K" | "KiB" => 1 << 10,
         "KB" => 1_000,

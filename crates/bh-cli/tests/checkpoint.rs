@@ -133,6 +133,20 @@ impl Env {
     }
 }
 
+/// `(a, b)` string pairs of the objects in a JSON array, e.g. `("M", "a.txt")`.
+fn pairs(list: &Value, a: &str, b: &str) -> Vec<(String, String)> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e[a].as_str().unwrap().to_owned(),
+                e[b].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// Every file under `dir` (relative path → bytes, plus a marker for links/modes).
 fn tree_state(dir: &Path) -> BTreeMap<String, String> {
     fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
@@ -521,17 +535,7 @@ fn nested_repos_unreadable_and_large_files_never_fail_a_snapshot() {
     let out = env.json(&["checkpoint", "snapshot", "--max-file-size", "2KiB"]);
     let snap = &out["snapshot"];
     assert_eq!(snap["created"], true);
-    let skipped: Vec<(String, String)> = snap["skipped"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            (
-                s["path"].as_str().unwrap().to_owned(),
-                s["reason"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let skipped = pairs(&snap["skipped"], "path", "reason");
     assert!(
         skipped
             .iter()
@@ -774,17 +778,7 @@ fn diff_against_the_current_tree() {
     env.write("c.txt", "new\n");
     fs::remove_file(env.project.join("b.txt")).unwrap();
     let out = env.json(&["checkpoint", "diff", &id]);
-    let entries: Vec<(String, String)> = out["diff"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["status"].as_str().unwrap().to_owned(),
-                e["path"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let entries = pairs(&out["diff"]["entries"], "status", "path");
     assert_eq!(
         entries,
         vec![
@@ -1115,29 +1109,9 @@ fn files_changed_match_the_trees() {
     env.write("grows.bin", &"x".repeat(5000));
     env.write("added.txt", "a\n");
     let snap = env.json(&["checkpoint", "snapshot", "--max-file-size", "4KiB"])["snapshot"].clone();
-    let recorded: Vec<(String, String)> = snap["changed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["status"].as_str().unwrap().into(),
-                e["path"].as_str().unwrap().into(),
-            )
-        })
-        .collect();
+    let recorded = pairs(&snap["changed"], "status", "path");
     let diff = env.json(&["checkpoint", "diff", &a, "--max-file-size", "4KiB"]);
-    let truth: Vec<(String, String)> = diff["diff"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["status"].as_str().unwrap().into(),
-                e["path"].as_str().unwrap().into(),
-            )
-        })
-        .collect();
+    let truth = pairs(&diff["diff"]["entries"], "status", "path");
     assert_eq!(recorded, truth);
     assert!(
         truth.contains(&("D".into(), "grows.bin".into())),
