@@ -577,13 +577,16 @@ fn unreadable_file_is_skipped_and_recorded() {
     )
     .unwrap();
     let mut cmd = if nix_is_root() {
-        // root reads everything: run bh as nobody, on files nobody owns.
+        // root reads everything: run bh as nobody, on files nobody owns, from a
+        // copy of the binary nobody can reach (the build folder may be private).
+        let bin = env.root.join("bh");
+        fs::copy(assert_cmd::cargo::cargo_bin("bh"), &bin).unwrap();
         for dir in [&env.root, &env.project, &env.home] {
             chown_r(dir);
         }
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(assert_cmd::cargo::cargo_bin("bh"))
+            .arg(&bin)
             .current_dir(&env.project)
             .env("HOME", &env.home)
             .env("GIT_CONFIG_NOSYSTEM", "1")
