@@ -7,9 +7,11 @@
 //! system and global configuration and system attributes. Output is parsed from
 //! the `-z` forms as bytes ([`parse`]); paths stay bytes until shown to a person.
 
+pub mod ops;
 pub mod parse;
 mod runner;
 
+pub use ops::Worktree;
 pub use runner::{GitCommand, GitError, GitOutput, GitRunner, Repo, Scope};
 
 /// The all-zero object id, used as "must not exist" in compare-and-swap ref updates.

@@ -357,3 +357,157 @@ fn large_stdin_and_stdout_do_not_deadlock() {
     let back = repo.run(["cat-file", "blob", oid.trim()]).unwrap();
     assert_eq!(back.len(), blob.len());
 }
+
+mod ops {
+    use super::{Fixture, GitRunner, Scope, fs};
+    use pretty_assertions::assert_eq;
+
+    fn committed(f: &Fixture) -> String {
+        f.write(b"a.txt", "a\n");
+        f.plain(&["add", "-A"]);
+        f.plain(&["commit", "-q", "-m", "one"]);
+        String::from_utf8(f.plain(&["rev-parse", "HEAD"]))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    #[test]
+    fn revisions_resolve_to_full_ids_like_plain_git() {
+        let f = Fixture::new();
+        let head = committed(&f);
+        let repo = f.runner().repo(&f.repo, Scope::User);
+        assert_eq!(repo.resolve_commit("HEAD").unwrap(), head);
+        assert_eq!(repo.resolve_commit(&head[..8]).unwrap(), head);
+        let tree = String::from_utf8(f.plain(&["rev-parse", "HEAD^{tree}"])).unwrap();
+        assert_eq!(repo.tree_of(&head).unwrap(), tree.trim());
+        assert!(repo.resolve_commit("no-such-branch").is_err());
+        // never taken as an option
+        assert!(repo.resolve_commit("--all").is_err());
+    }
+
+    #[test]
+    fn refs_are_created_once_and_moved_only_from_the_expected_value() {
+        let f = Fixture::new();
+        let one = committed(&f);
+        f.write(b"a.txt", "b\n");
+        f.plain(&["commit", "-q", "-am", "two"]);
+        let two = String::from_utf8(f.plain(&["rev-parse", "HEAD"]))
+            .unwrap()
+            .trim()
+            .to_owned();
+        let repo = f.runner().repo(&f.repo, Scope::User);
+        let name = "refs/better-harness/test/x";
+        assert_eq!(repo.read_ref(name).unwrap(), None);
+        repo.create_ref(name, &one).unwrap();
+        assert_eq!(repo.read_ref(name).unwrap().as_deref(), Some(one.as_str()));
+        // create-only: a second create fails and changes nothing
+        let err = repo.create_ref(name, &two).unwrap_err();
+        assert!(
+            err.stderr().contains("already exists") || err.stderr().contains("cannot lock"),
+            "{err}"
+        );
+        // CAS with a wrong old value fails
+        assert!(repo.update_ref_cas(name, &two, &two).is_err());
+        assert_eq!(repo.read_ref(name).unwrap().as_deref(), Some(one.as_str()));
+        repo.update_ref_cas(name, &two, &one).unwrap();
+        let plain = String::from_utf8(f.plain(&["rev-parse", name])).unwrap();
+        assert_eq!(plain.trim(), two);
+        assert!(repo.delete_ref_cas(name, &one).is_err());
+        repo.delete_ref_cas(name, &two).unwrap();
+        assert_eq!(repo.read_ref(name).unwrap(), None);
+    }
+
+    #[test]
+    fn ancestry_and_commit_ranges() {
+        let f = Fixture::new();
+        let one = committed(&f);
+        f.write(b"b.txt", "b\n");
+        f.plain(&["add", "-A"]);
+        f.plain(&["commit", "-q", "-m", "two"]);
+        f.write(b"a.txt", "changed\n");
+        fs::remove_file(f.repo.join("b.txt")).unwrap();
+        f.write(b"c d.txt", "c\n");
+        f.plain(&["add", "-A"]);
+        f.plain(&["commit", "-q", "-m", "three"]);
+        let repo = f.runner().repo(&f.repo, Scope::User);
+        let head = repo.resolve_commit("HEAD").unwrap();
+        assert!(repo.is_ancestor(&one, &head).unwrap());
+        assert!(!repo.is_ancestor(&head, &one).unwrap());
+        let range = repo.commits_between(&one, &head).unwrap();
+        assert_eq!(range.len(), 2);
+        assert_eq!(range[1], head);
+        let changed: Vec<(char, Vec<u8>)> = repo
+            .commit_name_status(&head)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.status as char, e.path))
+            .collect();
+        assert_eq!(
+            changed,
+            vec![
+                ('M', b"a.txt".to_vec()),
+                ('D', b"b.txt".to_vec()),
+                ('A', b"c d.txt".to_vec())
+            ]
+        );
+        let root: Vec<Vec<u8>> = repo
+            .commit_name_status(&one)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.path)
+            .collect();
+        assert_eq!(root, vec![b"a.txt".to_vec()]);
+        assert_eq!(repo.name_status(&one, &head).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn detached_locked_worktrees_round_trip() {
+        let f = Fixture::new();
+        let head = committed(&f);
+        let repo = f.runner().repo(&f.repo, Scope::User);
+        let wt = f.root.join("wt one");
+        repo.worktree_add_detached(&wt, &head, "task t1").unwrap();
+        assert_eq!(fs::read_to_string(wt.join("a.txt")).unwrap(), "a\n");
+        let list = repo.worktrees().unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].path, f.repo);
+        assert!(
+            list[0]
+                .branch
+                .as_deref()
+                .is_some_and(|b| b.starts_with(b"refs/heads/"))
+        );
+        let added = &list[1];
+        assert_eq!(added.path, wt);
+        assert!(added.detached);
+        assert_eq!(added.head.as_deref(), Some(head.as_str()));
+        assert_eq!(added.locked.as_deref(), Some("task t1"));
+        // a locked worktree survives a normal remove and prune
+        assert!(repo.worktree_remove(&wt, false).is_err());
+        f.plain(&["worktree", "prune"]);
+        assert_eq!(repo.worktrees().unwrap().len(), 2);
+        repo.worktree_unlock(&wt).unwrap();
+        assert_eq!(repo.worktrees().unwrap()[1].locked, None);
+        repo.worktree_remove(&wt, true).unwrap();
+        assert!(!wt.exists());
+        assert_eq!(repo.worktrees().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn worktree_porcelain_parser_handles_every_field() {
+        let out = b"worktree /r\0HEAD abc\0branch refs/heads/main\0\0worktree /r/wt\0HEAD def\0detached\0locked\0prunable gitdir file points to non-existent location\0\0worktree /bare\0bare\0\0";
+        let list = bh_git::ops::parse_worktrees(out).unwrap();
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[0].branch.as_deref(), Some(&b"refs/heads/main"[..]));
+        assert_eq!(list[1].locked.as_deref(), Some(""));
+        assert!(
+            list[1]
+                .prunable
+                .as_deref()
+                .unwrap()
+                .contains("non-existent")
+        );
+        assert!(list[2].bare);
+    }
+}
