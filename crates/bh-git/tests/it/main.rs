@@ -359,7 +359,7 @@ fn large_stdin_and_stdout_do_not_deadlock() {
 }
 
 mod ops {
-    use super::{Fixture, GitRunner, Scope, fs};
+    use super::{Fixture, Scope, fs};
     use pretty_assertions::assert_eq;
 
     fn committed(f: &Fixture) -> String {
