@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::NULL_OID;
-use crate::parse::{self, NameStatus};
+use crate::parse::{self, NameStatus, RawChange};
 use crate::runner::{GitError, Repo};
 
 /// One entry of `git worktree list --porcelain -z`.
@@ -154,6 +154,30 @@ impl Repo {
             "--",
         ])?;
         parse::name_status(&out).map_err(|d| parse_error(cmd, d))
+    }
+
+    /// Modes, ids and status of every path a single commit changed relative
+    /// to its first parent (or the empty tree for a root commit).
+    pub fn commit_raw_changes(&self, commit: &str) -> Result<Vec<RawChange>, GitError> {
+        let out = self.run([
+            "diff-tree",
+            "-r",
+            "-z",
+            "--root",
+            "--no-commit-id",
+            "--no-renames",
+            "--raw",
+            "--no-abbrev",
+            commit,
+            "--",
+        ])?;
+        parse::raw_diff(&out).map_err(|d| parse_error("git diff-tree --raw", d))
+    }
+
+    /// The parents of a commit.
+    pub fn parents(&self, commit: &str) -> Result<Vec<String>, GitError> {
+        let line = self.run_line(["rev-list", "--parents", "-n", "1", commit, "--"])?;
+        Ok(line.split(' ').skip(1).map(str::to_owned).collect())
     }
 
     /// Every worktree of the repository, the main one first.

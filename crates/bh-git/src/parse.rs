@@ -155,6 +155,51 @@ pub fn name_status(out: &[u8]) -> Result<Vec<NameStatus>, String> {
     Ok(result)
 }
 
+/// One record of `git diff-tree -r -z --raw --no-renames`: both modes, both
+/// object ids, the status letter and the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawChange {
+    pub old_mode: u32,
+    pub new_mode: u32,
+    pub old_oid: String,
+    pub new_oid: String,
+    pub status: u8,
+    pub path: Vec<u8>,
+}
+
+/// Parses `--raw -z` output run without renames (`:M M O O S\0path\0`…);
+/// a leading commit id line (`diff-tree` without `--no-commit-id`) is skipped.
+pub fn raw_diff(out: &[u8]) -> Result<Vec<RawChange>, String> {
+    let mut recs = split_z(out);
+    let mut result = Vec::new();
+    while let Some(meta) = recs.next() {
+        let Some(meta) = meta.strip_prefix(b":") else {
+            // a commit id printed by diff-tree before its changes
+            continue;
+        };
+        let meta = std::str::from_utf8(meta).map_err(|_| "non-UTF-8 raw diff record")?;
+        let fields: Vec<&str> = meta.split(' ').collect();
+        let [old_mode, new_mode, old_oid, new_oid, status] = fields.as_slice() else {
+            return Err(format!("bad raw diff record {meta:?}"));
+        };
+        let status = *status.as_bytes().first().ok_or("empty status")?;
+        if status == b'R' || status == b'C' {
+            return Err("rename records are not expected (run with --no-renames)".into());
+        }
+        let mode = |m: &str| u32::from_str_radix(m, 8).map_err(|_| format!("bad mode {m:?}"));
+        let path = recs.next().ok_or("raw diff record without a path")?;
+        result.push(RawChange {
+            old_mode: mode(old_mode)?,
+            new_mode: mode(new_mode)?,
+            old_oid: (*old_oid).to_owned(),
+            new_oid: (*new_oid).to_owned(),
+            status,
+            path: path.to_vec(),
+        });
+    }
+    Ok(result)
+}
+
 /// One record of `git diff --numstat -z` (no renames): added/deleted lines,
 /// `None` for binary files.
 #[derive(Debug, Clone, PartialEq, Eq)]
