@@ -5,6 +5,7 @@
 //! This crate is the policy core of `bh task run` (issue 6); the command,
 //! worktree lifecycle, process containment and promotion build on it.
 
+pub mod contain;
 mod policy;
 mod scope;
 mod validate;
