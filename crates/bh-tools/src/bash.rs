@@ -1,0 +1,339 @@
+//! `bash` ([P73] `dist/core/tools/bash.js`): `bash -c COMMAND` in the root, in
+//! its own process group, stdout and stderr through one pipe. The whole group
+//! is killed on timeout, on cancellation and once the shell has exited (no
+//! stray background processes). The last 2000 lines / 50 KB are returned; when
+//! that truncates, the full output is saved in the caller's output directory.
+//!
+//! The command itself is not confined: a shell can name any path. Confining
+//! it is a sandbox's job (the executor profile has no `bash`).
+
+use std::collections::hash_map::RandomState;
+use std::fs::{File, OpenOptions};
+use std::hash::{BuildHasher, Hasher};
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+
+use crate::args::Args;
+use crate::confine::Root;
+use crate::file_tools::js_num;
+use crate::truncate::{
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, format_size, truncate_tail_bytes,
+};
+use crate::{CancelToken, ToolResult, ToolboxOptions};
+
+/// How long the reader keeps draining the pipe after the shell exited, if a
+/// process that escaped the group still holds it open.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Collects output: everything in memory up to `4 × max_bytes`, then spilled
+/// to the log file with only a tail kept in memory.
+struct Acc {
+    max_bytes: usize,
+    out_dir: PathBuf,
+    full: Vec<u8>,
+    file: Option<(File, PathBuf)>,
+    spill_error: Option<String>,
+    total_bytes: usize,
+    newlines: usize,
+    last_line_bytes: usize,
+}
+
+impl Acc {
+    fn new(out_dir: PathBuf, max_bytes: usize) -> Self {
+        Acc {
+            max_bytes,
+            out_dir,
+            full: Vec::new(),
+            file: None,
+            spill_error: None,
+            total_bytes: 0,
+            newlines: 0,
+            last_line_bytes: 0,
+        }
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        self.total_bytes += data.len();
+        for &b in data {
+            if b == b'\n' {
+                self.newlines += 1;
+                self.last_line_bytes = 0;
+            } else {
+                self.last_line_bytes += 1;
+            }
+        }
+        if let Some((f, _)) = &mut self.file
+            && let Err(e) = f.write_all(data)
+        {
+            self.spill_error.get_or_insert(e.to_string());
+        }
+        self.full.extend_from_slice(data);
+        let cap = 4 * self.max_bytes;
+        if self.full.len() > cap {
+            if self.file.is_none() {
+                self.spill();
+            }
+            if self.file.is_some() || self.spill_error.is_some() {
+                let keep = 2 * self.max_bytes;
+                let cut = self.full.len() - keep;
+                self.full.drain(..cut);
+            }
+        }
+    }
+
+    /// Creates the log file and writes what is in memory (all output so far).
+    fn spill(&mut self) {
+        if self.file.is_some() || self.spill_error.is_some() {
+            return;
+        }
+        let mut h = RandomState::new().build_hasher();
+        h.write_u64(self.total_bytes as u64);
+        let path = self
+            .out_dir
+            .join(format!("pi-bash-{:016x}.log", h.finish()));
+        let made = std::fs::create_dir_all(&self.out_dir).and_then(|()| {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+        });
+        match made.and_then(|mut f| f.write_all(&self.full).map(|()| f)) {
+            Ok(f) => self.file = Some((f, path)),
+            Err(e) => self.spill_error = Some(e.to_string()),
+        }
+    }
+
+    fn finish(mut self) -> (Truncation, Option<PathBuf>, usize) {
+        let tr = truncate_tail_bytes(
+            &self.full,
+            self.newlines + 1,
+            self.total_bytes,
+            DEFAULT_MAX_LINES,
+            self.max_bytes,
+        );
+        if tr.truncated {
+            self.spill();
+        }
+        if let Some((f, _)) = &mut self.file {
+            let _ = f.flush();
+        }
+        let last = self.last_line_bytes;
+        (tr, self.file.map(|(_, p)| p), last)
+    }
+}
+
+enum Outcome {
+    Exited(Option<i32>),
+    TimedOut,
+    Aborted,
+}
+
+/// Asks the kernel to kill the shell if the harness dies.
+#[allow(unsafe_code)]
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs between fork and exec and only calls prctl(2),
+    // which is async-signal-safe; it allocates nothing and takes no locks.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+        });
+    }
+}
+
+fn kill_group(pgid: Pid) {
+    let _ = killpg(pgid, Signal::SIGKILL);
+}
+
+fn read_loop(rd: OwnedFd, exited: Arc<AtomicBool>, mut acc: Acc) -> Acc {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut exited_at: Option<Instant> = None;
+    loop {
+        if exited.load(Ordering::SeqCst) {
+            let t = *exited_at.get_or_insert_with(Instant::now);
+            if t.elapsed() > DRAIN_GRACE {
+                break;
+            }
+        }
+        let mut fds = [PollFd::new(rd.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(50u16)) {
+            Ok(0) => {
+                if exited.load(Ordering::SeqCst) && exited_at.is_some() {
+                    // No data for a poll interval after the group was killed.
+                    break;
+                }
+                continue;
+            }
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+        match nix::unistd::read(rd.as_fd(), &mut buf) {
+            Ok(0) => break,
+            Ok(n) => acc.push(&buf[..n]),
+            Err(Errno::EINTR) | Err(Errno::EAGAIN) => continue,
+            Err(_) => break,
+        }
+    }
+    acc
+}
+
+pub fn run(
+    root: &Root,
+    opts: &ToolboxOptions,
+    args: &Value,
+    cancel: &CancelToken,
+) -> Result<ToolResult, String> {
+    let mut a = Args::new("bash", args);
+    let command = a.str_req("command");
+    let timeout_arg = a.num_opt("timeout");
+    a.finish()?;
+    let (timeout, timeout_label) = match timeout_arg {
+        Some(t) if t > 0.0 && t.is_finite() => (Some(Duration::from_secs_f64(t)), js_num(t)),
+        Some(_) => (None, String::new()),
+        None => match opts.default_bash_timeout {
+            Some(d) => (Some(d), js_num(d.as_secs_f64())),
+            None => (None, String::new()),
+        },
+    };
+
+    let (rd, wr) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let wr2 = wr.try_clone().map_err(|e| format!("pipe: {e}"))?;
+    let mut cmd = Command::new(&opts.shell);
+    cmd.arg("-c")
+        .arg(&command)
+        .current_dir(root.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(wr))
+        .stderr(Stdio::from(wr2))
+        .process_group(0);
+    if let Some(env) = &opts.bash_env {
+        cmd.env_clear();
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    die_with_parent(&mut cmd);
+    let spawned = cmd.spawn();
+    drop(cmd); // closes our copies of the pipe's write end
+    let mut child = spawned.map_err(|e| {
+        format!(
+            "Failed to run {}: {e}\nCannot execute bash commands.",
+            opts.shell.display()
+        )
+    })?;
+    let pgid = Pid::from_raw(child.id() as i32);
+
+    let exited = Arc::new(AtomicBool::new(false));
+    let acc = Acc::new(opts.output_dir.clone(), DEFAULT_MAX_BYTES);
+    let reader = {
+        let exited = exited.clone();
+        std::thread::spawn(move || read_loop(rd, exited, acc))
+    };
+
+    let start = Instant::now();
+    let mut nap = Duration::from_micros(200);
+    let outcome = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Outcome::Exited(st.code()),
+            Ok(None) => {}
+            Err(_) => break Outcome::Exited(None),
+        }
+        if cancel.is_cancelled() {
+            kill_group(pgid);
+            let _ = child.wait();
+            break Outcome::Aborted;
+        }
+        if timeout.is_some_and(|t| start.elapsed() >= t) {
+            kill_group(pgid);
+            let _ = child.wait();
+            break Outcome::TimedOut;
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(Duration::from_millis(10));
+    };
+    // Background jobs die with the shell; this also lets the pipe reach EOF.
+    kill_group(pgid);
+    exited.store(true, Ordering::SeqCst);
+    let acc = reader
+        .join()
+        .unwrap_or_else(|_| Acc::new(opts.output_dir.clone(), DEFAULT_MAX_BYTES));
+    let (tr, full_path, last_line_bytes) = acc.finish();
+
+    let format = |empty: &str| -> (String, Option<Value>) {
+        let mut text = if tr.content.is_empty() {
+            empty.to_string()
+        } else {
+            tr.content.clone()
+        };
+        if !tr.truncated {
+            return (text, None);
+        }
+        let shown = full_path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "(not saved)".to_string());
+        let start_line = tr.total_lines - tr.output_lines + 1;
+        let end_line = tr.total_lines;
+        if tr.last_line_partial {
+            text.push_str(&format!(
+                "\n\n[Showing last {} of line {end_line} (line is {}). Full output: {shown}]",
+                format_size(tr.output_bytes),
+                format_size(last_line_bytes)
+            ));
+        } else if tr.truncated_by == Some("lines") {
+            text.push_str(&format!(
+                "\n\n[Showing lines {start_line}-{end_line} of {}. Full output: {shown}]",
+                tr.total_lines
+            ));
+        } else {
+            text.push_str(&format!(
+                "\n\n[Showing lines {start_line}-{end_line} of {} ({} limit). Full output: {shown}]",
+                tr.total_lines,
+                format_size(DEFAULT_MAX_BYTES)
+            ));
+        }
+        let mut details = json!({ "truncation": tr.to_value() });
+        if let (Some(p), Some(obj)) = (&full_path, details.as_object_mut()) {
+            obj.insert("fullOutputPath".into(), json!(p.display().to_string()));
+        }
+        (text, Some(details))
+    };
+    let append = |text: String, status: String| {
+        if text.is_empty() {
+            status
+        } else {
+            format!("{text}\n\n{status}")
+        }
+    };
+    match outcome {
+        Outcome::Aborted => Err(append(format("").0, "Command aborted".to_string())),
+        Outcome::TimedOut => Err(append(
+            format("").0,
+            format!("Command timed out after {timeout_label} seconds"),
+        )),
+        Outcome::Exited(code) => {
+            let (text, details) = format("(no output)");
+            match code {
+                Some(c) if c != 0 => Err(append(text, format!("Command exited with code {c}"))),
+                _ => Ok(ToolResult {
+                    content: vec![crate::ContentBlock::Text { text }],
+                    details,
+                    is_error: false,
+                }),
+            }
+        }
+    }
+}

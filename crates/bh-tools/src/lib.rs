@@ -1,0 +1,319 @@
+//! Pi's built-in tools (`read`, `ls`, `edit`, `write`, `grep`, `find`, `bash`)
+//! executed in Rust and confined to one root directory.
+//!
+//! ```no_run
+//! # use bh_tools::{Toolbox, ToolboxOptions, Profile};
+//! let tb = Toolbox::new(ToolboxOptions::new("/repo", Profile::Executor, "/tmp/bh-out")).unwrap();
+//! let result = tb.call("read", &serde_json::json!({"path": "README.md"}));
+//! assert!(!result.is_error);
+//! ```
+//!
+//! The API is synchronous: `call` blocks until the tool is done (`bash` until
+//! the command ends, times out or is cancelled through a [`CancelToken`]); an
+//! async agent loop runs it on a blocking thread. A `Toolbox` is `Send + Sync`.
+//!
+//! Results are shaped as Pi stores them in a `toolResult` message (content
+//! blocks, optional `details`, `isError`), with Pi's texts and error messages.
+//! Confinement (see [`confine`]) is enforced by the harness, not the model.
+
+pub mod args;
+mod bash;
+pub mod confine;
+pub mod diff;
+pub mod edit_apply;
+mod file_tools;
+mod search;
+pub mod specs;
+pub mod truncate;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use confine::{ConfineError, Root};
+
+/// One tool as offered to a model: Pi's name, description and JSON schema.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// The parameter schema, byte for byte as Pi sends it (compact JSON, Pi's key order).
+    pub parameters_json: &'static str,
+    /// Whether the tool can change files (the agent loop checkpoints first).
+    pub mutating: bool,
+}
+
+impl ToolSpec {
+    /// The schema as a JSON value (keys sorted; use [`Self::parameters_raw`] to keep Pi's order).
+    pub fn parameters(&self) -> Value {
+        serde_json::from_str(self.parameters_json).unwrap_or(Value::Null)
+    }
+    /// The schema as raw JSON, keeping Pi's key order when serialised.
+    pub fn parameters_raw(&self) -> Result<Box<serde_json::value::RawValue>, serde_json::Error> {
+        serde_json::value::RawValue::from_string(self.parameters_json.to_string())
+    }
+}
+
+/// A content block of a tool result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ContentBlock {
+    Text {
+        text: String,
+    },
+    Image {
+        data: String,
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+}
+
+/// A tool's result, as Pi stores it (`content`, `details?`, `isError`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    pub content: Vec<ContentBlock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// A successful text result without details.
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolResult {
+            content: vec![ContentBlock::Text { text: text.into() }],
+            details: None,
+            is_error: false,
+        }
+    }
+    /// A successful text result with details.
+    pub fn text_with(text: impl Into<String>, details: Value) -> Self {
+        ToolResult {
+            content: vec![ContentBlock::Text { text: text.into() }],
+            details: Some(details),
+            is_error: false,
+        }
+    }
+    /// An error as Pi stores it: the message as text, `details: {}`.
+    pub fn error(message: impl Into<String>) -> Self {
+        ToolResult {
+            content: vec![ContentBlock::Text {
+                text: message.into(),
+            }],
+            details: Some(Value::Object(serde_json::Map::new())),
+            is_error: true,
+        }
+    }
+    /// The text blocks joined with newlines.
+    pub fn text_content(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                ContentBlock::Image { .. } => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+    /// The `toolResult` message Pi would store for this result.
+    pub fn to_message(
+        &self,
+        tool_call_id: &str,
+        tool_name: &str,
+        timestamp: i64,
+    ) -> bh_protocol::message::ToolResultMessage {
+        let content = self
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text { text } => bh_protocol::message::ContentBlock::text(text),
+                ContentBlock::Image { data, mime_type } => {
+                    bh_protocol::message::ContentBlock::Known(
+                        bh_protocol::message::KnownBlock::Image {
+                            data: data.clone(),
+                            mime_type: mime_type.clone(),
+                            extra: Default::default(),
+                        },
+                    )
+                }
+            })
+            .collect();
+        bh_protocol::message::ToolResultMessage {
+            role: "toolResult".to_string(),
+            tool_call_id: tool_call_id.to_string(),
+            tool_name: tool_name.to_string(),
+            content,
+            details: self.details.clone(),
+            is_error: self.is_error,
+            timestamp,
+            extra: Default::default(),
+        }
+    }
+}
+
+/// Which tools a toolbox offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// Exactly `read, ls, edit, write`.
+    Executor,
+    /// `read, ls, edit, write, bash, grep, find`.
+    Interactive,
+}
+
+impl Profile {
+    pub fn specs(self) -> &'static [&'static ToolSpec] {
+        static EXECUTOR: [&ToolSpec; 4] = [&specs::READ, &specs::LS, &specs::EDIT, &specs::WRITE];
+        static INTERACTIVE: [&ToolSpec; 7] = [
+            &specs::READ,
+            &specs::LS,
+            &specs::EDIT,
+            &specs::WRITE,
+            &specs::BASH,
+            &specs::GREP,
+            &specs::FIND,
+        ];
+        match self {
+            Profile::Executor => &EXECUTOR,
+            Profile::Interactive => &INTERACTIVE,
+        }
+    }
+}
+
+/// All built-in specs in Pi's order.
+pub fn all_specs() -> [&'static ToolSpec; 7] {
+    [
+        &specs::READ,
+        &specs::BASH,
+        &specs::EDIT,
+        &specs::WRITE,
+        &specs::GREP,
+        &specs::FIND,
+        &specs::LS,
+    ]
+}
+
+/// Whether a built-in tool may change files (`edit`, `write`, `bash`).
+pub fn is_mutating(name: &str) -> bool {
+    all_specs().iter().any(|s| s.name == name && s.mutating)
+}
+
+/// A cancellation flag shared with a running tool call (the bash tool kills
+/// its process group when it is set).
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Everything a toolbox needs; nothing is read from the environment.
+#[derive(Debug, Clone)]
+pub struct ToolboxOptions {
+    /// The directory every tool is confined to (the bash tool's cwd).
+    pub root: PathBuf,
+    pub profile: Profile,
+    /// Where the bash tool saves full outputs of truncated commands.
+    pub output_dir: PathBuf,
+    /// The bash tool's environment; `None` inherits the harness's.
+    pub bash_env: Option<Vec<(OsString, OsString)>>,
+    /// The bash tool's timeout when the model gives none (Pi 0.73.1: none).
+    pub default_bash_timeout: Option<Duration>,
+    /// The shell to run (`bash`, found on the inherited PATH, by default).
+    pub shell: PathBuf,
+}
+
+impl ToolboxOptions {
+    pub fn new(root: impl Into<PathBuf>, profile: Profile, output_dir: impl Into<PathBuf>) -> Self {
+        ToolboxOptions {
+            root: root.into(),
+            profile,
+            output_dir: output_dir.into(),
+            bash_env: None,
+            default_bash_timeout: None,
+            shell: PathBuf::from("bash"),
+        }
+    }
+}
+
+/// Errors creating a toolbox.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolboxError {
+    #[error("cannot open tool root {path}: {source}")]
+    Root {
+        path: PathBuf,
+        #[source]
+        source: ConfineError,
+    },
+}
+
+/// The tools of one profile, confined to one root.
+#[derive(Debug)]
+pub struct Toolbox {
+    root: Root,
+    opts: ToolboxOptions,
+}
+
+impl Toolbox {
+    pub fn new(opts: ToolboxOptions) -> Result<Self, ToolboxError> {
+        let root = Root::open(&opts.root).map_err(|source| ToolboxError::Root {
+            path: opts.root.clone(),
+            source,
+        })?;
+        Ok(Toolbox { root, opts })
+    }
+
+    /// The canonical root.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// The confined root the tools open files through.
+    pub fn confined_root(&self) -> &Root {
+        &self.root
+    }
+
+    /// The tools offered, in profile order.
+    pub fn specs(&self) -> &'static [&'static ToolSpec] {
+        self.opts.profile.specs()
+    }
+
+    /// Runs a tool. Never panics; every failure is an error result.
+    pub fn call(&self, name: &str, args: &Value) -> ToolResult {
+        self.call_with_cancel(name, args, &CancelToken::new())
+    }
+
+    /// Runs a tool that can be cancelled (only `bash` checks the token while running).
+    pub fn call_with_cancel(&self, name: &str, args: &Value, cancel: &CancelToken) -> ToolResult {
+        let Some(spec) = self.specs().iter().find(|s| s.name == name) else {
+            return ToolResult::error(format!("Tool {name} not found"));
+        };
+        if cancel.is_cancelled() {
+            return ToolResult::error("Operation aborted");
+        }
+        let result = match spec.name {
+            "read" => file_tools::read(&self.root, args),
+            "write" => file_tools::write(&self.root, args),
+            "edit" => file_tools::edit(&self.root, args),
+            "ls" => file_tools::ls(&self.root, args),
+            "grep" => search::grep(&self.root, args),
+            "find" => search::find(&self.root, args),
+            "bash" => bash::run(&self.root, &self.opts, args, cancel),
+            _ => Err(format!("Tool {name} not found")),
+        };
+        result.unwrap_or_else(ToolResult::error)
+    }
+}

@@ -1,0 +1,7 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod confinement;
+mod fixtures;
+mod props;
+mod tools;

@@ -1,0 +1,421 @@
+//! Happy paths and Pi's messages, tool by tool.
+
+use std::time::{Duration, Instant};
+
+use bh_tools::{CancelToken, ContentBlock, Profile};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use crate::common::{Sandbox, call};
+
+#[test]
+fn read_offset_limit_and_truncation() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Executor);
+    let many: String = (1..=2500).map(|i| format!("{i}\n")).collect();
+    sb.write("many.txt", &many);
+    let r = call(&tb, "read", json!({"path": "many.txt"}));
+    let t = r.text_content();
+    assert!(
+        t.ends_with("2000\n\n[Showing lines 1-2000 of 2501. Use offset=2001 to continue.]"),
+        "{}",
+        &t[t.len() - 100..]
+    );
+    assert_eq!(
+        r.details.as_ref().unwrap()["truncation"]["truncatedBy"],
+        "lines"
+    );
+    let r = call(&tb, "read", json!({"path": "many.txt", "offset": 2001}));
+    assert!(r.text_content().starts_with("2001\n"));
+    assert!(r.details.is_none());
+    let r = call(&tb, "read", json!({"path": "many.txt", "offset": 9999}));
+    assert!(r.is_error);
+    assert_eq!(
+        r.text_content(),
+        "Offset 9999 is beyond end of file (2501 lines total)"
+    );
+    let r = call(
+        &tb,
+        "read",
+        json!({"path": "many.txt", "offset": 3, "limit": 2}),
+    );
+    assert_eq!(
+        r.text_content(),
+        "3\n4\n\n[2497 more lines in file. Use offset=5 to continue.]"
+    );
+
+    // Byte limit.
+    let wide: String = (0..100)
+        .map(|_| format!("{}\n", "x".repeat(1000)))
+        .collect();
+    sb.write("wide.txt", &wide);
+    let r = call(&tb, "read", json!({"path": "wide.txt"}));
+    assert!(
+        r.text_content()
+            .ends_with("[Showing lines 1-51 of 101 (50.0KB limit). Use offset=52 to continue.]")
+    );
+    // First line too long.
+    sb.write("line.txt", "y".repeat(60 * 1024));
+    let r = call(&tb, "read", json!({"path": "line.txt"}));
+    assert_eq!(
+        r.text_content(),
+        "[Line 1 is 60.0KB, exceeds 50.0KB limit. Use bash: sed -n '1p' line.txt | head -c 51200]"
+    );
+    assert!(!r.is_error);
+}
+
+#[test]
+fn read_image_and_errors() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Executor);
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";
+    sb.write("img/p.png", png);
+    let r = call(&tb, "read", json!({"path": "img/p.png"}));
+    assert_eq!(r.content.len(), 2);
+    assert_eq!(r.text_content(), "Read image file [image/png]");
+    match &r.content[1] {
+        ContentBlock::Image { data, mime_type } => {
+            assert_eq!(mime_type, "image/png");
+            use base64::Engine;
+            assert_eq!(
+                base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap(),
+                png
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let r = call(&tb, "read", json!({"path": "img"}));
+    assert!(r.is_error);
+    assert_eq!(
+        r.text_content(),
+        "EISDIR: illegal operation on a directory, read"
+    );
+    let r = call(&tb, "read", json!({}));
+    assert!(r.is_error);
+    assert_eq!(
+        r.text_content(),
+        "Validation failed for tool \"read\":\n  - path: must have required property 'path'\n\nReceived arguments:\n{}"
+    );
+}
+
+#[test]
+fn write_creates_parents_and_counts_like_pi() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Executor);
+    let r = call(
+        &tb,
+        "write",
+        json!({"path": "a/b/c.txt", "content": "héllo 😀"}),
+    );
+    // JavaScript string length: é is 1, the emoji 2.
+    assert_eq!(r.text_content(), "Successfully wrote 8 bytes to a/b/c.txt");
+    assert_eq!(sb.read("a/b/c.txt"), "héllo 😀");
+    let r = call(&tb, "write", json!({"path": "a/b/c.txt", "content": "x"}));
+    assert!(!r.is_error);
+    assert_eq!(sb.read("a/b/c.txt"), "x");
+    let abs = sb.root.join("abs.txt");
+    let r = call(&tb, "write", json!({"path": abs, "content": "ok"}));
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(sb.read("abs.txt"), "ok");
+}
+
+#[test]
+fn edit_multi_crlf_bom_and_errors() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Executor);
+    sb.write("f.txt", "\u{FEFF}one\r\ntwo\r\nthree\r\nfour\r\n");
+    let r = call(
+        &tb,
+        "edit",
+        json!({"path": "f.txt", "edits": [{"oldText": "four", "newText": "FOUR"}, {"oldText": "one\ntwo", "newText": "ONE\nTWO"}]}),
+    );
+    assert_eq!(
+        r.text_content(),
+        "Successfully replaced 2 block(s) in f.txt."
+    );
+    assert_eq!(sb.read("f.txt"), "\u{FEFF}ONE\r\nTWO\r\nthree\r\nFOUR\r\n");
+    assert_eq!(
+        r.details,
+        Some(
+            json!({"diff": "-1 one\n-2 two\n+1 ONE\n+2 TWO\n 3 three\n-4 four\n+4 FOUR", "firstChangedLine": 1})
+        )
+    );
+
+    // edits as a JSON string (some models do this).
+    let r = call(
+        &tb,
+        "edit",
+        json!({"path": "f.txt", "edits": "[{\"oldText\":\"three\",\"newText\":\"3\"}]"}),
+    );
+    assert!(!r.is_error, "{r:?}");
+
+    sb.write("d.txt", "x\nx\ny\n");
+    let r = call(
+        &tb,
+        "edit",
+        json!({"path": "d.txt", "edits": [{"oldText": "x", "newText": "z"}]}),
+    );
+    assert_eq!(
+        r.text_content(),
+        "Found 2 occurrences of the text in d.txt. The text must be unique. Please provide more context to make it unique."
+    );
+    let r = call(
+        &tb,
+        "edit",
+        json!({"path": "d.txt", "edits": [{"oldText": "x\ny", "newText": "1"}, {"oldText": "y\n", "newText": "2"}]}),
+    );
+    assert_eq!(
+        r.text_content(),
+        "edits[0] and edits[1] overlap in d.txt. Merge them into one edit or target disjoint regions."
+    );
+    let r = call(&tb, "edit", json!({"path": "d.txt", "edits": []}));
+    assert_eq!(
+        r.text_content(),
+        "Edit tool input is invalid. edits must contain at least one replacement."
+    );
+    let r = call(
+        &tb,
+        "edit",
+        json!({"path": "nope.txt", "edits": [{"oldText": "a", "newText": "b"}]}),
+    );
+    assert_eq!(
+        r.text_content(),
+        "Could not edit file: nope.txt. Error code: ENOENT."
+    );
+    assert_eq!(sb.read("d.txt"), "x\nx\ny\n");
+}
+
+#[test]
+fn edit_diff_context_like_pi() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Executor);
+    let text: String = (1..=20).map(|i| format!("l{i}\n")).collect();
+    sb.write("c.txt", &text);
+    let r = call(
+        &tb,
+        "edit",
+        json!({"path": "c.txt", "edits": [{"oldText": "l10\n", "newText": "TEN\n"}]}),
+    );
+    assert_eq!(
+        r.details.unwrap()["diff"],
+        "    ...\n  6 l6\n  7 l7\n  8 l8\n  9 l9\n-10 l10\n+10 TEN\n 11 l11\n 12 l12\n 13 l13\n 14 l14\n    ..."
+    );
+}
+
+#[test]
+fn ls_sorted_with_dirs_and_dotfiles() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Executor);
+    sb.write("b.txt", "");
+    sb.write("A.md", "");
+    sb.write(".env", "");
+    sb.write("sub/x", "");
+    sb.write("sub/.GIT/config", "");
+    std::fs::create_dir_all(sb.root.join("empty")).unwrap();
+    let r = call(&tb, "ls", json!({}));
+    assert_eq!(r.text_content(), ".env\nA.md\nb.txt\nempty/\nsub/");
+    assert_eq!(
+        call(&tb, "ls", json!({"path": "empty"})).text_content(),
+        "(empty directory)"
+    );
+    assert_eq!(call(&tb, "ls", json!({"path": "sub"})).text_content(), "x");
+    let r = call(&tb, "ls", json!({"limit": 2}));
+    assert_eq!(
+        r.text_content(),
+        ".env\nA.md\n\n[2 entries limit reached. Use limit=4 for more]"
+    );
+    assert_eq!(r.details, Some(json!({"entryLimitReached": 2})));
+    let r = call(&tb, "ls", json!({"path": "nope"}));
+    assert_eq!(
+        r.text_content(),
+        format!("Path not found: {}", sb.root.join("nope").display())
+    );
+    let r = call(&tb, "ls", json!({"path": "b.txt"}));
+    assert_eq!(
+        r.text_content(),
+        format!("Not a directory: {}", sb.root.join("b.txt").display())
+    );
+}
+
+#[test]
+fn grep_formats_context_glob_and_gitignore() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Interactive);
+    sb.write(".gitignore", "ignored/\n*.log\n");
+    sb.write("src/a.rs", "fn a() {}\n// TODO one\nfn b() {}\n");
+    sb.write("src/b.txt", "todo two\n");
+    sb.write("ignored/c.rs", "TODO hidden\n");
+    sb.write("x.log", "TODO log\n");
+    sb.write("bin.dat", b"TODO\0binary");
+    let r = call(&tb, "grep", json!({"pattern": "TODO"}));
+    assert_eq!(r.text_content(), "src/a.rs:2: // TODO one");
+    let r = call(
+        &tb,
+        "grep",
+        json!({"pattern": "todo", "ignoreCase": true, "context": 1}),
+    );
+    assert_eq!(
+        r.text_content(),
+        // As Pi: the context may include the empty "line" after a final newline.
+        "src/a.rs-1- fn a() {}\nsrc/a.rs:2: // TODO one\nsrc/a.rs-3- fn b() {}\nsrc/b.txt:1: todo two\nsrc/b.txt-2- "
+    );
+    let r = call(
+        &tb,
+        "grep",
+        json!({"pattern": "todo", "ignoreCase": true, "glob": "*.txt"}),
+    );
+    assert_eq!(r.text_content(), "src/b.txt:1: todo two");
+    let r = call(
+        &tb,
+        "grep",
+        json!({"pattern": "fn a()", "literal": true, "path": "src"}),
+    );
+    assert_eq!(r.text_content(), "a.rs:1: fn a() {}");
+    let r = call(
+        &tb,
+        "grep",
+        json!({"pattern": "fn", "path": "src/a.rs", "limit": 1}),
+    );
+    assert_eq!(
+        r.text_content(),
+        "a.rs:1: fn a() {}\n\n[1 matches limit reached. Use limit=2 for more, or refine pattern]"
+    );
+    assert_eq!(r.details, Some(json!({"matchLimitReached": 1})));
+    assert_eq!(
+        call(&tb, "grep", json!({"pattern": "zzz"})).text_content(),
+        "No matches found"
+    );
+    sb.write("long.txt", format!("{}\n", "k".repeat(600)));
+    let r = call(&tb, "grep", json!({"pattern": "k+", "path": "long.txt"}));
+    assert_eq!(
+        r.text_content(),
+        format!(
+            "long.txt:1: {}... [truncated]\n\n[Some lines truncated to 500 chars. Use read tool to see full lines]",
+            "k".repeat(500)
+        )
+    );
+    assert!(call(&tb, "grep", json!({"pattern": "("})).is_error);
+}
+
+#[test]
+fn find_globs_relative_to_search_dir() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Interactive);
+    sb.write(".gitignore", "target/\n");
+    sb.write("README.md", "");
+    sb.write("docs/a.md", "");
+    sb.write("docs/deep/b.md", "");
+    sb.write("target/c.md", "");
+    sb.write("src/x.spec.ts", "");
+    let r = call(&tb, "find", json!({"pattern": "*.md"}));
+    assert_eq!(r.text_content(), "README.md\ndocs/a.md\ndocs/deep/b.md");
+    let r = call(&tb, "find", json!({"pattern": "*.md", "path": "docs"}));
+    assert_eq!(r.text_content(), "a.md\ndeep/b.md");
+    let r = call(&tb, "find", json!({"pattern": "src/**/*.spec.ts"}));
+    assert_eq!(r.text_content(), "src/x.spec.ts");
+    let r = call(&tb, "find", json!({"pattern": "src/*.spec.ts"}));
+    assert_eq!(r.text_content(), "src/x.spec.ts");
+    let r = call(&tb, "find", json!({"pattern": "*.md", "limit": 1}));
+    assert_eq!(
+        r.text_content(),
+        "README.md\n\n[1 results limit reached. Use limit=2 for more, or refine pattern]"
+    );
+    assert_eq!(
+        call(&tb, "find", json!({"pattern": "*.zz"})).text_content(),
+        "No files found matching pattern"
+    );
+}
+
+#[test]
+fn bash_exit_codes_output_and_no_output() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Interactive);
+    let r = call(&tb, "bash", json!({"command": "pwd"}));
+    assert_eq!(r.text_content(), format!("{}\n", sb.root.display()));
+    assert!(r.details.is_none());
+    let r = call(&tb, "bash", json!({"command": "true"}));
+    assert_eq!(r.text_content(), "(no output)");
+    let r = call(&tb, "bash", json!({"command": "exit 7"}));
+    assert!(r.is_error);
+    assert_eq!(
+        r.text_content(),
+        "(no output)\n\nCommand exited with code 7"
+    );
+    // Byte truncation keeps the tail and saves everything.
+    let r = call(
+        &tb,
+        "bash",
+        json!({"command": "for i in $(seq 1 1200); do printf '%099d\\n' $i; done"}),
+    );
+    let t = r.text_content();
+    assert!(
+        t.ends_with(&format!(
+            "[Showing lines 689-1201 of 1201 (50.0KB limit). Full output: {}]",
+            r.details.as_ref().unwrap()["fullOutputPath"]
+                .as_str()
+                .unwrap()
+        )),
+        "{}",
+        &t[t.len() - 200..]
+    );
+    let tr = &r.details.as_ref().unwrap()["truncation"];
+    assert_eq!(tr["truncatedBy"], "bytes");
+    assert_eq!(tr["totalBytes"], 120000);
+}
+
+fn pid_alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true)
+}
+
+#[test]
+fn bash_timeout_kills_the_whole_group() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Interactive);
+    let started = Instant::now();
+    let r = call(
+        &tb,
+        "bash",
+        json!({"command": "sleep 300 & echo $! > bg.pid; echo started; sleep 300", "timeout": 1}),
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(r.is_error);
+    assert_eq!(
+        r.text_content(),
+        "started\n\n\nCommand timed out after 1 seconds"
+    );
+    let pid: i32 = sb.read("bg.pid").trim().parse().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!pid_alive(pid), "background process {pid} survived");
+}
+
+#[test]
+fn bash_cancel_and_background_cleanup() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Interactive);
+    let cancel = CancelToken::new();
+    let c2 = cancel.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        c2.cancel();
+    });
+    let started = Instant::now();
+    let r = tb.call_with_cancel("bash", &json!({"command": "sleep 300"}), &cancel);
+    t.join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(r.text_content(), "Command aborted");
+    // A background job left by a finished command does not outlive it.
+    let r = call(
+        &tb,
+        "bash",
+        json!({"command": "sleep 300 & echo $! > bg2.pid"}),
+    );
+    assert!(!r.is_error);
+    let pid: i32 = sb.read("bg2.pid").trim().parse().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!pid_alive(pid));
+}
