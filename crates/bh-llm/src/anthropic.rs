@@ -1,0 +1,505 @@
+//! Anthropic Messages (`POST {base_url}/v1/messages`, `stream: true`), as Pi's
+//! `anthropic-messages` provider sends and reads it (pi-ai 0.73.1 `dist/providers/anthropic.js`).
+
+use std::collections::HashMap;
+
+use bh_protocol::message::{Content, ContentBlock, KnownBlock};
+use eventsource_stream::Event;
+use reqwest::StatusCode;
+use serde_json::{Map, Value, json};
+
+use crate::convert::{normalize_id_anthropic, transform_messages};
+use crate::http::{Flow, StreamFailure, Wire};
+use crate::turn::Turn;
+use crate::types::{
+    ChatRequest, Message, ModelSpec, StopReason, ThinkingLevel, block_extra_str, is_redacted, known,
+};
+
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+
+/// Pi's `mapStopReason` for Anthropic; `None` for an unknown reason (Pi: error
+/// "Unhandled stop reason: …").
+pub fn map_stop_reason(reason: &str) -> Option<StopReason> {
+    Some(match reason {
+        "end_turn" | "pause_turn" | "stop_sequence" => StopReason::Stop,
+        "max_tokens" => StopReason::Length,
+        "tool_use" => StopReason::ToolUse,
+        "refusal" | "sensitive" => StopReason::Error,
+        _ => return None,
+    })
+}
+
+fn supports_adaptive_thinking(id: &str) -> bool {
+    [
+        "opus-4-6",
+        "opus-4.6",
+        "opus-4-7",
+        "opus-4.7",
+        "sonnet-4-6",
+        "sonnet-4.6",
+    ]
+    .iter()
+    .any(|p| id.contains(p))
+}
+
+fn convert_blocks(content: &[ContentBlock]) -> Value {
+    let has_images = content
+        .iter()
+        .any(|b| matches!(known(b), Some(KnownBlock::Image { .. })));
+    if !has_images {
+        let texts: Vec<&str> = content
+            .iter()
+            .filter_map(|b| match known(b) {
+                Some(KnownBlock::Text { text, .. }) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        return Value::String(texts.join("\n"));
+    }
+    let mut blocks: Vec<Value> = content.iter().filter_map(user_block).collect();
+    if !blocks.iter().any(|b| b["type"] == "text") {
+        blocks.insert(0, json!({"type": "text", "text": "(see attached image)"}));
+    }
+    Value::Array(blocks)
+}
+
+fn user_block(b: &ContentBlock) -> Option<Value> {
+    match known(b)? {
+        KnownBlock::Text { text, .. } => Some(json!({"type": "text", "text": text})),
+        KnownBlock::Image {
+            data, mime_type, ..
+        } => Some(json!({"type": "image", "source": {
+            "type": "base64", "media_type": mime_type, "data": data}})),
+        _ => None,
+    }
+}
+
+/// Build the `messages` array (Pi's `convertMessages`), with `cache_control` on the
+/// last user block.
+pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
+    let messages = transform_messages(&req.messages, model, &normalize_id_anthropic);
+    let mut out: Vec<Value> = Vec::new();
+    let mut i = 0;
+    while i < messages.len() {
+        match &messages[i] {
+            Message::User(u) => match &u.content {
+                Content::Text(s) => {
+                    if !s.trim().is_empty() {
+                        out.push(json!({"role": "user", "content": s}));
+                    }
+                }
+                Content::Blocks(blocks) => {
+                    let blocks: Vec<Value> = blocks
+                        .iter()
+                        .filter_map(user_block)
+                        .filter(|b| {
+                            b["type"] != "text"
+                                || b["text"].as_str().is_some_and(|t| !t.trim().is_empty())
+                        })
+                        .collect();
+                    if !blocks.is_empty() {
+                        out.push(json!({"role": "user", "content": blocks}));
+                    }
+                }
+            },
+            Message::Assistant(a) => {
+                let mut blocks = Vec::new();
+                for b in &a.content {
+                    match known(b) {
+                        Some(KnownBlock::Text { text, .. }) if !text.trim().is_empty() => {
+                            blocks.push(json!({"type": "text", "text": text}));
+                        }
+                        Some(KnownBlock::Thinking { thinking, extra }) => {
+                            let sig = block_extra_str(extra, "thinkingSignature").unwrap_or("");
+                            if is_redacted(extra) {
+                                blocks.push(json!({"type": "redacted_thinking", "data": sig}));
+                                continue;
+                            }
+                            if thinking.trim().is_empty() {
+                                continue;
+                            }
+                            if sig.trim().is_empty() {
+                                blocks.push(json!({"type": "text", "text": thinking}));
+                            } else {
+                                blocks.push(json!({"type": "thinking", "thinking": thinking, "signature": sig}));
+                            }
+                        }
+                        Some(KnownBlock::ToolCall {
+                            id,
+                            name,
+                            arguments,
+                            ..
+                        }) => {
+                            let input = if arguments.is_object() {
+                                arguments.clone()
+                            } else {
+                                json!({})
+                            };
+                            blocks.push(
+                                json!({"type": "tool_use", "id": id, "name": name, "input": input}),
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+                if !blocks.is_empty() {
+                    out.push(json!({"role": "assistant", "content": blocks}));
+                }
+            }
+            Message::ToolResult(_) => {
+                let mut results = Vec::new();
+                while let Some(Message::ToolResult(r)) = messages.get(i) {
+                    results.push(json!({
+                        "type": "tool_result",
+                        "tool_use_id": r.tool_call_id,
+                        "content": convert_blocks(&r.content),
+                        "is_error": r.is_error,
+                    }));
+                    i += 1;
+                }
+                i -= 1;
+                out.push(json!({"role": "user", "content": results}));
+            }
+        }
+        i += 1;
+    }
+    // cache_control on the last user message
+    if let Some(last) = out.last_mut()
+        && last["role"] == "user"
+    {
+        let cc = json!({"type": "ephemeral"});
+        if let Some(s) = last["content"].as_str().map(str::to_owned) {
+            last["content"] = json!([{"type": "text", "text": s, "cache_control": cc}]);
+        } else if let Some(arr) = last["content"].as_array_mut()
+            && let Some(b) = arr.last_mut()
+            && let Some(o) = b.as_object_mut()
+        {
+            o.insert("cache_control".into(), cc);
+        }
+    }
+    out
+}
+
+fn thinking_budget(level: ThinkingLevel) -> u64 {
+    match level {
+        ThinkingLevel::Off => 0,
+        ThinkingLevel::Minimal => 1024,
+        ThinkingLevel::Low => 2048,
+        ThinkingLevel::Medium => 8192,
+        ThinkingLevel::High | ThinkingLevel::Xhigh => 16384,
+    }
+}
+
+/// Build the request body (Pi's `buildParams`).
+pub fn build_body(model: &ModelSpec, req: &ChatRequest) -> Value {
+    let mut p = Map::new();
+    let mut max = req
+        .max_tokens
+        .unwrap_or_else(|| model.max_tokens.min(32_000));
+    let thinking_on = model.reasoning && req.thinking != ThinkingLevel::Off;
+    let mut thinking = None;
+    if model.reasoning {
+        if !thinking_on {
+            thinking = Some(json!({"type": "disabled"}));
+        } else if supports_adaptive_thinking(&model.id) {
+            thinking = Some(json!({"type": "adaptive"}));
+            let effort = match req.thinking {
+                ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
+                ThinkingLevel::Medium => "medium",
+                _ => "high",
+            };
+            p.insert("output_config".into(), json!({"effort": effort}));
+        } else {
+            // Pi's `adjustMaxTokensForThinking`.
+            let mut budget = thinking_budget(req.thinking);
+            max = (max + budget).min(model.max_tokens);
+            if max <= budget {
+                budget = max.saturating_sub(1024);
+            }
+            // Pi sends `budget_tokens: budget || 1024`.
+            let budget = if budget == 0 { 1024 } else { budget };
+            thinking = Some(json!({"type": "enabled", "budget_tokens": budget}));
+        }
+    }
+    p.insert("model".into(), json!(model.id));
+    p.insert(
+        "messages".into(),
+        Value::Array(convert_messages(model, req)),
+    );
+    p.insert("max_tokens".into(), json!(max));
+    p.insert("stream".into(), json!(true));
+    if let Some(sp) = &req.system_prompt {
+        p.insert(
+            "system".into(),
+            json!([{"type": "text", "text": sp, "cache_control": {"type": "ephemeral"}}]),
+        );
+    }
+    if let Some(t) = req.temperature
+        && !thinking_on
+    {
+        p.insert("temperature".into(), json!(t));
+    }
+    if !req.tools.is_empty() {
+        let n = req.tools.len();
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let props = t.parameters.get("properties").cloned().unwrap_or(json!({}));
+                let required = t.parameters.get("required").cloned().unwrap_or(json!([]));
+                let mut v = json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": {"type": "object", "properties": props, "required": required},
+                });
+                if i + 1 == n
+                    && let Some(o) = v.as_object_mut()
+                {
+                    o.insert("cache_control".into(), json!({"type": "ephemeral"}));
+                }
+                v
+            })
+            .collect();
+        p.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(t) = thinking {
+        p.insert("thinking".into(), t);
+    }
+    Value::Object(p)
+}
+
+/// The streaming parser.
+#[derive(Default)]
+pub(crate) struct AnthropicWire {
+    model: Option<ModelSpec>,
+    /// Anthropic block index → content index.
+    blocks: HashMap<u64, usize>,
+    saw_start: bool,
+    saw_stop: bool,
+}
+
+impl AnthropicWire {
+    pub fn new(model: &ModelSpec) -> AnthropicWire {
+        AnthropicWire {
+            model: Some(model.clone()),
+            ..AnthropicWire::default()
+        }
+    }
+
+    fn update_usage(&self, u: &Value, turn: &mut Turn, initial: bool) {
+        let get = |k: &str| u.get(k).and_then(Value::as_u64);
+        if initial {
+            turn.usage.input = get("input_tokens").unwrap_or(0);
+            turn.usage.output = get("output_tokens").unwrap_or(0);
+            turn.usage.cache_read = get("cache_read_input_tokens").unwrap_or(0);
+            turn.usage.cache_write = get("cache_creation_input_tokens").unwrap_or(0);
+        } else {
+            if let Some(v) = get("input_tokens") {
+                turn.usage.input = v;
+            }
+            if let Some(v) = get("output_tokens") {
+                turn.usage.output = v;
+            }
+            if let Some(v) = get("cache_read_input_tokens") {
+                turn.usage.cache_read = v;
+            }
+            if let Some(v) = get("cache_creation_input_tokens") {
+                turn.usage.cache_write = v;
+            }
+        }
+        let us = &mut turn.usage;
+        us.total_tokens = us.input + us.output + us.cache_read + us.cache_write;
+        if let Some(m) = &self.model {
+            m.cost.apply(&mut turn.usage);
+        }
+    }
+}
+
+fn retryable_error_type(data: &Value) -> bool {
+    matches!(
+        data.pointer("/error/type").and_then(Value::as_str),
+        Some("overloaded_error" | "api_error" | "rate_limit_error")
+    )
+}
+
+impl Wire for AnthropicWire {
+    fn build(
+        &self,
+        model: &ModelSpec,
+        req: &ChatRequest,
+    ) -> (String, Vec<(String, String)>, Value) {
+        let base = model.base_url.trim_end_matches('/');
+        let url = if base.ends_with("/v1") {
+            format!("{base}/messages")
+        } else {
+            format!("{base}/v1/messages")
+        };
+        let mut headers = vec![("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned())];
+        if let Some(k) = model.api_key.as_deref().filter(|k| !k.is_empty()) {
+            headers.push(("x-api-key".to_owned(), k.to_owned()));
+        }
+        if model.reasoning
+            && req.thinking != ThinkingLevel::Off
+            && !supports_adaptive_thinking(&model.id)
+        {
+            headers.push((
+                "anthropic-beta".to_owned(),
+                INTERLEAVED_THINKING_BETA.to_owned(),
+            ));
+        }
+        (url, headers, build_body(model, req))
+    }
+
+    fn reset(&mut self) {
+        let model = self.model.take();
+        *self = AnthropicWire {
+            model,
+            ..AnthropicWire::default()
+        };
+    }
+
+    fn on_event(&mut self, ev: &Event, turn: &mut Turn) -> Result<Flow, StreamFailure> {
+        if ev.event == "error" {
+            let data: Value = serde_json::from_str(&ev.data).unwrap_or(Value::Null);
+            return Err(StreamFailure {
+                message: ev.data.clone(),
+                retryable: retryable_error_type(&data),
+            });
+        }
+        let known_event = matches!(
+            ev.event.as_str(),
+            "message_start"
+                | "message_delta"
+                | "message_stop"
+                | "content_block_start"
+                | "content_block_delta"
+                | "content_block_stop"
+        );
+        if !known_event {
+            return Ok(Flow::Continue);
+        }
+        let e: Value = serde_json::from_str(&ev.data).map_err(|err| StreamFailure {
+            message: format!(
+                "Could not parse Anthropic SSE event {}: {err}; data={}",
+                ev.event, ev.data
+            ),
+            retryable: false,
+        })?;
+        let idx = e.get("index").and_then(Value::as_u64);
+        let slot = idx.and_then(|i| self.blocks.get(&i).copied());
+        match ev.event.as_str() {
+            "message_start" => {
+                self.saw_start = true;
+                if let Some(id) = e.pointer("/message/id").and_then(Value::as_str) {
+                    turn.response_id = Some(id.to_owned());
+                }
+                if let Some(u) = e.pointer("/message/usage") {
+                    self.update_usage(u, turn, true);
+                }
+            }
+            "content_block_start" => {
+                let cb = e.get("content_block").cloned().unwrap_or(Value::Null);
+                let s = |k: &str| cb.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+                let new = match cb.get("type").and_then(Value::as_str) {
+                    Some("text") => Some(turn.text_start()),
+                    Some("thinking") => Some(turn.thinking_start(Some(String::new()), false)),
+                    Some("redacted_thinking") => {
+                        let i = turn.thinking_start(Some(s("data")), true);
+                        turn.delta(i, "[Reasoning redacted]");
+                        Some(i)
+                    }
+                    Some("tool_use") => {
+                        let i = turn.tool_call_start(s("id"), s("name"));
+                        if let Some(input) = cb
+                            .get("input")
+                            .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+                        {
+                            turn.tool_args_whole(i, input.clone());
+                        }
+                        Some(i)
+                    }
+                    _ => None,
+                };
+                if let (Some(i), Some(n)) = (idx, new) {
+                    self.blocks.insert(i, n);
+                }
+            }
+            "content_block_delta" => {
+                let Some(slot) = slot else {
+                    return Ok(Flow::Continue);
+                };
+                let d = e.get("delta").cloned().unwrap_or(Value::Null);
+                let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+                match d.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => turn.delta(slot, &s("text")),
+                    Some("thinking_delta") => turn.delta(slot, &s("thinking")),
+                    Some("input_json_delta") => {
+                        let pj = s("partial_json");
+                        if !pj.is_empty() {
+                            turn.delta(slot, &pj);
+                        }
+                    }
+                    Some("signature_delta") => turn.append_signature(slot, &s("signature")),
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(slot) = slot {
+                    turn.end(slot);
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = e.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    match map_stop_reason(r) {
+                        Some(sr) => turn.stop_reason = sr,
+                        None => {
+                            return Err(StreamFailure {
+                                message: format!("Unhandled stop reason: {r}"),
+                                retryable: false,
+                            });
+                        }
+                    }
+                }
+                if let Some(u) = e.get("usage") {
+                    self.update_usage(u, turn, false);
+                }
+            }
+            "message_stop" => {
+                self.saw_stop = true;
+                if turn.stop_reason == StopReason::Error {
+                    // Pi: refusal / sensitive end as an error without details.
+                    turn.error_message = Some("An unknown error occurred".to_owned());
+                }
+                return Ok(Flow::Done);
+            }
+            _ => {}
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn on_eof(&mut self, _turn: &mut Turn) -> Result<(), StreamFailure> {
+        if self.saw_stop {
+            return Ok(());
+        }
+        Err(StreamFailure {
+            message: if self.saw_start {
+                "Anthropic stream ended before message_stop".to_owned()
+            } else {
+                "Anthropic stream ended without any event".to_owned()
+            },
+            retryable: false,
+        })
+    }
+
+    fn http_error_message(&self, status: StatusCode, body: &str) -> String {
+        // The Anthropic SDK's `APIError`: "<status> <JSON body>".
+        let body = body.trim();
+        if body.is_empty() {
+            format!("{} status code (no body)", status.as_u16())
+        } else {
+            format!("{} {body}", status.as_u16())
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Provider-neutral history preparation: Pi's `transformMessages`
+//! (pi-ai 0.73.1 `dist/providers/transform-messages.js`).
+//!
+//! * images are replaced by a placeholder for models without image input;
+//! * thinking from another model becomes text (empty thinking is dropped, redacted
+//!   thinking is dropped); same-model thinking is kept with its signature;
+//! * tool-call ids of other models are normalised by the wire's rule and the matching
+//!   tool results are renamed with them;
+//! * assistant messages that ended in `error` / `aborted` are skipped;
+//! * every tool call gets a result: a missing one becomes a synthetic
+//!   `"No result provided"` error result, inserted before the next assistant or user
+//!   message; results whose call is not in the preceding assistant message are dropped.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use bh_protocol::message::{Content, ContentBlock, KnownBlock, ToolResultMessage};
+
+use crate::turn::now_ms;
+use crate::types::{Message, ModelSpec, block_extra_str, is_redacted, known};
+
+const NON_VISION_USER_IMAGE_PLACEHOLDER: &str = "(image omitted: model does not support images)";
+const NON_VISION_TOOL_IMAGE_PLACEHOLDER: &str =
+    "(tool image omitted: model does not support images)";
+
+fn replace_images(content: &[ContentBlock], placeholder: &str) -> Vec<ContentBlock> {
+    let mut out = Vec::new();
+    let mut previous_was_placeholder = false;
+    for b in content {
+        if matches!(known(b), Some(KnownBlock::Image { .. })) {
+            if !previous_was_placeholder {
+                out.push(ContentBlock::text(placeholder));
+            }
+            previous_was_placeholder = true;
+            continue;
+        }
+        previous_was_placeholder =
+            matches!(known(b), Some(KnownBlock::Text { text, .. }) if text == placeholder);
+        out.push(b.clone());
+    }
+    out
+}
+
+/// Anthropic's rule: `^[a-zA-Z0-9_-]+$`, at most 64 characters.
+pub fn normalize_id_anthropic(id: &str) -> String {
+    let s: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if s.is_empty() { "call_".to_owned() } else { s }
+}
+
+/// OpenAI's rule as Pi applies it: `call|item` ids keep the call part, sanitised to 40
+/// characters; the `openai` provider truncates any id to 40 characters; an empty id
+/// (a server that sent none) gets a placeholder.
+pub fn normalize_id_openai(id: &str, provider: &str) -> String {
+    if let Some((call, _)) = id.split_once('|') {
+        return normalize_id_anthropic(call).chars().take(40).collect();
+    }
+    if id.is_empty() {
+        return "call_".to_owned();
+    }
+    if provider == "openai" {
+        return id.chars().take(40).collect();
+    }
+    id.to_owned()
+}
+
+/// Prepare `messages` for `model`; `normalize` maps tool-call ids of other models.
+pub fn transform_messages(
+    messages: &[Message],
+    model: &ModelSpec,
+    normalize: &dyn Fn(&str) -> String,
+) -> Vec<Message> {
+    let mut id_map: HashMap<String, String> = HashMap::new();
+    let mut transformed = Vec::with_capacity(messages.len());
+    for m in messages {
+        match m {
+            Message::User(u) => {
+                let mut u = u.clone();
+                if !model.input_images
+                    && let Content::Blocks(b) = &u.content
+                {
+                    u.content =
+                        Content::Blocks(replace_images(b, NON_VISION_USER_IMAGE_PLACEHOLDER));
+                }
+                transformed.push(Message::User(u));
+            }
+            Message::ToolResult(r) => {
+                let mut r = r.clone();
+                if !model.input_images {
+                    r.content = replace_images(&r.content, NON_VISION_TOOL_IMAGE_PLACEHOLDER);
+                }
+                if let Some(n) = id_map.get(&r.tool_call_id) {
+                    r.tool_call_id = n.clone();
+                }
+                transformed.push(Message::ToolResult(r));
+            }
+            Message::Assistant(a) => {
+                let same = model.is_same_model(a);
+                let mut a = a.clone();
+                let mut content = Vec::with_capacity(a.content.len());
+                for b in a.content.drain(..) {
+                    match b {
+                        ContentBlock::Known(KnownBlock::Thinking {
+                            thinking,
+                            mut extra,
+                        }) => {
+                            if is_redacted(&extra) {
+                                if same {
+                                    content.push(ContentBlock::Known(KnownBlock::Thinking {
+                                        thinking,
+                                        extra,
+                                    }));
+                                }
+                                continue;
+                            }
+                            let has_sig = block_extra_str(&extra, "thinkingSignature")
+                                .is_some_and(|s| !s.is_empty());
+                            if same && has_sig {
+                                content.push(ContentBlock::Known(KnownBlock::Thinking {
+                                    thinking,
+                                    extra,
+                                }));
+                            } else if thinking.trim().is_empty() {
+                            } else if same {
+                                extra.remove("thinkingSignature");
+                                content.push(ContentBlock::Known(KnownBlock::Thinking {
+                                    thinking,
+                                    extra,
+                                }));
+                            } else {
+                                content.push(ContentBlock::text(thinking));
+                            }
+                        }
+                        ContentBlock::Known(KnownBlock::Text { text, extra }) => {
+                            if same {
+                                content.push(ContentBlock::Known(KnownBlock::Text { text, extra }));
+                            } else {
+                                content.push(ContentBlock::text(text));
+                            }
+                        }
+                        ContentBlock::Known(KnownBlock::ToolCall {
+                            id,
+                            name,
+                            arguments,
+                            mut extra,
+                        }) => {
+                            let mut id2 = id.clone();
+                            if !same {
+                                extra.remove("thoughtSignature");
+                                id2 = normalize(&id);
+                                if id2 != id {
+                                    id_map.insert(id.clone(), id2.clone());
+                                }
+                            }
+                            content.push(ContentBlock::Known(KnownBlock::ToolCall {
+                                id: id2,
+                                name,
+                                arguments,
+                                extra,
+                            }));
+                        }
+                        other => content.push(other),
+                    }
+                }
+                a.content = content;
+                transformed.push(Message::Assistant(a));
+            }
+        }
+    }
+
+    // Second pass: skip failed turns, pair every tool call with a result.
+    let mut result = Vec::with_capacity(transformed.len());
+    let mut pending: Vec<(String, String)> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let flush = |result: &mut Vec<Message>,
+                 pending: &mut Vec<(String, String)>,
+                 seen: &mut HashSet<String>| {
+        for (id, name) in pending.drain(..) {
+            if !seen.contains(&id) {
+                result.push(Message::ToolResult(ToolResultMessage {
+                    role: "toolResult".to_owned(),
+                    tool_call_id: id,
+                    tool_name: name,
+                    content: vec![ContentBlock::text("No result provided")],
+                    details: None,
+                    is_error: true,
+                    timestamp: now_ms(),
+                    extra: BTreeMap::new(),
+                }));
+            }
+        }
+        seen.clear();
+    };
+    for m in transformed {
+        match m {
+            Message::Assistant(a) => {
+                flush(&mut result, &mut pending, &mut seen);
+                if a.stop_reason == "error" || a.stop_reason == "aborted" {
+                    continue;
+                }
+                pending = a
+                    .content
+                    .iter()
+                    .filter_map(|b| match known(b) {
+                        Some(KnownBlock::ToolCall { id, name, .. }) => {
+                            Some((id.clone(), name.clone()))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                result.push(Message::Assistant(a));
+            }
+            Message::ToolResult(r) => {
+                // Bh addition to Pi: an orphan result (no matching call in the preceding
+                // assistant message, or a duplicate) would be rejected by both wires.
+                if pending.iter().any(|(id, _)| *id == r.tool_call_id)
+                    && seen.insert(r.tool_call_id.clone())
+                {
+                    result.push(Message::ToolResult(r));
+                }
+            }
+            Message::User(u) => {
+                flush(&mut result, &mut pending, &mut seen);
+                pending.clear();
+                result.push(Message::User(u));
+            }
+        }
+    }
+    flush(&mut result, &mut pending, &mut seen);
+    result
+}

@@ -1,0 +1,314 @@
+//! The HTTP driver shared by both wires: request, retries with backoff, SSE parsing,
+//! cancellation and idle timeout. A wire only builds the request body and interprets
+//! SSE events.
+
+use std::time::Duration;
+
+use eventsource_stream::{Event, Eventsource};
+use futures::StreamExt;
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::turn::{ABORTED_MESSAGE, Turn};
+use crate::types::{ChatRequest, ModelSpec, StopReason, StreamEvent};
+
+/// Retries as data. Retried: connection failures, HTTP 408/409/429/5xx (incl. 529
+/// "overloaded"), and a stream error event marked retryable (Anthropic
+/// `overloaded_error`) when no content has arrived yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (so `max_retries + 1` attempts in all).
+    pub max_retries: u32,
+    /// Backoff `base_delay * 2^(attempt-1)`, capped at `max_delay`, when the server
+    /// gives no `retry-after`.
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+    /// A `retry-after` longer than this is not waited for: the error is returned.
+    pub max_retry_after: Duration,
+    /// No SSE event for this long ends the turn with an error.
+    pub idle_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_millis(1000),
+            max_delay: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+impl RetryPolicy {
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
+        self.base_delay.saturating_mul(factor).min(self.max_delay)
+    }
+}
+
+/// Parse `retry-after-ms`, then `retry-after` (seconds or an HTTP date).
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_millis(ms as u64));
+    }
+    let v = get("retry-after")?;
+    if let Ok(secs) = v.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Some(Duration::from_millis((secs * 1000.0) as u64));
+        }
+        return None;
+    }
+    // HTTP date, e.g. "Wed, 21 Oct 2015 07:28:00 GMT"
+    let when = jiff::fmt::rfc2822::parse(v).ok()?.timestamp();
+    let now = jiff::Timestamp::now();
+    let ms = when.as_millisecond() - now.as_millisecond();
+    Some(Duration::from_millis(ms.max(0) as u64))
+}
+
+pub(crate) fn is_retryable_status(s: StatusCode) -> bool {
+    matches!(s.as_u16(), 408 | 409 | 429) || s.is_server_error()
+}
+
+/// What a wire returns for an SSE event.
+pub(crate) enum Flow {
+    Continue,
+    /// The response is complete (`[DONE]`, `message_stop`).
+    Done,
+}
+
+/// A failure reported inside the stream.
+pub(crate) struct StreamFailure {
+    pub message: String,
+    pub retryable: bool,
+}
+
+pub(crate) trait Wire: Send {
+    /// URL, extra headers and JSON body.
+    fn build(&self, model: &ModelSpec, req: &ChatRequest)
+    -> (String, Vec<(String, String)>, Value);
+    /// Reset parser state before an attempt.
+    fn reset(&mut self);
+    fn on_event(&mut self, ev: &Event, turn: &mut Turn) -> Result<Flow, StreamFailure>;
+    /// The body ended (cleanly, without a `Done`).
+    fn on_eof(&mut self, turn: &mut Turn) -> Result<(), StreamFailure>;
+    /// A successful response that is plain JSON instead of SSE (a server that ignored
+    /// `stream: true`).
+    fn on_json_body(&mut self, _body: &Value, _turn: &mut Turn) -> Result<(), StreamFailure> {
+        Err(StreamFailure {
+            message: "Expected an event stream, got a JSON response".to_owned(),
+            retryable: false,
+        })
+    }
+    /// Pi's error message for an HTTP error status.
+    fn http_error_message(&self, status: StatusCode, body: &str) -> String;
+}
+
+enum Attempt {
+    Finished,
+    Retry { delay: Duration, reason: String },
+}
+
+pub(crate) async fn run<W: Wire>(
+    client: reqwest::Client,
+    model: ModelSpec,
+    retry: RetryPolicy,
+    req: ChatRequest,
+    cancel: CancellationToken,
+    mut wire: W,
+    mut turn: Turn,
+) {
+    let (url, wire_headers, body) = wire.build(&model, &req);
+    let mut headers = HeaderMap::new();
+    for (k, v) in wire_headers
+        .iter()
+        .map(|(k, v)| (k, v))
+        .chain(model.headers.iter())
+    {
+        if let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            headers.insert(k, v);
+        }
+    }
+    let body = body.to_string();
+    let mut attempt: u32 = 0;
+    loop {
+        let outcome = one_attempt(
+            &client, &url, &headers, &body, &retry, &cancel, &mut wire, &mut turn, attempt,
+        )
+        .await;
+        match outcome {
+            Attempt::Finished => break,
+            Attempt::Retry { delay, reason } => {
+                attempt += 1;
+                turn.emit(StreamEvent::Retry {
+                    attempt,
+                    delay,
+                    reason,
+                });
+                tokio::select! {
+                    _ = cancel.cancelled() => {
+                        turn.fail(StopReason::Aborted, ABORTED_MESSAGE.to_owned());
+                        break;
+                    }
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                turn.reset();
+            }
+        }
+    }
+    turn.end_all();
+    turn.finish();
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn one_attempt<W: Wire>(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &HeaderMap,
+    body: &str,
+    retry: &RetryPolicy,
+    cancel: &CancellationToken,
+    wire: &mut W,
+    turn: &mut Turn,
+    attempt: u32,
+) -> Attempt {
+    let can_retry = attempt < retry.max_retries;
+    let aborted = |turn: &mut Turn| {
+        turn.fail(StopReason::Aborted, ABORTED_MESSAGE.to_owned());
+        Attempt::Finished
+    };
+    wire.reset();
+    let send = client
+        .post(url)
+        .headers(headers.clone())
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(body.to_owned())
+        .send();
+    let resp = tokio::select! {
+        _ = cancel.cancelled() => return aborted(turn),
+        r = send => r,
+    };
+    let resp = match resp {
+        Ok(r) => r,
+        Err(e) => {
+            let msg = format!("Connection error: {e}");
+            if can_retry {
+                return Attempt::Retry {
+                    delay: retry.backoff(attempt + 1),
+                    reason: msg,
+                };
+            }
+            turn.fail(StopReason::Error, msg);
+            return Attempt::Finished;
+        }
+    };
+    let status = resp.status();
+    if !status.is_success() {
+        let after = retry_after(resp.headers());
+        let text = tokio::select! {
+            _ = cancel.cancelled() => return aborted(turn),
+            t = resp.text() => t.unwrap_or_default(),
+        };
+        let msg = wire.http_error_message(status, &text);
+        if can_retry && is_retryable_status(status) {
+            match after {
+                Some(d) if d > retry.max_retry_after => {}
+                Some(d) => {
+                    return Attempt::Retry {
+                        delay: d,
+                        reason: msg,
+                    };
+                }
+                None => {
+                    return Attempt::Retry {
+                        delay: retry.backoff(attempt + 1),
+                        reason: msg,
+                    };
+                }
+            }
+        }
+        turn.fail(StopReason::Error, msg);
+        return Attempt::Finished;
+    }
+
+    turn.start();
+    let is_json = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/json"));
+    if is_json {
+        let text = tokio::select! {
+            _ = cancel.cancelled() => return aborted(turn),
+            t = resp.text() => t,
+        };
+        let result = match text {
+            Ok(t) => match serde_json::from_str::<Value>(&t) {
+                Ok(v) => wire.on_json_body(&v, turn),
+                Err(e) => Err(StreamFailure {
+                    message: format!("Could not parse response: {e}"),
+                    retryable: false,
+                }),
+            },
+            Err(e) => Err(StreamFailure {
+                message: format!("Stream error: {e}"),
+                retryable: false,
+            }),
+        };
+        if let Err(f) = result {
+            turn.fail(StopReason::Error, f.message);
+        }
+        return Attempt::Finished;
+    }
+    let mut events = resp.bytes_stream().eventsource();
+    loop {
+        let next = tokio::select! {
+            _ = cancel.cancelled() => return aborted(turn),
+            n = tokio::time::timeout(retry.idle_timeout, events.next()) => n,
+        };
+        if turn.consumer_gone() {
+            return aborted(turn);
+        }
+        let failure = match next {
+            Err(_) => StreamFailure {
+                message: format!(
+                    "Stream idle for more than {} s",
+                    retry.idle_timeout.as_secs_f64()
+                ),
+                retryable: false,
+            },
+            Ok(None) => match wire.on_eof(turn) {
+                Ok(()) => return Attempt::Finished,
+                Err(f) => f,
+            },
+            Ok(Some(Err(e))) => StreamFailure {
+                message: format!("Stream error: {e}"),
+                retryable: false,
+            },
+            Ok(Some(Ok(ev))) => match wire.on_event(&ev, turn) {
+                Ok(Flow::Continue) => continue,
+                Ok(Flow::Done) => return Attempt::Finished,
+                Err(f) => f,
+            },
+        };
+        if failure.retryable && can_retry && !turn.has_content() {
+            return Attempt::Retry {
+                delay: retry.backoff(attempt + 1),
+                reason: failure.message,
+            };
+        }
+        turn.fail(StopReason::Error, failure.message);
+        return Attempt::Finished;
+    }
+}

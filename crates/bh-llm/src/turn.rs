@@ -1,0 +1,352 @@
+//! The assistant turn being built: content blocks, usage, stop reason; every change is
+//! also sent as a [`StreamEvent`].
+
+use std::collections::BTreeMap;
+
+use bh_protocol::message::{AssistantMessage, ContentBlock, KnownBlock, Usage};
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::json::parse_streaming_json;
+use crate::types::{ModelSpec, StopReason, StreamEvent, zero_usage};
+
+/// Pi's message for a cancelled request.
+pub const ABORTED_MESSAGE: &str = "Request was aborted";
+
+#[derive(Debug, Clone)]
+pub(crate) enum Block {
+    Text {
+        text: String,
+        signature: Option<String>,
+    },
+    Thinking {
+        thinking: String,
+        signature: Option<String>,
+        redacted: bool,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        args: String,
+        /// Set when the server sent the arguments as a JSON value, not a string.
+        whole: Option<Value>,
+        thought_signature: Option<String>,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub block: Block,
+    pub ended: bool,
+}
+
+pub(crate) struct Turn {
+    pub slots: Vec<Slot>,
+    pub usage: Usage,
+    pub stop_reason: StopReason,
+    pub error_message: Option<String>,
+    pub response_id: Option<String>,
+    pub response_model: Option<String>,
+    pub api: String,
+    pub provider: String,
+    pub model: String,
+    pub timestamp: i64,
+    started: bool,
+    tx: UnboundedSender<StreamEvent>,
+}
+
+pub(crate) fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+impl Turn {
+    pub fn new(model: &ModelSpec, tx: UnboundedSender<StreamEvent>) -> Turn {
+        Turn {
+            slots: Vec::new(),
+            usage: zero_usage(),
+            stop_reason: StopReason::Stop,
+            error_message: None,
+            response_id: None,
+            response_model: None,
+            api: model.api.as_str().to_owned(),
+            provider: model.provider.clone(),
+            model: model.id.clone(),
+            timestamp: now_ms(),
+            started: false,
+            tx,
+        }
+    }
+
+    /// The consumer dropped the stream.
+    pub fn consumer_gone(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    pub fn emit(&self, ev: StreamEvent) {
+        // A dropped receiver is noticed through `consumer_gone`.
+        let _ = self.tx.send(ev);
+    }
+
+    pub fn start(&mut self) {
+        if !self.started {
+            self.started = true;
+            self.emit(StreamEvent::Start);
+        }
+    }
+
+    pub fn has_content(&self) -> bool {
+        !self.slots.is_empty()
+    }
+
+    fn push(&mut self, block: Block) -> usize {
+        self.slots.push(Slot {
+            block,
+            ended: false,
+        });
+        self.slots.len() - 1
+    }
+
+    pub fn text_start(&mut self) -> usize {
+        let i = self.push(Block::Text {
+            text: String::new(),
+            signature: None,
+        });
+        self.emit(StreamEvent::TextStart { index: i });
+        i
+    }
+
+    pub fn thinking_start(&mut self, signature: Option<String>, redacted: bool) -> usize {
+        let i = self.push(Block::Thinking {
+            thinking: String::new(),
+            signature,
+            redacted,
+        });
+        self.emit(StreamEvent::ThinkingStart { index: i });
+        i
+    }
+
+    pub fn tool_call_start(&mut self, id: String, name: String) -> usize {
+        let i = self.push(Block::ToolCall {
+            id: id.clone(),
+            name: name.clone(),
+            args: String::new(),
+            whole: None,
+            thought_signature: None,
+        });
+        self.emit(StreamEvent::ToolCallStart { index: i, id, name });
+        i
+    }
+
+    pub fn delta(&mut self, index: usize, delta: &str) {
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        let ev = match &mut slot.block {
+            Block::Text { text, .. } => {
+                text.push_str(delta);
+                StreamEvent::TextDelta {
+                    index,
+                    delta: delta.to_owned(),
+                }
+            }
+            Block::Thinking { thinking, .. } => {
+                thinking.push_str(delta);
+                StreamEvent::ThinkingDelta {
+                    index,
+                    delta: delta.to_owned(),
+                }
+            }
+            Block::ToolCall { args, whole, .. } => {
+                // Quirk: a server that re-sends the complete arguments in every chunk.
+                let complete = |s: &str| {
+                    serde_json::from_str::<Value>(s)
+                        .map(|v| v.is_object())
+                        .unwrap_or(false)
+                };
+                if !args.is_empty() && complete(args) && complete(delta) {
+                    args.clear();
+                }
+                *whole = None;
+                args.push_str(delta);
+                StreamEvent::ToolCallDelta {
+                    index,
+                    delta: delta.to_owned(),
+                }
+            }
+        };
+        self.emit(ev);
+    }
+
+    /// Arguments delivered as a JSON value instead of a string.
+    pub fn tool_args_whole(&mut self, index: usize, value: Value) {
+        if let Some(Slot {
+            block: Block::ToolCall { args, whole, .. },
+            ..
+        }) = self.slots.get_mut(index)
+        {
+            let s = value.to_string();
+            args.clear();
+            args.push_str(&s);
+            *whole = Some(value);
+            self.emit(StreamEvent::ToolCallDelta { index, delta: s });
+        }
+    }
+
+    pub fn append_signature(&mut self, index: usize, sig: &str) {
+        if let Some(Slot {
+            block: Block::Thinking { signature, .. },
+            ..
+        }) = self.slots.get_mut(index)
+        {
+            signature.get_or_insert_with(String::new).push_str(sig);
+        }
+    }
+
+    pub fn end(&mut self, index: usize) {
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        if slot.ended {
+            return;
+        }
+        slot.ended = true;
+        let ev = match &mut slot.block {
+            Block::Text { text, .. } => StreamEvent::TextEnd {
+                index,
+                text: text.clone(),
+            },
+            Block::Thinking {
+                thinking,
+                signature,
+                ..
+            } => StreamEvent::ThinkingEnd {
+                index,
+                thinking: thinking.clone(),
+                signature: signature.clone(),
+            },
+            Block::ToolCall {
+                id,
+                name,
+                args,
+                whole,
+                ..
+            } => {
+                if id.is_empty() {
+                    *id = format!("call_{}", uuid::Uuid::now_v7().simple());
+                }
+                let arguments = whole.clone().unwrap_or_else(|| parse_streaming_json(args));
+                StreamEvent::ToolCallEnd {
+                    index,
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments,
+                }
+            }
+        };
+        self.emit(ev);
+    }
+
+    pub fn end_all(&mut self) {
+        for i in 0..self.slots.len() {
+            self.end(i);
+        }
+    }
+
+    pub fn has_tool_calls(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| matches!(s.block, Block::ToolCall { .. }))
+    }
+
+    /// Drop everything received (before a retry).
+    pub fn reset(&mut self) {
+        self.slots.clear();
+        self.usage = zero_usage();
+        self.stop_reason = StopReason::Stop;
+        self.error_message = None;
+        self.response_id = None;
+        self.response_model = None;
+    }
+
+    pub fn fail(&mut self, reason: StopReason, message: String) {
+        self.stop_reason = reason;
+        self.error_message = Some(message);
+    }
+
+    /// Build the final message and send `Done`.
+    pub fn finish(self) -> AssistantMessage {
+        let content = self
+            .slots
+            .into_iter()
+            .map(|s| block_to_protocol(s.block))
+            .collect();
+        let mut extra = BTreeMap::new();
+        if let Some(id) = self.response_id {
+            extra.insert("responseId".to_owned(), Value::String(id));
+        }
+        if let Some(m) = self.response_model {
+            extra.insert("responseModel".to_owned(), Value::String(m));
+        }
+        let msg = AssistantMessage {
+            role: "assistant".to_owned(),
+            content,
+            api: self.api,
+            provider: self.provider,
+            model: self.model,
+            usage: self.usage,
+            stop_reason: self.stop_reason.as_str().to_owned(),
+            timestamp: self.timestamp,
+            error_message: self.error_message,
+            extra,
+        };
+        let _ = self.tx.send(StreamEvent::Done(Box::new(msg.clone())));
+        msg
+    }
+}
+
+fn block_to_protocol(b: Block) -> ContentBlock {
+    let mut extra = BTreeMap::new();
+    ContentBlock::Known(match b {
+        Block::Text { text, signature } => {
+            if let Some(s) = signature {
+                extra.insert("textSignature".to_owned(), Value::String(s));
+            }
+            KnownBlock::Text { text, extra }
+        }
+        Block::Thinking {
+            thinking,
+            signature,
+            redacted,
+        } => {
+            if let Some(s) = signature {
+                extra.insert("thinkingSignature".to_owned(), Value::String(s));
+            }
+            if redacted {
+                extra.insert("redacted".to_owned(), Value::Bool(true));
+            }
+            KnownBlock::Thinking { thinking, extra }
+        }
+        Block::ToolCall {
+            id,
+            name,
+            args,
+            whole,
+            thought_signature,
+        } => {
+            if let Some(s) = thought_signature {
+                extra.insert("thoughtSignature".to_owned(), Value::String(s));
+            }
+            let id = if id.is_empty() {
+                format!("call_{}", uuid::Uuid::now_v7().simple())
+            } else {
+                id
+            };
+            KnownBlock::ToolCall {
+                id,
+                name,
+                arguments: whole.unwrap_or_else(|| parse_streaming_json(&args)),
+                extra,
+            }
+        }
+    })
+}
