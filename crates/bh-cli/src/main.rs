@@ -9,6 +9,7 @@ mod context;
 mod demo;
 mod error;
 mod session;
+mod task;
 mod units;
 
 use std::process::ExitCode;
@@ -44,6 +45,9 @@ enum Command {
     /// Read, validate, fork and list Pi coding-agent sessions.
     #[command(subcommand)]
     Session(session::SessionCmd),
+    /// Run a command in a disposable worktree with a frozen scope; promote by fast-forward.
+    #[command(subcommand)]
+    Task(task::TaskCmd),
     /// Run a self-contained checkpoint demo on a throwaway project.
     Demo(demo::DemoArgs),
 }
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
     let result = Ctx::from_env(cli.state_dir, json).and_then(|ctx| match cli.command {
         Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),
         Command::Session(cmd) => session::run(cmd, &ctx),
+        Command::Task(cmd) => task::run(cmd, &ctx),
         Command::Demo(args) => demo::run(args, &ctx),
     });
     match result {

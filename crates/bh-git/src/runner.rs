@@ -164,6 +164,11 @@ impl Repo {
         &self.cwd
     }
 
+    /// The runner behind this handle.
+    pub fn runner(&self) -> &GitRunner {
+        &self.runner
+    }
+
     pub fn scope(&self) -> Scope {
         self.scope
     }

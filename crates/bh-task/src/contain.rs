@@ -41,7 +41,7 @@ pub struct RunSpec {
 }
 
 /// How the worker ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Ending {
     Exited { code: i32 },

@@ -7,6 +7,7 @@
 
 pub mod contain;
 mod policy;
+pub mod run;
 mod scope;
 mod validate;
 

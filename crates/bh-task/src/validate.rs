@@ -12,7 +12,7 @@ const SYMLINK: u32 = 0o120000;
 const GITLINK: u32 = 0o160000;
 
 /// One reason a candidate cannot be accepted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Violation {
     /// The commit at fault, when the violation is in history.
     pub commit: Option<String>,

@@ -1,0 +1,339 @@
+//! `bh task` through the CLI: adversarial workers on real repositories.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+
+use assert_cmd::prelude::*;
+use serde_json::Value;
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    repo: PathBuf,
+    state: PathBuf,
+    home: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        let env = Env {
+            repo: root.join("repo"),
+            state: root.join("state"),
+            home: root.join("home"),
+            root,
+            _tmp: tmp,
+        };
+        fs::create_dir_all(&env.repo).unwrap();
+        fs::create_dir_all(&env.home).unwrap();
+        env.git(&["init", "-q", "-b", "main"]);
+        env.git(&["config", "user.name", "Worker"]);
+        env.git(&["config", "user.email", "worker@example.invalid"]);
+        env.write("src/lib.rs", "pub fn a() {}\n");
+        env.write("README.md", "# readme\n");
+        env.write(".gitignore", "target/\n");
+        env.git(&["add", "-A"]);
+        env.git(&["commit", "-q", "-m", "base"]);
+        env
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&self.repo)
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.repo.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    /// `bh --json task run <flags> -- sh -c SCRIPT`; returns (exit code, JSON).
+    fn task(&self, flags: &[&str], script: &str) -> (i32, Value) {
+        let out = Command::cargo_bin("bh")
+            .unwrap()
+            .current_dir(&self.repo)
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("BH_STATE_DIR", &self.state)
+            .env("SOURCE", &self.repo)
+            .env_remove("BH_TASK_SESSION")
+            .args(["--json", "task", "run"])
+            .args(flags)
+            .args(["--env", "SOURCE", "--", "sh", "-c", script])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap(), doc)
+    }
+
+    fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"])
+    }
+}
+
+fn task_doc(doc: &Value) -> &Value {
+    doc.get("task").unwrap_or(doc)
+}
+
+#[test]
+fn an_allowed_change_is_promoted_by_fast_forward() {
+    let env = Env::new();
+    let base = env.head();
+    let (code, doc) = env.task(
+        &["--module", "src", "--promote"],
+        "echo 'pub fn b() {}' >> src/lib.rs && git commit -qam work",
+    );
+    let t = task_doc(&doc);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(t["outcome"], "promoted");
+    let head = env.head();
+    assert_ne!(head, base);
+    assert_eq!(t["candidate"], head.as_str());
+    // index and files moved with the branch; the worktree is gone
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert!(
+        fs::read_to_string(env.repo.join("src/lib.rs"))
+            .unwrap()
+            .contains("fn b")
+    );
+    assert_eq!(
+        env.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    let artifacts = PathBuf::from(t["artifacts"].as_str().unwrap());
+    assert!(artifacts.join("state.json").exists() && artifacts.join("task.json").exists());
+    assert!(artifacts.starts_with(&env.state));
+}
+
+#[test]
+fn a_forbidden_change_is_rejected_and_kept_for_inspection() {
+    let env = Env::new();
+    let base = env.head();
+    let (code, doc) = env.task(
+        &["--module", "src", "--promote"],
+        "echo hijack > README.md && git commit -qam sneak && git revert --no-edit HEAD >/dev/null",
+    );
+    let t = task_doc(&doc);
+    assert_eq!(code, 6, "{doc}");
+    assert_eq!(t["outcome"], "rejected");
+    assert_eq!(doc["error"]["kind"], "invalid");
+    assert!(t["violations"].to_string().contains("README.md"));
+    assert_eq!(env.head(), base, "the source is unchanged");
+    let kept = t["kept_ref"].as_str().unwrap();
+    assert!(kept.starts_with("refs/better-harness/tasks/"));
+    assert_eq!(
+        env.git(&["rev-parse", kept]),
+        t["candidate"].as_str().unwrap()
+    );
+    let artifacts = PathBuf::from(t["artifacts"].as_str().unwrap());
+    assert!(fs::metadata(artifacts.join("rejected.patch")).is_ok());
+}
+
+#[test]
+fn uncommitted_work_protected_files_and_links_are_rejected() {
+    let env = Env::new();
+    for (script, needle) in [
+        ("echo x >> src/lib.rs", "uncommitted change"),
+        (
+            "echo '*.log' >> src/.gitignore && git add -A && git commit -qm i",
+            "protected",
+        ),
+        (
+            "ln -s /etc/passwd src/leak && git add -A && git commit -qm l",
+            "symbolic link",
+        ),
+        (
+            "git mv src/lib.rs lib.rs && git commit -qm mv",
+            "outside the granted scope",
+        ),
+    ] {
+        let (code, doc) = env.task(&["--module", "src"], script);
+        assert_eq!(code, 6, "{script}: {doc}");
+        assert!(
+            task_doc(&doc)["violations"].to_string().contains(needle),
+            "{script}: {doc}"
+        );
+    }
+}
+
+#[test]
+fn failures_and_timeouts_have_their_own_outcomes() {
+    let env = Env::new();
+    let (code, doc) = env.task(&["--module", "src"], "exit 3");
+    assert_eq!(code, 9, "{doc}");
+    assert_eq!(task_doc(&doc)["outcome"], "failed");
+    let (code, doc) = env.task(&["--module", "src", "--timeout", "1s"], "sleep 30");
+    assert_eq!(code, 7, "{doc}");
+    assert_eq!(task_doc(&doc)["outcome"], "timed-out");
+}
+
+#[test]
+fn tampering_with_the_control_plane_is_untrusted() {
+    let env = Env::new();
+    let (code, doc) = env.task(
+        &["--module", "src"],
+        "git config core.fsmonitor 'touch /tmp/pwned'",
+    );
+    let t = task_doc(&doc);
+    assert_eq!(code, 5, "{doc}");
+    assert_eq!(t["outcome"], "untrusted");
+    assert!(
+        PathBuf::from(t["worktree"].as_str().unwrap()).exists(),
+        "kept for inspection"
+    );
+    // gc removes kept task worktrees on request
+    let out = Command::cargo_bin("bh")
+        .unwrap()
+        .current_dir(&env.repo)
+        .env("HOME", &env.home)
+        .args(["--json", "task", "gc"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["removed"].as_array().unwrap().len(), 1);
+    let hooks = env.repo.join(".git/hooks");
+    let (code, _) = env.task(
+        &["--module", "src"],
+        &format!(
+            "mkdir -p {0} && echo '#!/bin/sh' > {0}/pre-commit",
+            hooks.display()
+        ),
+    );
+    assert_eq!(code, 5);
+}
+
+#[test]
+fn a_source_that_moved_during_the_run_is_not_promoted() {
+    let env = Env::new();
+    let (code, doc) = env.task(
+        &["--module", "src", "--promote"],
+        "echo 'pub fn c() {}' >> src/lib.rs && git commit -qam work && \
+         git -C \"$SOURCE\" commit -q --allow-empty -m 'user commit meanwhile'",
+    );
+    let t = task_doc(&doc);
+    assert_eq!(code, 6, "{doc}");
+    assert!(t["reasons"].to_string().contains("moved"), "{doc}");
+    assert_eq!(
+        env.git(&["log", "-1", "--format=%s"]),
+        "user commit meanwhile"
+    );
+}
+
+#[test]
+fn preflight_refuses_dirty_sources_and_nested_sessions() {
+    let env = Env::new();
+    // hidden with assume-unchanged: still dirty
+    env.write("README.md", "# edited\n");
+    env.git(&["update-index", "--assume-unchanged", "README.md"]);
+    let (code, doc) = env.task(&["--module", "src"], "true");
+    assert_eq!(code, 3, "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not clean")
+    );
+    env.git(&["update-index", "--no-assume-unchanged", "README.md"]);
+    env.git(&["checkout", "--", "README.md"]);
+    // hidden with info/exclude: still dirty
+    fs::write(env.repo.join(".git/info/exclude"), "stray.txt\n").unwrap();
+    env.write("stray.txt", "x");
+    let (code, _) = env.task(&["--module", "src"], "true");
+    assert_eq!(code, 3);
+    fs::remove_file(env.repo.join("stray.txt")).unwrap();
+    // nested: marker set, and a worker starting a task from inside its worktree
+    let out = Command::cargo_bin("bh")
+        .unwrap()
+        .current_dir(&env.repo)
+        .env("HOME", &env.home)
+        .env("BH_STATE_DIR", &env.state)
+        .env("BH_TASK_SESSION", "1")
+        .args(["--json", "task", "run", "--module", "src", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let bh = assert_cmd::cargo::cargo_bin("bh");
+    let (code, doc) = env.task(
+        &["--module", "src"],
+        &format!(
+            "env -u BH_TASK_SESSION {} --json task run --module src -- true; test $? -eq 3",
+            bh.display()
+        ),
+    );
+    assert_eq!(code, 0, "the inner task must be refused: {doc}");
+    // unknown module and a path outside
+    let (code, _) = env.task(&["--module", "nope"], "true");
+    assert_eq!(code, 4);
+    let (code, _) = env.task(&["--module", "../x"], "true");
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn a_daemon_left_behind_never_writes_after_the_worker() {
+    let env = Env::new();
+    let marker = env.root.join("late-write");
+    let (code, doc) = env.task(
+        &["--module", "src"],
+        &format!(
+            "setsid sh -c 'sleep 1; echo late > {}' & exit 0",
+            marker.display()
+        ),
+    );
+    assert_eq!(code, 0, "{doc}");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!marker.exists());
+}
+
+#[test]
+fn show_reads_the_recorded_state() {
+    let env = Env::new();
+    let (_, doc) = env.task(&["--module", "src"], "exit 4");
+    let t = task_doc(&doc);
+    let dir = t["artifacts"].as_str().unwrap();
+    assert!(
+        dir.ends_with(t["id"].as_str().unwrap()),
+        "the folder is named after the task"
+    );
+    let out = Command::cargo_bin("bh")
+        .unwrap()
+        .args(["task", "show", dir])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("failed") && text.contains("exited with code 4"),
+        "{text}"
+    );
+    let out = Command::cargo_bin("bh")
+        .unwrap()
+        .args(["task", "show", "/no/such/task"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+}
