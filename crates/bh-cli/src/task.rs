@@ -187,6 +187,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             repo,
             command,
         } => {
+            catch_signals();
             let tasks_root = ctx.state_dir.join("tasks");
             let id = new_task_id();
             let artifacts = match artifacts {
@@ -234,7 +235,6 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                 tasks_root,
                 grace: Duration::from_secs(2),
             };
-            catch_signals();
             let report = run_task(&ctx.git(), &opts, &CANCEL).map_err(preflight_error)?;
             let failure = outcome_error(&report);
             if ctx.json {

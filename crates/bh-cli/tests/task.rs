@@ -156,6 +156,7 @@ fn a_forbidden_change_is_rejected_and_kept_for_inspection() {
 #[test]
 fn uncommitted_work_protected_files_and_links_are_rejected() {
     let env = Env::new();
+    let (head, status) = (env.head(), env.git(&["status", "--porcelain"]));
     for (script, needle) in [
         ("echo x >> src/lib.rs", "uncommitted change"),
         (
@@ -170,14 +171,28 @@ fn uncommitted_work_protected_files_and_links_are_rejected() {
             "git mv src/lib.rs lib.rs && git commit -qm mv",
             "outside the granted scope",
         ),
+        (
+            "git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),src/sub && git commit -qm g",
+            "gitlink",
+        ),
     ] {
-        let (code, doc) = env.task(&["--module", "src"], script);
+        let (code, doc) = env.task(&["--module", "src", "--promote"], script);
         assert_eq!(code, 6, "{script}: {doc}");
         assert!(
             task_doc(&doc)["violations"].to_string().contains(needle),
             "{script}: {doc}"
         );
+        assert_eq!(
+            (env.head(), env.git(&["status", "--porcelain"])),
+            (head.clone(), status.clone())
+        );
     }
+    // hiding untracked work through the shared info/exclude changes the control plane
+    let (code, doc) = env.task(
+        &["--module", "src"],
+        r#"echo stray > src/stray.txt && echo src/stray.txt >> "$(git rev-parse --git-common-dir)/info/exclude""#,
+    );
+    assert_eq!(code, 5, "{doc}");
 }
 
 #[test]
@@ -336,4 +351,77 @@ fn show_reads_the_recorded_state() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(4));
+}
+
+#[test]
+fn moving_the_worktree_or_hiding_work_is_caught() {
+    let env = Env::new();
+    let (code, doc) = env.task(&["--module", "src"], r#"mv "$PWD" "$PWD-moved""#);
+    assert_eq!(code, 5, "{doc}");
+    assert!(
+        task_doc(&doc)["reasons"].to_string().contains("identity"),
+        "{doc}"
+    );
+    let (code, doc) = env.task(
+        &["--module", "src"],
+        "echo hidden >> src/lib.rs && git update-index --assume-unchanged src/lib.rs",
+    );
+    assert_eq!(code, 6, "{doc}");
+    assert!(
+        task_doc(&doc)["violations"].to_string().contains("hidden"),
+        "{doc}"
+    );
+    let (code, doc) = env.task(
+        &["--module", "."],
+        "git rm -q .gitignore && git commit -qm rm",
+    );
+    assert_eq!(code, 2, "`.` is not a literal module path: {doc}");
+    let (code, doc) = env.task(
+        &["--module", "src", "--allow-path", "README.md"],
+        "git rm -q .gitignore && git commit -qm rm",
+    );
+    assert_eq!(code, 6, "{doc}");
+    assert!(
+        task_doc(&doc)["violations"]
+            .to_string()
+            .contains("protected"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn an_interrupted_task_keeps_its_worktree() {
+    let env = Env::new();
+    let child = Command::cargo_bin("bh")
+        .unwrap()
+        .current_dir(&env.repo)
+        .env("HOME", &env.home)
+        .env("BH_STATE_DIR", &env.state)
+        .env_remove("BH_TASK_SESSION")
+        .args([
+            "--json", "task", "run", "--module", "src", "--", "sleep", "30",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // wait until the worker runs in its worktree
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(30) {
+        let running = fs::read_dir(env.state.join("tasks"))
+            .map(|rd| rd.flatten().any(|e| e.path().join("worktree/src").exists()))
+            .unwrap_or(false);
+        if running {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(8));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = task_doc(&doc);
+    assert_eq!(t["outcome"], "interrupted");
+    assert!(PathBuf::from(t["worktree"].as_str().unwrap()).exists());
 }

@@ -11,6 +11,15 @@ use crate::NULL_OID;
 use crate::parse::{self, NameStatus, RawChange};
 use crate::runner::{GitError, Repo};
 
+/// One commit of [`Repo::log_raw`]: its parents and what it changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogCommit {
+    pub commit: String,
+    pub parents: Vec<String>,
+    /// Changes against the first parent (none are listed for merges).
+    pub changes: Vec<RawChange>,
+}
+
 /// One entry of `git worktree list --porcelain -z`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Worktree {
@@ -174,6 +183,23 @@ impl Repo {
         parse::raw_diff(&out).map_err(|d| parse_error("git diff-tree --raw", d))
     }
 
+    /// Every commit reachable from `head` but not from `base`, oldest first,
+    /// with its parents and raw changes — one git call for the whole range.
+    pub fn log_raw(&self, base: &str, head: &str) -> Result<Vec<LogCommit>, GitError> {
+        let out = self.run([
+            "log",
+            "--reverse",
+            "-z",
+            "--no-renames",
+            "--raw",
+            "--no-abbrev",
+            "--format=%x01%H %P",
+            &format!("{base}..{head}"),
+            "--",
+        ])?;
+        parse_log_raw(&out).map_err(|d| parse_error("git log --raw -z", d))
+    }
+
     /// The parents of a commit.
     pub fn parents(&self, commit: &str) -> Result<Vec<String>, GitError> {
         let line = self.run_line(["rev-list", "--parents", "-n", "1", commit, "--"])?;
@@ -222,6 +248,43 @@ impl Repo {
         }
         cmd.arg("--").arg(path).optional_locks(true).run().map(drop)
     }
+}
+
+/// Parses `git log -z --raw --format=%x01%H %P` output.
+pub fn parse_log_raw(out: &[u8]) -> Result<Vec<LogCommit>, String> {
+    let mut commits: Vec<LogCommit> = Vec::new();
+    let mut tokens = out.split(|b| *b == 0);
+    while let Some(token) = tokens.next() {
+        let token = token.strip_prefix(b"\n").unwrap_or(token);
+        if token.is_empty() {
+            continue;
+        }
+        if let Some(header) = token.strip_prefix(b"\x01") {
+            let header = std::str::from_utf8(header).map_err(|_| "non-UTF-8 commit header")?;
+            let mut ids = header.split_whitespace().map(str::to_owned);
+            let commit = ids.next().ok_or("commit header without an id")?;
+            commits.push(LogCommit {
+                commit,
+                parents: ids.collect(),
+                changes: Vec::new(),
+            });
+        } else if token.starts_with(b":") {
+            let path = tokens.next().ok_or("raw record without a path")?;
+            let mut record = token.to_vec();
+            record.push(0);
+            record.extend_from_slice(path);
+            record.push(0);
+            let mut parsed = parse::raw_diff(&record)?;
+            let current = commits.last_mut().ok_or("raw record before any commit")?;
+            current.changes.append(&mut parsed);
+        } else {
+            return Err(format!(
+                "unexpected log record {:?}",
+                String::from_utf8_lossy(token)
+            ));
+        }
+    }
+    Ok(commits)
 }
 
 /// Parses `git worktree list --porcelain -z`: records separated by an empty

@@ -511,6 +511,17 @@ pub fn run_task(
         report.candidate = Some(candidate.clone());
         let mut violations = validate_candidate(&repo, &scope, &candidate)?;
         violations.extend(validate_worktree(&wt_repo, &scope)?);
+        // `git status` trusts the worktree's index; judge it again with a
+        // fresh one so assume-unchanged or skip-worktree cannot hide work.
+        if violations.is_empty()
+            && let Some(why) = clean_check(&wt_repo, &artifacts)?
+        {
+            violations.push(Violation {
+                commit: None,
+                path: None,
+                reason: format!("uncommitted change hidden from git status: {why}"),
+            });
+        }
         if !violations.is_empty() {
             report.outcome = Outcome::Rejected;
             report.reasons.push(format!(

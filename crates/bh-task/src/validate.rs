@@ -58,12 +58,13 @@ pub fn validate_candidate(
         ));
         return Ok(out);
     }
-    for commit in repo.commits_between(&scope.base, candidate)? {
-        if repo.parents(&commit)?.len() > 1 {
+    for entry in repo.log_raw(&scope.base, candidate)? {
+        let commit = entry.commit;
+        if entry.parents.len() > 1 {
             out.push(violation(Some(&commit), None, "merge commit"));
             continue;
         }
-        for change in repo.commit_raw_changes(&commit)? {
+        for change in entry.changes {
             check_path(scope, Some(&commit), &change.path, &mut out);
             let became = |mode: u32| change.new_mode == mode && change.old_mode != mode;
             if became(SYMLINK) {
