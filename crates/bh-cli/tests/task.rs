@@ -358,6 +358,15 @@ fn moving_the_worktree_or_hiding_work_is_caught() {
     let env = Env::new();
     let (code, doc) = env.task(&["--module", "src"], r#"mv "$PWD" "$PWD-moved""#);
     assert_eq!(code, 5, "{doc}");
+    for script in [
+        "rm .git && git init -q",
+        r#"git worktree unlock "$PWD""#,
+        r#"echo "$(git rev-parse --git-common-dir)/../elsewhere" > "$(git rev-parse --absolute-git-dir)/commondir""#,
+        r#"echo /tmp > "$(git rev-parse --git-common-dir)/objects/info/alternates""#,
+    ] {
+        let (code, doc) = env.task(&["--module", "src"], script);
+        assert_eq!(code, 5, "{script}: {doc}");
+    }
     assert!(
         task_doc(&doc)["reasons"].to_string().contains("identity"),
         "{doc}"

@@ -45,25 +45,31 @@ const HOOK_DIRS: &[&str] = &[".githooks/", ".husky/"];
 
 /// Why `path` (repository-relative, `/`-separated bytes) is protected, or
 /// `None`. `hooks_path` is the repository's relative `core.hooksPath`, if any.
+/// Matching ignores ASCII case, so `.GitHub/Workflows/x` — the same file on a
+/// case-insensitive file system — is protected too.
 pub fn protected_reason(path: &[u8], hooks_path: Option<&[u8]>) -> Option<&'static str> {
+    let path = &path.to_ascii_lowercase();
+    let hooks_path = hooks_path.map(<[u8]>::to_ascii_lowercase);
+    let hooks_path = hooks_path.as_deref();
     let components: Vec<&[u8]> = path.split(|b| *b == b'/').collect();
     if components.iter().any(|c| c.eq_ignore_ascii_case(b".git")) {
         return Some("Git control path");
     }
     let name = components.last().copied().unwrap_or_default();
-    if LOCK_FILES.iter().any(|l| name == l.as_bytes()) {
+    let is = |n: &str| name == n.to_ascii_lowercase().as_bytes();
+    if LOCK_FILES.iter().any(|l| is(l)) {
         return Some("lock file");
     }
-    if GIT_CONTROL_FILES.iter().any(|g| name == g.as_bytes()) {
+    if GIT_CONTROL_FILES.iter().any(|g| is(g)) {
         return Some("Git control file");
     }
-    if name == b"CODEOWNERS" {
+    if is("CODEOWNERS") {
         return Some("code owners file");
     }
     if name == b".pre-commit-config.yaml" {
         return Some("pre-commit configuration");
     }
-    if name == b"Jenkinsfile" || CI_FILES.iter().any(|f| path == f.as_bytes()) {
+    if is("Jenkinsfile") || CI_FILES.iter().any(|f| path == f.as_bytes()) {
         return Some("CI definition");
     }
     if CI_DIRS.iter().any(|d| path.starts_with(d.as_bytes())) {
@@ -113,6 +119,8 @@ mod tests {
             p(b".better-harness/policy.toml", None),
             Some("harness policy")
         );
+        assert_eq!(p(b".GitHub/Workflows/x.yml", None), Some("CI definition"));
+        assert_eq!(p(b"crates/CARGO.LOCK", None), Some("lock file"));
         assert_eq!(p(b"src/lib.rs", None), None);
         assert_eq!(p(b"src/gitignore.rs", None), None);
         assert_eq!(p(b"sub/.gitlab-ci.yml", None), None);

@@ -130,6 +130,9 @@ struct Identity {
     admin: PathBuf,
     back_pointer: String,
     nonce: String,
+    /// The admin folder's `locked` file (the lock taken at creation).
+    locked: String,
+    commondir: String,
 }
 
 fn identity_of(repo: &Repo, path: &Path) -> Option<Identity> {
@@ -138,12 +141,16 @@ fn identity_of(repo: &Repo, path: &Path) -> Option<Identity> {
     let admin = PathBuf::from(wt.run_line(["rev-parse", "--absolute-git-dir"]).ok()?);
     let back_pointer = fs::read_to_string(admin.join("gitdir")).ok()?;
     let nonce = fs::read_to_string(admin.join("bh-task-nonce")).ok()?;
+    let locked = fs::read_to_string(admin.join("locked")).ok()?;
+    let commondir = fs::read_to_string(admin.join("commondir")).ok()?;
     Some(Identity {
         path: fs::canonicalize(path).ok()?,
         dot_git,
         admin,
         back_pointer,
         nonce,
+        locked,
+        commondir,
     })
 }
 
@@ -158,15 +165,22 @@ impl CloneAt for Repo {
 }
 
 /// Digest of what a worker must not change: repository config, hooks,
-/// `info/`, and every ref outside the harness namespace except the source
-/// branch (whose movement is judged at promotion).
+/// `info/` (excludes, attributes, grafts), shallow and alternates files, and
+/// every ref outside the harness namespace except the source branch (whose
+/// movement is judged at promotion).
 fn control_plane(
     repo: &Repo,
     common: &Path,
     branch: Option<&str>,
 ) -> Result<String, PreflightError> {
     let mut h = Sha256::new();
-    for file in ["config", "config.worktree"] {
+    for file in [
+        "config",
+        "config.worktree",
+        "shallow",
+        "objects/info/alternates",
+        "objects/info/http-alternates",
+    ] {
         h.update(file.as_bytes());
         h.update(fs::read(common.join(file)).unwrap_or_default());
     }
