@@ -544,7 +544,15 @@ pub fn run_task(
             ));
             report.violations = violations;
         } else if opts.promote && candidate != base {
-            promote(runner, opts, &repo, &artifacts, &mut report, &candidate)?;
+            promote(
+                runner,
+                opts,
+                &repo,
+                &admin,
+                &artifacts,
+                &mut report,
+                &candidate,
+            )?;
         }
         if report.outcome == Outcome::Rejected && candidate != base {
             let name = format!("{TASK_REF_PREFIX}{id}");
@@ -579,6 +587,7 @@ fn promote(
     runner: &GitRunner,
     opts: &TaskOptions,
     repo: &Repo,
+    source_admin: &Path,
     artifacts: &Path,
     report: &mut TaskReport,
     candidate: &str,
@@ -609,6 +618,10 @@ fn promote(
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .ok();
     let mut moved = Vec::new();
+    let admin_now = fresh.run_line(["rev-parse", "--absolute-git-dir"]).ok();
+    if admin_now.as_deref().map(Path::new) != Some(source_admin) {
+        moved.push("the source is no longer the same checkout".to_owned());
+    }
     if branch_now.as_deref() != report.branch.as_deref() {
         moved.push("the source is no longer on the same branch".to_owned());
     }
