@@ -198,6 +198,37 @@ fn uncommitted_work_protected_files_and_links_are_rejected() {
 #[test]
 fn failures_and_timeouts_have_their_own_outcomes() {
     let env = Env::new();
+    let out = Command::cargo_bin("bh")
+        .unwrap()
+        .current_dir(&env.repo)
+        .env("HOME", &env.home)
+        .env("BH_STATE_DIR", &env.state)
+        .env_remove("BH_TASK_SESSION")
+        .args([
+            "--json",
+            "task",
+            "run",
+            "--module",
+            "src",
+            "--",
+            "no-such-command-xyz",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(9));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        task_doc(&doc)["reasons"]
+            .to_string()
+            .contains("no-such-command-xyz"),
+        "{doc}"
+    );
+    assert_eq!(
+        env.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
     let (code, doc) = env.task(&["--module", "src"], "exit 3");
     assert_eq!(code, 9, "{doc}");
     assert_eq!(task_doc(&doc)["outcome"], "failed");

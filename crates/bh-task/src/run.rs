@@ -122,6 +122,37 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// Removes the task worktree when dropped unless disarmed: any error after
+/// the worktree exists still leaves the user's repository as it was.
+struct WorktreeGuard<'a> {
+    repo: &'a Repo,
+    path: PathBuf,
+    armed: bool,
+}
+
+impl WorktreeGuard<'_> {
+    /// Keep the worktree (interrupted or untrusted tasks).
+    fn keep(&mut self) {
+        self.armed = false;
+    }
+
+    /// Remove it now, reporting failure.
+    fn remove(&mut self) -> Result<(), bh_git::GitError> {
+        self.armed = false;
+        let _ = self.repo.worktree_unlock(&self.path);
+        self.repo.worktree_remove(&self.path, true)
+    }
+}
+
+impl Drop for WorktreeGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.repo.worktree_unlock(&self.path);
+            let _ = self.repo.worktree_remove(&self.path, true);
+        }
+    }
+}
+
 /// The worktree's identity as recorded at creation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 struct Identity {
@@ -427,6 +458,11 @@ pub fn run_task(
     // --- worktree --------------------------------------------------------
     let worktree = artifacts.join("worktree");
     repo.worktree_add_detached(&worktree, &base, &format!("bh task {id}"))?;
+    let mut guard = WorktreeGuard {
+        repo: &repo,
+        path: worktree.clone(),
+        armed: true,
+    };
     let wt_repo = runner.repo(&worktree, Scope::User);
     let wt_admin = PathBuf::from(wt_repo.run_line(["rev-parse", "--absolute-git-dir"])?);
     let nonce = sha256_hex(format!("{id}{:?}", std::time::SystemTime::now()).as_bytes());
@@ -444,7 +480,7 @@ pub fn run_task(
     env.push(("GIT_CONFIG_COUNT".into(), "1".into()));
     env.push(("GIT_CONFIG_KEY_0".into(), "core.hooksPath".into()));
     env.push(("GIT_CONFIG_VALUE_0".into(), "/dev/null".into()));
-    let run = run_contained(
+    let run = match run_contained(
         &RunSpec {
             argv: opts.argv.clone(),
             cwd: worktree.clone(),
@@ -457,7 +493,30 @@ pub fn run_task(
             grace: opts.grace,
         },
         cancel,
-    )?;
+    ) {
+        Ok(run) => run,
+        Err(err @ crate::contain::RunError::Spawn { .. }) => {
+            // The command could not even start: the worker failed.
+            guard.remove()?;
+            let report = TaskReport {
+                id,
+                outcome: Outcome::Failed,
+                reasons: vec![err.to_string()],
+                violations: Vec::new(),
+                source,
+                branch,
+                base,
+                candidate: None,
+                kept_ref: None,
+                worktree: None,
+                artifacts: artifacts.clone(),
+                ending: None,
+            };
+            write_json(&artifacts.join("state.json"), &report)?;
+            return Ok(report);
+        }
+        Err(err) => return Err(err.into()),
+    };
 
     let mut report = TaskReport {
         id: id.clone(),
@@ -490,6 +549,7 @@ pub fn run_task(
             .push("the repository's control plane changed (config, hooks, info/ or refs)".into());
     }
     if report.outcome == Outcome::Untrusted {
+        guard.keep();
         report.worktree = Some(worktree);
         write_json(&artifacts.join("state.json"), &report)?;
         return Ok(report);
@@ -498,6 +558,7 @@ pub fn run_task(
         Ending::Interrupted => {
             report.outcome = Outcome::Interrupted;
             report.reasons.push("interrupted".into());
+            guard.keep();
             report.worktree = Some(worktree);
             write_json(&artifacts.join("state.json"), &report)?;
             return Ok(report);
@@ -573,8 +634,7 @@ pub fn run_task(
         }
     }
     // Ordinary endings remove that exact worktree (never a global prune).
-    let _ = repo.worktree_unlock(&worktree);
-    repo.worktree_remove(&worktree, true)?;
+    guard.remove()?;
     write_json(&artifacts.join("state.json"), &report)?;
     Ok(report)
 }
