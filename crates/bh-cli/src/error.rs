@@ -67,6 +67,8 @@ pub struct CliError {
     /// Under `--json`, a document to print with the `error` object added to
     /// it (e.g. a validation report), instead of the bare error.
     pub details: Option<serde_json::Value>,
+    /// A more specific exit code than the kind's (the executor's re-checks).
+    pub exit_code: Option<u8>,
 }
 
 impl CliError {
@@ -75,7 +77,19 @@ impl CliError {
             kind,
             message: message.into(),
             details: None,
+            exit_code: None,
         }
+    }
+
+    /// Overrides the exit code of the kind.
+    pub fn with_exit_code(mut self, code: u8) -> Self {
+        self.exit_code = Some(code);
+        self
+    }
+
+    /// The process exit code for this error.
+    pub fn code(&self) -> u8 {
+        self.exit_code.unwrap_or(self.kind.exit_code())
     }
 
     /// Attaches the JSON document `--json` prints for this failure.

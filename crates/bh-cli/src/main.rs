@@ -8,6 +8,7 @@ mod checkpoint;
 mod context;
 mod demo;
 mod error;
+mod exec;
 mod session;
 mod task;
 mod units;
@@ -48,11 +49,57 @@ enum Command {
     /// Run a command in a disposable worktree with a frozen scope; promote by fast-forward.
     #[command(subcommand)]
     Task(task::TaskCmd),
+    /// Session-checkpoint executor: plan (and re-check) continuing a Pi session
+    /// entry at a commit.
+    #[command(subcommand)]
+    Exec(exec::ExecCmd),
     /// Run a self-contained checkpoint demo on a throwaway project.
     Demo(demo::DemoArgs),
 }
 
+/// `harness-session-executor`: the executor's own name for `bh exec`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "harness-session-executor",
+    version,
+    about = "Continue a Pi session from one exact entry at one exact commit (same as `bh exec`)"
+)]
+struct ExecCli {
+    #[arg(long, global = true, env = "BH_STATE_DIR", value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: exec::ExecCmd,
+}
+
+fn invoked_as_executor() -> bool {
+    std::env::args_os()
+        .next()
+        .map(std::path::PathBuf::from)
+        .and_then(|p| p.file_name().map(|n| n.to_os_string()))
+        .is_some_and(|n| n == "harness-session-executor")
+}
+
 fn main() -> ExitCode {
+    if invoked_as_executor() {
+        let cli = match ExecCli::try_parse() {
+            Ok(cli) => cli,
+            Err(err) => {
+                let code = if err.use_stderr() { 2 } else { 0 };
+                let _ = err.print();
+                return ExitCode::from(code);
+            }
+        };
+        let json = cli.json;
+        return match Ctx::from_env(cli.state_dir, json).and_then(|ctx| exec::run(cli.command, &ctx)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                err.report(json);
+                ExitCode::from(err.code())
+            }
+        };
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -76,13 +123,14 @@ fn main() -> ExitCode {
         Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),
         Command::Session(cmd) => session::run(cmd, &ctx),
         Command::Task(cmd) => task::run(cmd, &ctx),
+        Command::Exec(cmd) => exec::run(cmd, &ctx),
         Command::Demo(args) => demo::run(args, &ctx),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             err.report(json);
-            ExitCode::from(err.kind.exit_code())
+            ExitCode::from(err.code())
         }
     }
 }
