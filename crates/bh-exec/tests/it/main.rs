@@ -2,71 +2,45 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use bh_exec::{ExecError, Limits, PlanRequest, make_plan, read_plan, verify_plan, write_plan};
-use bh_git::GitRunner;
+use bh_test_support::TestRepo;
 use pretty_assertions::assert_eq;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
 
+/// A repository with one commit and a copy of a real Pi session beside it.
 struct Fx {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    repo: PathBuf,
+    repo: TestRepo,
     session: PathBuf,
 }
 
 fn fx() -> Fx {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let repo = root.join("repo");
-    fs::create_dir_all(&repo).unwrap();
-    let f = Fx {
-        session: root.join("session.jsonl"),
-        repo,
-        root,
-        _tmp: tmp,
-    };
-    fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE), &f.session).unwrap();
-    f.git(&["init", "-q", "-b", "main"]);
-    fs::write(f.repo.join("a.txt"), "a\n").unwrap();
-    f.git(&["add", "-A"]);
-    f.git(&["commit", "-q", "-m", "base"]);
-    f
+    let repo = TestRepo::new();
+    let session = repo.root.join("session.jsonl");
+    fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE),
+        &session,
+    )
+    .unwrap();
+    repo.write("a.txt", "a\n");
+    repo.commit_all("base");
+    Fx { repo, session }
+}
+
+impl std::ops::Deref for Fx {
+    type Target = TestRepo;
+    fn deref(&self) -> &TestRepo {
+        &self.repo
+    }
 }
 
 impl Fx {
-    fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&self.repo)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", &self.root)
-            .env("GIT_AUTHOR_NAME", "U")
-            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-            .env("GIT_COMMITTER_NAME", "U")
-            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    fn runner(&self) -> GitRunner {
-        let env: Vec<(OsString, OsString)> = vec![
-            ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
-            ("HOME".into(), self.root.clone().into_os_string()),
-        ];
-        GitRunner::new("git", env)
-    }
-
     fn request(&self, entry: &str) -> PlanRequest {
         PlanRequest {
-            repo: self.repo.clone(),
+            repo: self.dir.clone(),
             base: "HEAD".into(),
             session: self.session.clone(),
             entry: entry.into(),
@@ -98,17 +72,37 @@ fn a_plan_pins_full_ids_and_digests_and_touches_nothing() {
     assert_eq!(plan.session.id, "01a22bee-1340-7689-b93e-a75d86f1286e");
     assert_eq!(plan.session.path_length, 3);
     assert_eq!(plan.tools, vec!["read", "ls", "edit", "write"]);
-    assert_eq!(plan.limits, Limits { max_tool_calls: 64, timeout_secs: 900 });
-    assert!(plan.output_ref.starts_with("refs/better-harness/executions/"));
+    assert_eq!(
+        plan.limits,
+        Limits {
+            max_tool_calls: 64,
+            timeout_secs: 900
+        }
+    );
+    assert!(
+        plan.output_ref
+            .starts_with("refs/better-harness/executions/")
+    );
     assert_eq!(plan.digest(), plan.plan_sha256);
     let path = f.root.join("plan.json");
     write_plan(&path, &plan, false).unwrap();
     assert_eq!(read_plan(&path).unwrap(), plan);
-    assert!(matches!(write_plan(&path, &plan, false), Err(ExecError::PlanExists { .. })));
+    assert!(matches!(
+        write_plan(&path, &plan, false),
+        Err(ExecError::PlanExists { .. })
+    ));
     write_plan(&path, &plan, true).unwrap();
     verify_plan(&f.runner(), &path).unwrap();
-    assert_eq!(f.repo_state(), before, "planning created nothing in the repository");
-    assert_eq!(fs::read(&f.session).unwrap(), session_before, "the session is never rewritten");
+    assert_eq!(
+        f.repo_state(),
+        before,
+        "planning created nothing in the repository"
+    );
+    assert_eq!(
+        fs::read(&f.session).unwrap(),
+        session_before,
+        "the session is never rewritten"
+    );
 }
 
 #[test]
@@ -118,10 +112,17 @@ fn bad_requests_name_what_is_wrong() {
     assert!(matches!(err, ExecError::UnknownEntry { .. }), "{err}");
     let mut req = f.request(ENTRY);
     req.base = "no-such-branch".into();
-    assert!(matches!(make_plan(&f.runner(), &req), Err(ExecError::UnknownBase { .. })));
+    assert!(matches!(
+        make_plan(&f.runner(), &req),
+        Err(ExecError::UnknownBase { .. })
+    ));
     // an entry whose parent is missing: the chain to the root is broken
     let text = fs::read_to_string(&f.session).unwrap();
-    fs::write(&f.session, text.replace(r#""parentId":"214a5b17""#, r#""parentId":"deadbeef""#)).unwrap();
+    fs::write(
+        &f.session,
+        text.replace(r#""parentId":"214a5b17""#, r#""parentId":"deadbeef""#),
+    )
+    .unwrap();
     let err = make_plan(&f.runner(), &f.request(ENTRY)).unwrap_err();
     assert!(matches!(err, ExecError::BrokenChain { .. }), "{err}");
     assert!(err.to_string().contains("deadbeef"));
@@ -141,7 +142,11 @@ fn every_recheck_has_its_own_error_and_exit_code() {
     // the plan itself edited
     fresh(&f);
     let text = fs::read_to_string(&path).unwrap();
-    fs::write(&path, text.replace("continue from here", "rm -rf everything")).unwrap();
+    fs::write(
+        &path,
+        text.replace("continue from here", "rm -rf everything"),
+    )
+    .unwrap();
     assert_eq!(code(&f), 20);
     // unknown fields are not smuggled in either
     fresh(&f);
@@ -158,10 +163,21 @@ fn every_recheck_has_its_own_error_and_exit_code() {
     assert_eq!(code(&f), 22);
     // another session at that path
     let text = String::from_utf8(original.clone()).unwrap();
-    fs::write(&f.session, text.replace("01a22bee-1340-7689-b93e-a75d86f1286e", "01a22bee-0000-7000-8000-000000000000")).unwrap();
+    fs::write(
+        &f.session,
+        text.replace(
+            "01a22bee-1340-7689-b93e-a75d86f1286e",
+            "01a22bee-0000-7000-8000-000000000000",
+        ),
+    )
+    .unwrap();
     assert_eq!(code(&f), 23);
     // the entry's path changed
-    fs::write(&f.session, text.replace(r#""thinkingLevel":"medium""#, r#""thinkingLevel":"high""#)).unwrap();
+    fs::write(
+        &f.session,
+        text.replace(r#""thinkingLevel":"medium""#, r#""thinkingLevel":"high""#),
+    )
+    .unwrap();
     assert_eq!(code(&f), 24);
     fs::write(&f.session, &original).unwrap();
 
@@ -173,7 +189,7 @@ fn every_recheck_has_its_own_error_and_exit_code() {
     f.git(&["update-ref", "-d", &plan.output_ref]);
 
     // the base commit disappeared (history rewritten and collected)
-    fs::write(f.repo.join("b.txt"), "b\n").unwrap();
+    fs::write(f.dir.join("b.txt"), "b\n").unwrap();
     f.git(&["add", "-A"]);
     f.git(&["commit", "-q", "-m", "second"]);
     fresh(&f);

@@ -11,10 +11,12 @@ use std::process::Command;
 
 use bh_git::parse::{self, StatusEntry};
 use bh_git::{GitError, GitRunner, Scope};
+use bh_test_support::TestRepo;
 use pretty_assertions::assert_eq;
 
+/// A repository in a temp dir ([`TestRepo`]) with byte-path helpers.
 struct Fixture {
-    _tmp: tempfile::TempDir,
+    t: TestRepo,
     root: PathBuf,
     repo: PathBuf,
     home: PathBuf,
@@ -22,60 +24,30 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
-        let repo = root.join("repo");
-        let home = root.join("home");
-        fs::create_dir_all(&repo).unwrap();
-        fs::create_dir_all(&home).unwrap();
-        let f = Fixture {
-            _tmp: tmp,
-            root,
-            repo,
-            home,
-        };
-        f.plain(&["init", "-q"]);
-        f
+        let t = TestRepo::new();
+        Fixture {
+            root: t.root.clone(),
+            repo: t.dir.clone(),
+            home: t.home.clone(),
+            t,
+        }
     }
 
     fn env(&self) -> Vec<(OsString, OsString)> {
-        vec![
-            ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
-            ("HOME".into(), self.home.clone().into_os_string()),
-        ]
+        self.t.runner_env()
     }
 
     fn runner(&self) -> GitRunner {
-        GitRunner::new("git", self.env())
+        self.t.runner()
     }
 
     /// Plain git, the way a user runs it (same HOME, no system config).
     fn plain(&self, args: &[&str]) -> Vec<u8> {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&self.repo)
-            .env_clear()
-            .envs(self.env())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "U")
-            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-            .env("GIT_COMMITTER_NAME", "U")
-            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
+        self.t.git_bytes(args)
     }
 
     fn write(&self, rel: &[u8], text: &str) -> PathBuf {
-        let path = self.repo.join(std::ffi::OsStr::from_bytes(rel));
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(&path, text).unwrap();
-        path
+        self.t.write(std::ffi::OsStr::from_bytes(rel), text)
     }
 }
 

@@ -2,84 +2,43 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::ffi::OsString;
 use std::fs;
-use std::path::PathBuf;
-use std::process::Command;
 
-use bh_git::{GitRunner, Repo, Scope};
+use bh_git::{Repo, Scope};
 use bh_task::{FrozenScope, ScopeSpec, TaskError, Verdict, validate_candidate, validate_worktree};
+use bh_test_support::TestRepo;
 use pretty_assertions::assert_eq;
 
-struct Fx {
-    _tmp: tempfile::TempDir,
-    repo: PathBuf,
-    home: PathBuf,
-}
+/// A repository with `src/`, docs, a lock file, CI and tool folders at its base.
+struct Fx(TestRepo);
 
 fn fx() -> Fx {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let repo = root.join("repo");
-    let home = root.join("home");
-    fs::create_dir_all(&repo).unwrap();
-    fs::create_dir_all(&home).unwrap();
-    let f = Fx {
-        _tmp: tmp,
-        repo,
-        home,
-    };
-    f.git(&["init", "-q", "-b", "main"]);
-    f.write("src/lib.rs", "pub fn a() {}\n");
-    f.write("src/.gitignore", "target\n");
-    f.write("docs/guide.md", "# guide\n");
-    f.write("README.md", "# readme\n");
-    f.write("Cargo.lock", "# lock\n");
-    f.write(".github/dependabot.yml", "version: 2\n");
-    f.write("tools/run.sh", "#!/bin/sh\n");
-    f.commit("base");
-    f
+    let repo = TestRepo::new();
+    repo.write("src/lib.rs", "pub fn a() {}\n");
+    repo.write("src/.gitignore", "target\n");
+    repo.write("docs/guide.md", "# guide\n");
+    repo.write("README.md", "# readme\n");
+    repo.write("Cargo.lock", "# lock\n");
+    repo.write(".github/dependabot.yml", "version: 2\n");
+    repo.write("tools/run.sh", "#!/bin/sh\n");
+    repo.commit_all("base");
+    Fx(repo)
+}
+
+impl std::ops::Deref for Fx {
+    type Target = TestRepo;
+    fn deref(&self) -> &TestRepo {
+        &self.0
+    }
 }
 
 impl Fx {
-    fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&self.repo)
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "W")
-            .env("GIT_AUTHOR_EMAIL", "w@example.invalid")
-            .env("GIT_COMMITTER_NAME", "W")
-            .env("GIT_COMMITTER_EMAIL", "w@example.invalid")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.repo.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
-
     fn commit(&self, msg: &str) -> String {
-        self.git(&["add", "-A"]);
-        self.git(&["commit", "-q", "--allow-empty", "-m", msg]);
-        self.git(&["rev-parse", "HEAD"])
+        self.commit_all(msg)
     }
 
     fn handle(&self) -> Repo {
-        let env: Vec<(OsString, OsString)> = vec![
-            ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
-            ("HOME".into(), self.home.clone().into_os_string()),
-        ];
-        GitRunner::new("git", env).repo(&self.repo, Scope::User)
+        self.runner().repo(&self.dir, Scope::User)
     }
 
     fn scope(&self, base: &str, modules: &[&str]) -> FrozenScope {
@@ -148,7 +107,7 @@ fn both_sides_of_a_rename_count() {
 fn protected_paths_lose_whatever_the_scope_says() {
     let f = fx();
     let base = f.git(&["rev-parse", "HEAD"]);
-    fs::remove_file(f.repo.join("src/.gitignore")).unwrap();
+    fs::remove_file(f.dir.join("src/.gitignore")).unwrap();
     f.write("src/Cargo.lock", "x\n");
     f.write(".github/workflows/ci.yml", "on: push\n");
     f.write("tools/hooks/pre-commit", "#!/bin/sh\n");
@@ -182,7 +141,7 @@ fn protected_paths_lose_whatever_the_scope_says() {
 fn symlinks_gitlinks_and_merges_are_refused() {
     let f = fx();
     let base = f.git(&["rev-parse", "HEAD"]);
-    std::os::unix::fs::symlink("/etc/passwd", f.repo.join("src/escape")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", f.dir.join("src/escape")).unwrap();
     f.commit("symlink");
     let sub = f.commit("empty");
     f.git(&[
