@@ -30,7 +30,12 @@ pub enum ExecCmd {
         #[arg(long, value_name = "ID")]
         entry: String,
         /// The continuation prompt.
-        #[arg(long, value_name = "TEXT", conflicts_with = "prompt_file", required_unless_present = "prompt_file")]
+        #[arg(
+            long,
+            value_name = "TEXT",
+            conflicts_with = "prompt_file",
+            required_unless_present = "prompt_file"
+        )]
         prompt: Option<String>,
         /// Read the continuation prompt from a file.
         #[arg(long, value_name = "FILE")]
@@ -90,9 +95,14 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             let prompt = match (prompt, prompt_file) {
                 (Some(p), _) => p,
                 (None, Some(f)) => std::fs::read_to_string(ctx.cwd.join(&f)).map_err(|e| {
-                    CliError::new(ErrorKind::NotFound, format!("cannot read the prompt file {}: {e}", f.display()))
+                    CliError::new(
+                        ErrorKind::NotFound,
+                        format!("cannot read the prompt file {}: {e}", f.display()),
+                    )
                 })?,
-                (None, None) => return Err(CliError::usage("--prompt or --prompt-file is required")),
+                (None, None) => {
+                    return Err(CliError::usage("--prompt or --prompt-file is required"));
+                }
             };
             let req = PlanRequest {
                 repo: ctx.cwd.join(repo),
@@ -114,7 +124,10 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             }
             println!("wrote {}", out.display());
             println!("  base:    {} (tree {})", plan.base.commit, plan.base.tree);
-            println!("  session: {} entry {}", plan.session.id, plan.session.entry);
+            println!(
+                "  session: {} entry {}",
+                plan.session.id, plan.session.entry
+            );
             println!("  ref:     {}", plan.output_ref);
             println!("  digest:  sha256:{}", plan.plan_sha256);
             Ok(())
@@ -123,9 +136,14 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             let path = ctx.cwd.join(plan);
             let plan = verify_plan(&ctx.git(), &path).map_err(exec_error)?;
             if ctx.json {
-                return print_json(&json!({ "plan_file": path, "ok": true, "plan_sha256": plan.plan_sha256 }));
+                return print_json(
+                    &json!({ "plan_file": path, "ok": true, "plan_sha256": plan.plan_sha256 }),
+                );
             }
-            println!("plan {} holds: base, session, entry and ref are as recorded", path.display());
+            println!(
+                "plan {} holds: base, session, entry and ref are as recorded",
+                path.display()
+            );
             Ok(())
         }
     }

@@ -4,6 +4,7 @@
 //! subcommand lives in its own module and returns `Result<(), CliError>`; `main`
 //! maps errors to the exit-code table in `ARCHITECTURE.md`.
 
+mod agent;
 mod checkpoint;
 mod context;
 mod demo;
@@ -12,6 +13,7 @@ mod exec;
 mod session;
 mod task;
 mod units;
+mod worktree;
 
 use std::process::ExitCode;
 
@@ -49,12 +51,19 @@ enum Command {
     /// Run a command in a disposable worktree with a frozen scope; promote by fast-forward.
     #[command(subcommand)]
     Task(task::TaskCmd),
+    /// Run the agent on a Pi session: model, confined tools, checkpoints, limits.
+    Agent(agent::AgentArgs),
     /// Session-checkpoint executor: plan (and re-check) continuing a Pi session
     /// entry at a commit.
     #[command(subcommand)]
     Exec(exec::ExecCmd),
     /// Run a self-contained checkpoint demo on a throwaway project.
     Demo(demo::DemoArgs),
+    #[command(
+        subcommand,
+        about = "Create, list, enter and dispose managed linked worktrees."
+    )]
+    Worktree(worktree::WorktreeCmd),
 }
 
 /// `harness-session-executor`: the executor's own name for `bh exec`.
@@ -92,7 +101,8 @@ fn main() -> ExitCode {
             }
         };
         let json = cli.json;
-        return match Ctx::from_env(cli.state_dir, json).and_then(|ctx| exec::run(cli.command, &ctx)) {
+        return match Ctx::from_env(cli.state_dir, json).and_then(|ctx| exec::run(cli.command, &ctx))
+        {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
                 err.report(json);
@@ -123,8 +133,10 @@ fn main() -> ExitCode {
         Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),
         Command::Session(cmd) => session::run(cmd, &ctx),
         Command::Task(cmd) => task::run(cmd, &ctx),
+        Command::Agent(args) => agent::run(args, &ctx),
         Command::Exec(cmd) => exec::run(cmd, &ctx),
         Command::Demo(args) => demo::run(args, &ctx),
+        Command::Worktree(cmd) => worktree::run(cmd, &ctx),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

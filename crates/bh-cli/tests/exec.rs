@@ -37,26 +37,72 @@ fn plan_then_verify_and_tamper() {
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "base"]);
     let session = root.join("s.jsonl");
-    fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE), &session).unwrap();
+    fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE),
+        &session,
+    )
+    .unwrap();
     let refs_before = git(&["for-each-ref"]);
     let plan = root.join("plan.json");
     let out = Command::cargo_bin("bh")
         .unwrap()
         .current_dir(&root)
-        .args(["--json", "exec", "plan", "--repo", "repo", "--base", "main", "--session", "s.jsonl"])
-        .args(["--entry", "188efa0e", "--prompt", "go on", "--model", "scripted/demo", "--out", "plan.json"])
+        .args([
+            "--json",
+            "exec",
+            "plan",
+            "--repo",
+            "repo",
+            "--base",
+            "main",
+            "--session",
+            "s.jsonl",
+        ])
+        .args([
+            "--entry",
+            "188efa0e",
+            "--prompt",
+            "go on",
+            "--model",
+            "scripted/demo",
+            "--out",
+            "plan.json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["plan"]["base"]["commit"], git(&["rev-parse", "main"]).as_str());
+    assert_eq!(
+        doc["plan"]["base"]["commit"],
+        git(&["rev-parse", "main"]).as_str()
+    );
     assert_eq!(git(&["for-each-ref"]), refs_before);
     // refuses to overwrite
     let again = Command::cargo_bin("bh")
         .unwrap()
         .current_dir(&root)
-        .args(["exec", "plan", "--repo", "repo", "--base", "main", "--session", "s.jsonl"])
-        .args(["--entry", "188efa0e", "--prompt", "go on", "--out", "plan.json"])
+        .args([
+            "exec",
+            "plan",
+            "--repo",
+            "repo",
+            "--base",
+            "main",
+            "--session",
+            "s.jsonl",
+        ])
+        .args([
+            "--entry",
+            "188efa0e",
+            "--prompt",
+            "go on",
+            "--out",
+            "plan.json",
+        ])
         .output()
         .unwrap();
     assert_eq!(again.status.code(), Some(3));
@@ -78,5 +124,10 @@ fn plan_then_verify_and_tamper() {
     let out = verify("harness-session-executor");
     assert_eq!(out.status.code(), Some(20));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(doc["error"]["message"].as_str().unwrap().contains("digest mismatch"));
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("digest mismatch")
+    );
 }

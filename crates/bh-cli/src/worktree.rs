@@ -1,0 +1,362 @@
+//! `bh worktree …`: managed linked worktrees — create (provisioning receipt,
+//! `.env*` links, post-create commands), list, enter (carry a Pi session into
+//! one), dispose (checkpoint first), and consume a prepared handoff.
+
+use std::path::{Path, PathBuf};
+
+use bh_session::SessionError;
+use bh_worktree::{
+    ConsumeOutcome, CreateOptions, DisposeOptions, EnterOptions, WorktreeError, WorktreeInfo,
+};
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::checkpoint::checkpoint_error;
+use crate::context::Ctx;
+use crate::error::{CliError, ErrorKind, print_json};
+
+#[derive(Subcommand, Debug)]
+pub enum WorktreeCmd {
+    /// Add a linked worktree: link the main checkout's ignored .env* files, run
+    /// the post-create commands of .better-harness/worktree.toml, record a receipt.
+    Create {
+        /// Worktree name (letters, digits, '.', '_', '-').
+        name: String,
+        /// Start at this revision (default: HEAD of the current checkout).
+        #[arg(long, value_name = "REV")]
+        from: Option<String>,
+        /// Check out (or create) this branch (default: a new branch named NAME).
+        #[arg(long, value_name = "BRANCH", conflicts_with = "detach")]
+        branch: Option<String>,
+        /// Detached HEAD, no branch.
+        #[arg(long)]
+        detach: bool,
+        /// Folder that holds the worktree (default: config `dir`, else `<repo>.worktrees`).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// The Pi session asking for it (recorded in the receipt).
+        #[arg(long, value_name = "FILE")]
+        session: Option<PathBuf>,
+        /// The repository (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+    },
+    /// Every worktree, managed or not: branch, provisioning state, dirty and unpushed counts.
+    List {
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+    },
+    /// Prepare a session for the worktree: fork FILE into its cwd with one
+    /// orientation entry and a handoff; prints the new session file.
+    Enter {
+        name: String,
+        /// The source session file.
+        #[arg(long, value_name = "FILE")]
+        session: PathBuf,
+        /// The entry the live session is at, when the file's leaf is not it.
+        #[arg(long, value_name = "ID")]
+        entry: Option<String>,
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+    },
+    /// Checkpoint every file (ignored ones too), then remove the worktree;
+    /// refuses dirty or unmerged work unless --force.
+    Dispose {
+        name: String,
+        /// Dispose even with uncommitted or unmerged work (checkpointed first).
+        #[arg(long)]
+        force: bool,
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+    },
+    /// Consume the handoff of a session prepared by `enter` (what the agent
+    /// runtime does when it opens it): verify the arrival, record it once.
+    Consume {
+        /// The prepared session file.
+        target: PathBuf,
+    },
+}
+
+pub fn run(cmd: WorktreeCmd, ctx: &Ctx) -> Result<(), CliError> {
+    match cmd {
+        WorktreeCmd::Create {
+            name,
+            from,
+            branch,
+            detach,
+            dir,
+            session,
+            repo,
+        } => create(ctx, name, from, branch, detach, dir, session, repo),
+        WorktreeCmd::List { repo } => list(ctx, repo),
+        WorktreeCmd::Enter {
+            name,
+            session,
+            entry,
+            repo,
+        } => enter(ctx, name, session, entry, repo),
+        WorktreeCmd::Dispose { name, force, repo } => dispose(ctx, name, force, repo),
+        WorktreeCmd::Consume { target } => consume(ctx, target),
+    }
+}
+
+fn abs(ctx: &Ctx, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        ctx.cwd.join(p)
+    }
+}
+
+fn repo_dir(ctx: &Ctx, repo: Option<PathBuf>) -> PathBuf {
+    repo.map(|r| abs(ctx, &r))
+        .unwrap_or_else(|| ctx.cwd.clone())
+}
+
+fn cli_err(err: WorktreeError) -> CliError {
+    let kind = match &err {
+        WorktreeError::Checkpoint(_) => {
+            if let WorktreeError::Checkpoint(e) = err {
+                return checkpoint_error(e);
+            }
+            ErrorKind::Internal
+        }
+        WorktreeError::Busy { .. } | WorktreeError::Refused(_) => ErrorKind::Refused,
+        WorktreeError::NotFound { .. } | WorktreeError::Missing { .. } => ErrorKind::NotFound,
+        WorktreeError::InvalidName { .. }
+        | WorktreeError::Usage(_)
+        | WorktreeError::NotARepository { .. } => ErrorKind::Usage,
+        WorktreeError::PostCreateFailed { .. } => ErrorKind::WorkerFailed,
+        WorktreeError::Verification { .. } => ErrorKind::Invalid,
+        WorktreeError::Session(s) => match s {
+            SessionError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                ErrorKind::NotFound
+            }
+            SessionError::EntryNotFound { .. } => ErrorKind::NotFound,
+            SessionError::Exists { .. } => ErrorKind::Refused,
+            SessionError::NotASession { .. } | SessionError::Invalid { .. } => ErrorKind::Invalid,
+            SessionError::Argument(_) => ErrorKind::Usage,
+            _ => ErrorKind::Internal,
+        },
+        WorktreeError::Format { .. } => ErrorKind::Invalid,
+        WorktreeError::Git(_) | WorktreeError::Io { .. } => ErrorKind::Internal,
+    };
+    CliError::new(kind, err.to_string())
+}
+
+/// `PI_CODING_AGENT_DIR`, else `~/.pi/agent` (as `bh session`).
+fn agent_dir(ctx: &Ctx) -> Result<PathBuf, CliError> {
+    if let Some(dir) = std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
+        return Ok(abs(ctx, Path::new(&dir)));
+    }
+    match &ctx.home {
+        Some(home) => Ok(home.join(".pi").join("agent")),
+        None => Err(CliError::usage(
+            "cannot find Pi's agent dir: set PI_CODING_AGENT_DIR or HOME",
+        )),
+    }
+}
+
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn create(
+    ctx: &Ctx,
+    name: String,
+    from: Option<String>,
+    branch: Option<String>,
+    detach: bool,
+    dir: Option<PathBuf>,
+    session: Option<PathBuf>,
+    repo: Option<PathBuf>,
+) -> Result<(), CliError> {
+    let opts = CreateOptions {
+        path: dir.map(|d| abs(ctx, &d).join(&name)),
+        name,
+        from,
+        branch,
+        detach,
+        session: session.map(|s| abs(ctx, &s).display().to_string()),
+        cwd: repo_dir(ctx, repo),
+        // Post-create commands (installers, builds) get the caller's
+        // environment, minus GIT_* (a hook's GIT_DIR would aim them elsewhere).
+        command_env: std::env::vars_os()
+            .filter(|(k, _)| !k.as_encoded_bytes().starts_with(b"GIT_"))
+            .collect(),
+    };
+    let out = bh_worktree::create(&ctx.git(), &opts).map_err(cli_err)?;
+    let r = &out.receipt;
+    if ctx.json {
+        return print_json(&json!({
+            "worktree": r,
+            "receipt": out.receipt_path,
+            "log": out.log,
+        }));
+    }
+    let what = match (&r.branch, r.created_branch) {
+        (Some(b), true) => format!("new branch {b} at {}", short(&r.base)),
+        (Some(b), false) => format!("branch {b} at {}", short(&r.base)),
+        (None, _) => format!("detached at {}", short(&r.base)),
+    };
+    println!(
+        "created worktree {} at {} ({what})",
+        r.name,
+        r.path.display()
+    );
+    if !r.env_links.is_empty() {
+        println!("linked: {}", r.env_links.join(", "));
+    }
+    if !r.post_create.is_empty() {
+        println!(
+            "post-create: {} command(s) ran (log: {})",
+            r.post_create.len(),
+            out.log.display()
+        );
+    }
+    Ok(())
+}
+
+fn count(n: Option<u64>) -> String {
+    n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into())
+}
+
+fn list(ctx: &Ctx, repo: Option<PathBuf>) -> Result<(), CliError> {
+    let all = bh_worktree::list(&ctx.git(), &repo_dir(ctx, repo)).map_err(cli_err)?;
+    if ctx.json {
+        return print_json(&json!({ "worktrees": all }));
+    }
+    println!(
+        "{:<16} {:<24} {:<14} {:>6} {:>9}  PATH",
+        "NAME", "BRANCH", "STATE", "DIRTY", "UNPUSHED"
+    );
+    for w in &all {
+        println!("{}", row(w));
+    }
+    Ok(())
+}
+
+fn row(w: &WorktreeInfo) -> String {
+    let name = match (&w.name, w.main) {
+        (Some(n), _) => n.clone(),
+        (None, true) => "(main)".into(),
+        (None, false) => "-".into(),
+    };
+    let branch = match &w.branch {
+        Some(b) => b.clone(),
+        None => format!("(detached {})", w.head.as_deref().map(short).unwrap_or("?")),
+    };
+    let mut state = match (w.state, w.main) {
+        (Some(s), _) => s.as_str().to_owned(),
+        (None, true) => "main".into(),
+        (None, false) => "unmanaged".into(),
+    };
+    if w.locked.is_some() {
+        state.push_str(",locked");
+    }
+    if w.prunable.is_some() {
+        state.push_str(",prunable");
+    }
+    format!(
+        "{name:<16} {branch:<24} {state:<14} {:>6} {:>9}  {}",
+        count(w.dirty),
+        count(w.unpushed),
+        w.path.display()
+    )
+}
+
+fn enter(
+    ctx: &Ctx,
+    name: String,
+    session: PathBuf,
+    entry: Option<String>,
+    repo: Option<PathBuf>,
+) -> Result<(), CliError> {
+    let opts = EnterOptions {
+        name,
+        cwd: repo_dir(ctx, repo),
+        session: abs(ctx, &session),
+        entry,
+        agent_dir: agent_dir(ctx)?,
+        unflushed: Vec::new(),
+    };
+    let out = bh_worktree::enter(&ctx.git(), &opts).map_err(cli_err)?;
+    if ctx.json {
+        return print_json(&serde_json::to_value(&out).map_err(CliError::internal)?);
+    }
+    eprintln!(
+        "bh: session carried into {} ({}, {} entries); orientation {}; handoff {}",
+        out.worktree.display(),
+        out.carry,
+        out.entries_carried,
+        out.orientation_id,
+        out.handoff.display()
+    );
+    if let Some(n) = out.left_behind_count.filter(|n| *n > 0) {
+        eprintln!(
+            "bh: {n} uncommitted file(s) stayed behind in {}",
+            out.source_cwd
+        );
+    }
+    println!("{}", out.target.display());
+    Ok(())
+}
+
+fn dispose(ctx: &Ctx, name: String, force: bool, repo: Option<PathBuf>) -> Result<(), CliError> {
+    let opts = DisposeOptions {
+        name,
+        cwd: repo_dir(ctx, repo),
+        force,
+        state_dir: ctx.state_dir.clone(),
+        max_file_size: bh_checkpoint::DEFAULT_MAX_FILE_SIZE,
+    };
+    let out = bh_worktree::dispose(&ctx.git(), &opts).map_err(cli_err)?;
+    if ctx.json {
+        return print_json(&serde_json::to_value(&out).map_err(CliError::internal)?);
+    }
+    println!("disposed worktree {} ({})", out.name, out.path.display());
+    println!(
+        "checkpoint {} (restore: bh checkpoint restore {} --project {} after re-adding the worktree there)",
+        out.checkpoint.id,
+        out.checkpoint.id,
+        out.path.display()
+    );
+    println!(
+        "ignored files: {} copied to {}{}",
+        out.ignored.files.len(),
+        out.ignored.dir.display(),
+        if out.ignored.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} skipped, see manifest.json)",
+                out.ignored.skipped.len()
+            )
+        }
+    );
+    match (&out.branch, out.branch_deleted, &out.branch_kept) {
+        (Some(b), true, _) => println!("branch {b} deleted (merged)"),
+        (Some(b), false, Some(why)) => println!("branch {b} kept ({why})"),
+        _ => {}
+    }
+    Ok(())
+}
+
+fn consume(ctx: &Ctx, target: PathBuf) -> Result<(), CliError> {
+    let out = bh_worktree::consume(&ctx.git(), &abs(ctx, &target)).map_err(cli_err)?;
+    if ctx.json {
+        return print_json(&serde_json::to_value(&out).map_err(CliError::internal)?);
+    }
+    match out {
+        ConsumeOutcome::NotPending => println!("no pending handoff"),
+        ConsumeOutcome::Verified { entry_id } => println!("arrival verified (entry {entry_id})"),
+        ConsumeOutcome::Caveat { entry_id, problems } => {
+            println!("arrival NOT as planned (caveat entry {entry_id}):");
+            for p in problems {
+                println!("  {p}");
+            }
+        }
+    }
+    Ok(())
+}

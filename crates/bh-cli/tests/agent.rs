@@ -1,0 +1,908 @@
+//! `bh agent` through the built binary: a scripted (or mock-HTTP) model edits a
+//! real Git repository; the session file is valid and in Pi's shapes, a
+//! checkpoint exists before each mutation, limits fire with their exit code,
+//! and (when Node and Pi are available) the real Pi loads the file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use assert_cmd::prelude::*;
+use serde_json::{Value, json};
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    repo: PathBuf,
+    state: PathBuf,
+    agent_dir: PathBuf,
+}
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(repo)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+const SCRIPT: &str = r#"
+# write, edit, read, then a final answer
+{"text": "I'll create the file.", "toolCalls": [{"name": "write", "arguments": {"path": "notes/todo.txt", "content": "alpha\nbeta\n"}}], "usage": {"input": 100, "output": 10}}
+{"toolCalls": [{"name": "edit", "arguments": {"path": "notes/todo.txt", "edits": [{"oldText": "beta", "newText": "BETA"}]}}]}
+{"toolCalls": [{"name": "read", "arguments": {"path": "notes/todo.txt"}}]}
+{"thinking": "All done.", "text": "Created and edited notes/todo.txt.", "usage": {"input": 200, "output": 12}}
+"#;
+
+fn env() -> Env {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let repo = root.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    std::fs::write(root.join("script.jsonl"), SCRIPT).unwrap();
+    Env {
+        state: root.join("state"),
+        agent_dir: root.join("agent"),
+        _tmp: tmp,
+        root,
+        repo,
+    }
+}
+
+impl Env {
+    fn bh(&self) -> Command {
+        let mut cmd = Command::cargo_bin("bh").unwrap();
+        cmd.current_dir(&self.repo)
+            .env("HOME", self.root.join("home"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("BH_STATE_DIR", &self.state)
+            .env("PI_CODING_AGENT_DIR", &self.agent_dir)
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `bh --json agent …`: exit code and the JSONL lines.
+    fn agent_json(&self, args: &[&str]) -> (i32, Vec<Value>, String) {
+        let out = self
+            .bh()
+            .arg("--json")
+            .arg("agent")
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let lines = stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l)
+                    .unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"))
+            })
+            .collect();
+        (
+            out.status.code().unwrap_or(-1),
+            lines,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn runner(&self) -> bh_git::GitRunner {
+        let env: Vec<(OsString, OsString)> = vec![
+            ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
+            ("HOME".into(), self.root.join("home").into_os_string()),
+        ];
+        bh_git::GitRunner::new("git", env)
+    }
+
+    fn store(&self) -> bh_checkpoint::Store {
+        bh_checkpoint::Store::open(
+            &self.runner(),
+            &self.repo,
+            &bh_checkpoint::StoreOptions::new(&self.state),
+        )
+        .unwrap()
+    }
+
+    fn sessions(&self) -> Vec<PathBuf> {
+        let dir = bh_session::session_dir_for_cwd(&self.agent_dir, self.repo.to_str().unwrap());
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+fn messages(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] == "message")
+        .map(|v| v["message"].clone())
+        .collect()
+}
+
+fn assert_valid(path: &Path) -> bh_session::Session {
+    let s = bh_session::Session::load(path).unwrap();
+    assert!(s.is_valid(), "{:?}", s.problems());
+    assert!(s.problems().is_empty(), "{:?}", s.problems());
+    s
+}
+
+#[test]
+fn headless_json_run_edits_the_repo_with_checkpoints_in_a_valid_session() {
+    let env = env();
+    let file = env.root.join("s/my-session.jsonl");
+    let (code, lines, stderr) = env.agent_json(&[
+        "--session",
+        file.to_str().unwrap(),
+        "--script",
+        "../script.jsonl",
+        "-p",
+        "Create notes/todo.txt",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("notes/todo.txt")).unwrap(),
+        "alpha\nBETA\n"
+    );
+    // Pi's JSON mode: the header first, then the events.
+    assert_eq!(lines[0]["type"], "session");
+    assert_eq!(lines[0]["cwd"], env.repo.to_str().unwrap());
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(&types[1..3], ["agent_start", "turn_start"]);
+    assert!(types.contains(&"message_update"));
+    assert!(types.contains(&"tool_execution_start"));
+    assert!(types.contains(&"tool_execution_end"));
+    assert_eq!(types.iter().filter(|t| **t == "checkpoint").count(), 2);
+    assert_eq!(types[types.len() - 2], "agent_end");
+    let end = lines.last().unwrap();
+    assert_eq!(end["type"], "run_end");
+    assert_eq!(end["stop"], "completed");
+    assert_eq!(end["toolCalls"], 3);
+    // Messages in events keep Pi's key order.
+    let user_start = lines.iter().find(|l| l["type"] == "message_start").unwrap();
+    let raw = serde_json::to_string(user_start).unwrap();
+    assert!(raw.contains("\"role\""), "{raw}");
+
+    // The session file at exactly that path, in Pi's shapes.
+    let s = assert_valid(&file);
+    assert_eq!(s.header().unwrap().cwd.as_deref(), env.repo.to_str());
+    let msgs = messages(&file);
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "toolResult",
+            "assistant",
+            "toolResult",
+            "assistant",
+            "toolResult",
+            "assistant"
+        ]
+    );
+    assert_eq!(msgs[1]["usage"]["input"], 100);
+    assert_eq!(msgs[7]["content"][0]["type"], "thinking");
+
+    // A checkpoint before each mutation, listed by bh-checkpoint.
+    let cps: Vec<&str> = [&msgs[2], &msgs[4]]
+        .iter()
+        .map(|m| m["details"]["checkpoint"].as_str().unwrap())
+        .collect();
+    assert!(msgs[6]["details"].get("checkpoint").is_none());
+    let store = env.store();
+    let list = store.list().unwrap();
+    let session_id = s.header().unwrap().id.clone();
+    for (id, tool) in cps.iter().zip(["write", "edit"]) {
+        let cp = list.iter().find(|c| c.id == *id).expect("listed");
+        assert_eq!(cp.tool, tool);
+        assert_eq!(cp.session.as_deref(), Some(session_id.as_str()));
+    }
+    // The checkpoint before the write does not have the file; before the edit it has "beta".
+    let ls = |c: &str| {
+        git(
+            &env.repo,
+            &[
+                "--git-dir",
+                store.dir().join("git").to_str().unwrap(),
+                "show",
+                &format!("{c}:notes/todo.txt"),
+            ],
+        )
+    };
+    let before_edit = store.resolve(cps[1]).unwrap();
+    assert_eq!(ls(&before_edit.commit), "alpha\nbeta\n");
+    let before_write = store.resolve(cps[0]).unwrap();
+    let out = Command::new("git")
+        .args(["--git-dir", store.dir().join("git").to_str().unwrap()])
+        .args([
+            "cat-file",
+            "-e",
+            &format!("{}:notes/todo.txt", before_write.commit),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+
+    // `bh session validate` agrees.
+    let out = env
+        .bh()
+        .args(["--json", "session", "validate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn human_mode_prints_the_answer_and_new_sessions_go_to_the_cwd_folder() {
+    let env = env();
+    let out = env
+        .bh()
+        .args(["agent", "--model", "scripted/../script.jsonl", "-p", "go"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Created and edited notes/todo.txt.\n"
+    );
+    let sessions = env.sessions();
+    assert_eq!(sessions.len(), 1);
+    let name = sessions[0]
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(name.ends_with(".jsonl") && name.contains('_'), "{name}");
+    assert_valid(&sessions[0]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("checkpoint"), "{stderr}");
+}
+
+#[test]
+fn limits_exit_7_and_say_which() {
+    let env = env();
+    let (code, lines, _) = env.agent_json(&[
+        "--script",
+        "../script.jsonl",
+        "--max-tool-calls",
+        "1",
+        "-p",
+        "go",
+    ]);
+    assert_eq!(code, 7);
+    let end = lines.last().unwrap();
+    assert_eq!(end["stop"], "limit");
+    assert_eq!(end["limit"], "tool_calls");
+    assert_eq!(end["reason"], "Tool call limit reached (1 tool calls)");
+    let file = &env.sessions()[0];
+    assert_valid(file);
+    let last = messages(file).pop().unwrap();
+    assert_eq!(last["stopReason"], "aborted");
+    assert_eq!(
+        last["errorMessage"],
+        "Tool call limit reached (1 tool calls)"
+    );
+
+    let (code, lines, _) = env.agent_json(&[
+        "--script",
+        "../script.jsonl",
+        "--max-turns",
+        "1",
+        "-p",
+        "go",
+    ]);
+    assert_eq!(code, 7);
+    assert_eq!(lines.last().unwrap()["limit"], "turns");
+
+    // Time: a slow stream and a 1s budget.
+    std::fs::write(
+        env.root.join("slow.jsonl"),
+        r#"{"text": "abcdefghijklmnopqrstuvwxyz0123456789", "chunkChars": 1, "delayMs": 100}"#,
+    )
+    .unwrap();
+    let (code, lines, _) =
+        env.agent_json(&["--script", "../slow.jsonl", "--timeout", "1s", "-p", "go"]);
+    assert_eq!(code, 7);
+    assert_eq!(lines.last().unwrap()["limit"], "time");
+    assert_eq!(lines.last().unwrap()["reason"], "Time limit reached (1s)");
+}
+
+#[test]
+fn model_errors_exit_9_and_no_model_is_a_usage_error() {
+    let env = env();
+    std::fs::write(
+        env.root.join("err.jsonl"),
+        r#"{"stopReason": "error", "errorMessage": "500 boom"}"#,
+    )
+    .unwrap();
+    let (code, lines, _) = env.agent_json(&["--script", "../err.jsonl", "-p", "go"]);
+    assert_eq!(code, 9);
+    assert_eq!(lines.last().unwrap()["stop"], "error");
+
+    let out = env.bh().args(["agent", "-p", "go"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = env
+        .bh()
+        .args([
+            "agent",
+            "--script",
+            "../script.jsonl",
+            "--tools",
+            "read,nope",
+            "-p",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn resume_continue_and_fork_work_in_the_sessions_cwd() {
+    let env = env();
+    std::fs::write(
+        env.root.join("chat.jsonl"),
+        "{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n",
+    )
+    .unwrap();
+    let script = env.root.join("chat.jsonl");
+    let script = script.to_str().unwrap();
+    let file = env.root.join("resume.jsonl");
+    let (code, _, err) = env.agent_json(&[
+        "--session",
+        file.to_str().unwrap(),
+        "--script",
+        script,
+        "-p",
+        "first",
+    ]);
+    assert_eq!(code, 0, "{err}");
+
+    // Resumed from another directory: works in the header's cwd.
+    let other = env.root.join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        env.root.join("w.jsonl"),
+        r#"{"toolCalls": [{"name": "write", "arguments": {"path": "from-resume.txt", "content": "x"}}]}
+{"text": "ok"}"#,
+    )
+    .unwrap();
+    let out = env
+        .bh()
+        .current_dir(&other)
+        .args(["--json", "agent", "--session"])
+        .arg(&file)
+        .args([
+            "--script",
+            env.root.join("w.jsonl").to_str().unwrap(),
+            "-p",
+            "second",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(env.repo.join("from-resume.txt").exists());
+    assert!(!other.join("from-resume.txt").exists());
+    let s = assert_valid(&file);
+    let ctx = s.context(None).unwrap();
+    assert_eq!(ctx.messages.len(), 6, "both prompts in one conversation");
+
+    // --continue picks the newest session of the cwd (none yet → a new one, then it).
+    let (code, _, _) = env.agent_json(&["--continue", "--script", script, "-p", "a"]);
+    assert_eq!(code, 0);
+    let (code, _, _) = env.agent_json(&["--continue", "--script", script, "-p", "b"]);
+    assert_eq!(code, 0);
+    let sessions = env.sessions();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(
+        messages(&sessions[0])
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .count(),
+        2
+    );
+
+    // --fork copies into a new session of the cwd and continues there.
+    let before = std::fs::read(&file).unwrap();
+    let (code, lines, _) = env.agent_json(&[
+        "--fork",
+        file.to_str().unwrap(),
+        "--script",
+        script,
+        "-p",
+        "forked",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        before,
+        "the source is untouched"
+    );
+    let forked: Vec<PathBuf> = env
+        .sessions()
+        .into_iter()
+        .filter(|p| *p != sessions[0])
+        .collect();
+    assert_eq!(forked.len(), 1);
+    let f = assert_valid(&forked[0]);
+    assert_eq!(f.header().unwrap().parent_session.as_deref(), file.to_str());
+    assert_eq!(lines[0]["id"], f.header().unwrap().id.as_str());
+    assert_eq!(f.context(None).unwrap().messages.len(), 8);
+}
+
+/// (authorization header, request body) of each request.
+type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// Serves SSE bodies in order on 127.0.0.1, recording request headers and bodies.
+fn serve(responses: Vec<String>) -> (String, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let rec = seen.clone();
+    std::thread::spawn(move || {
+        for body in responses {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0;
+            let mut auth = String::new();
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let l = line.trim_end().to_owned();
+                if l.is_empty() {
+                    break;
+                }
+                let lower = l.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                if lower.starts_with("authorization:") {
+                    auth = l["authorization:".len()..].trim().to_owned();
+                }
+            }
+            let mut buf = vec![0; len];
+            reader.read_exact(&mut buf).unwrap();
+            rec.lock()
+                .unwrap()
+                .push((auth, serde_json::from_slice(&buf).unwrap_or(Value::Null)));
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.flush();
+        }
+    });
+    (base, seen)
+}
+
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    let v = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-test",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {v}\n\n")
+}
+
+fn usage(input: u64, output: u64) -> String {
+    let v = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-test",
+        "choices": [], "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output}});
+    format!("data: {v}\n\ndata: [DONE]\n\n")
+}
+
+#[test]
+fn runs_against_a_mock_openai_server_with_the_key_from_the_environment() {
+    let env = env();
+    let t1 = [
+        chunk(json!({"role": "assistant", "content": "Writing."}), None),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                "function": {"name": "write", "arguments": "{\"path\": \"m.txt\", "}}]}),
+            None,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"content\": \"mock\\n\"}"}}]}),
+            None,
+        ),
+        chunk(json!({}), Some("tool_calls")),
+        usage(50, 10),
+    ]
+    .concat();
+    let t2 = [
+        chunk(json!({"role": "assistant", "content": "Done."}), None),
+        chunk(json!({}), Some("stop")),
+        usage(70, 3),
+    ]
+    .concat();
+    let (base, seen) = serve(vec![t1, t2]);
+    let file = env.root.join("oa.jsonl");
+    let out = env
+        .bh()
+        .env("OPENAI_API_KEY", "sk-test-123")
+        .args([
+            "--json",
+            "agent",
+            "--model",
+            "openai/gpt-test",
+            "--base-url",
+            &base,
+        ])
+        .args(["--session", file.to_str().unwrap(), "-p", "write m.txt"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("m.txt")).unwrap(),
+        "mock\n"
+    );
+    let msgs = messages(&file);
+    assert_eq!(msgs[1]["provider"], "openai");
+    assert_eq!(msgs[1]["api"], "openai-completions");
+    assert_eq!(msgs[1]["model"], "gpt-test");
+    assert_eq!(msgs[1]["stopReason"], "toolUse");
+    assert!(msgs[2]["details"]["checkpoint"].is_string());
+    assert_eq!(msgs[3]["content"][0]["text"], "Done.");
+    assert_valid(&file);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].0, "Bearer sk-test-123");
+    assert_eq!(seen[1].1["messages"].as_array().unwrap().len(), 4);
+}
+
+// ----- the real Pi ------------------------------------------------------------
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn find_pi() -> Option<(PathBuf, PathBuf)> {
+    let node = std::env::var_os("BH_NODE")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .or_else(|| which("node"))?;
+    let candidates = [
+        std::env::var_os("BH_PI_BIN").map(PathBuf::from),
+        which("pi"),
+        std::env::var_os("BH_PI_CACHE").map(|c| PathBuf::from(c).join("node_modules/.bin/pi")),
+        std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(".cache/bh-ci/pi-0.73.1/node_modules/.bin/pi")),
+    ];
+    let cli = candidates
+        .into_iter()
+        .flatten()
+        .find(|p| p.exists())
+        .and_then(|p| std::fs::canonicalize(p).ok())?;
+    Some((node, cli))
+}
+
+/// Pi's messages for a copy of `file`, through RPC `get_messages`.
+fn pi_messages(node: &Path, cli: &Path, file: &Path) -> (bool, Vec<Value>, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("agent")).unwrap();
+    let copy = tmp.path().join("s.jsonl");
+    std::fs::copy(file, &copy).unwrap();
+    let mut child = Command::new(node)
+        .arg(cli)
+        .args(["--mode", "rpc", "--no-extensions", "--session"])
+        .arg(&copy)
+        .current_dir(tmp.path())
+        .env("PI_CODING_AGENT_DIR", tmp.path().join("agent"))
+        .env("HOME", tmp.path())
+        .env("PI_OFFLINE", "1")
+        .env("PI_TELEMETRY", "0")
+        .env("PI_SKIP_VERSION_CHECK", "1")
+        .env("NO_COLOR", "1")
+        .env_remove("PI_CODING_AGENT_SESSION_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(120));
+        // Our own child, by its pid (harmless if it already exited and was reaped).
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(
+            b"{\"id\":\"s\",\"type\":\"get_state\"}\n{\"id\":\"m\",\"type\":\"get_messages\"}\n",
+        )
+        .unwrap();
+    stdin.flush().unwrap();
+    let mut ok = false;
+    let mut messages = Vec::new();
+    let mut pending = 2;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(line) = line else { break };
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if v["type"] != "response" {
+            continue;
+        }
+        match v["id"].as_str() {
+            Some("s") => ok = v["success"] == true,
+            Some("m") => {
+                messages = v["data"]["messages"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            }
+            _ => continue,
+        }
+        pending -= 1;
+        if pending == 0 {
+            break;
+        }
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    drop(watchdog);
+    (
+        ok,
+        messages,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_real_pi_loads_the_session_bh_agent_wrote() {
+    let Some((node, cli)) = find_pi() else {
+        eprintln!("skipped: Node or Pi not found (set BH_PI_BIN; see .ci/install-pi.sh)");
+        return;
+    };
+    let env = env();
+    let file = env.root.join("for-pi.jsonl");
+    // A completed run, then one stopped by a limit (aborted message at the end).
+    let (code, _, err) = env.agent_json(&[
+        "--session",
+        file.to_str().unwrap(),
+        "--script",
+        "../script.jsonl",
+        "-p",
+        "go",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, _) = env.agent_json(&[
+        "--session",
+        file.to_str().unwrap(),
+        "--script",
+        "../script.jsonl",
+        "--max-tool-calls",
+        "1",
+        "-p",
+        "again",
+    ]);
+    assert_eq!(code, 7);
+    assert_valid(&file);
+
+    let (ok, pi, stderr) = pi_messages(&node, &cli, &file);
+    assert!(ok, "pi rpc failed: {stderr}");
+    let out = env
+        .bh()
+        .args(["--json", "session", "context"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ours = ours["messages"].as_array().cloned().unwrap_or_default();
+    assert!(pi.len() >= 10, "pi: {pi:?}");
+    assert_eq!(pi.len(), ours.len(), "pi: {pi:?}");
+    assert_eq!(pi, ours);
+}
+
+#[test]
+fn ctrl_c_aborts_the_turn_and_exits_8_keeping_the_session() {
+    let env = env();
+    std::fs::write(
+        env.root.join("slow.jsonl"),
+        r#"{"text": "abcdefghijklmnopqrstuvwxyz0123456789", "chunkChars": 1, "delayMs": 100}"#,
+    )
+    .unwrap();
+    let file = env.root.join("int.jsonl");
+    let mut child = env
+        .bh()
+        .args(["--json", "agent", "--script", "../slow.jsonl", "--session"])
+        .arg(&file)
+        .args(["-p", "go"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for streaming to start, then SIGINT our own child by its pid.
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    let mut sent = false;
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        if !sent && line.contains("text_delta") {
+            Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status()
+                .unwrap();
+            sent = true;
+        }
+        lines.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(8));
+    let end = lines.last().unwrap();
+    assert_eq!(end["type"], "run_end");
+    assert_eq!(end["stop"], "cancelled");
+    assert_valid(&file);
+    let last = messages(&file).pop().unwrap();
+    assert_eq!(last["stopReason"], "aborted");
+    assert_eq!(last["errorMessage"], "Request was aborted");
+    assert!(!last["content"][0]["text"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn interactive_mode_runs_prompts_and_commands_from_stdin() {
+    let env = env();
+    let file = env.root.join("repl.jsonl");
+    let script = env.root.join("script.jsonl");
+    let input = format!(
+        "/help\nCreate notes/todo.txt\n/checkpoints\n/tree\n/fork\n/session\n/model scripted/{}\n/restore\n/bogus\n/quit\n",
+        script.display()
+    );
+    let mut child = env
+        .bh()
+        .args(["agent", "-i", "--script", "../script.jsonl", "--session"])
+        .arg(&file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("/checkpoints"), "help: {stdout}");
+    assert!(
+        stdout.contains("Created and edited notes/todo.txt."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("write "), "checkpoint list: {stdout}");
+    assert!(stdout.contains("◀ leaf"), "tree: {stdout}");
+    assert!(stdout.contains("forked into "), "{stdout}");
+    assert!(stdout.contains("model: scripted/"), "{stdout}");
+    assert!(stderr.contains("unknown command /bogus"), "{stderr}");
+    assert!(stderr.contains("usage: /restore ID"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("notes/todo.txt")).unwrap(),
+        "alpha\nBETA\n"
+    );
+    assert_valid(&file);
+    // The fork is a new, valid session of the cwd holding the conversation, and
+    // /model appended a model_change to it.
+    let forks = env.sessions();
+    assert_eq!(forks.len(), 1);
+    let f = assert_valid(&forks[0]);
+    assert_eq!(f.context(None).unwrap().messages.len(), 8);
+    assert!(
+        std::fs::read_to_string(&forks[0])
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .contains("model_change")
+    );
+}
+
+#[test]
+fn interactive_restore_brings_a_file_back() {
+    let env = env();
+    let file = env.root.join("r.jsonl");
+    // Run once headless to make checkpoints.
+    let (code, _, _) = env.agent_json(&[
+        "--session",
+        file.to_str().unwrap(),
+        "--script",
+        "../script.jsonl",
+        "-p",
+        "go",
+    ]);
+    assert_eq!(code, 0);
+    let msgs = messages(&file);
+    let before_edit = msgs[4]["details"]["checkpoint"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut child = env
+        .bh()
+        .args(["agent", "-i", "--script", "../script.jsonl", "--session"])
+        .arg(&file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("/restore {before_edit} notes/todo.txt\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("restored 1 file(s)"));
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("notes/todo.txt")).unwrap(),
+        "alpha\nbeta\n"
+    );
+}
+
+#[test]
+fn a_hosted_model_without_its_key_is_a_usage_error() {
+    let env = env();
+    let out = env
+        .bh()
+        .args(["agent", "--model", "anthropic/claude-x", "-p", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("set ANTHROPIC_API_KEY"));
+    // Nothing was written.
+    assert!(env.sessions().is_empty());
+}

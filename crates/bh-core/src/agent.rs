@@ -1,0 +1,800 @@
+//! The loop itself.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bh_checkpoint::{SnapshotRequest, Store};
+use bh_llm::{ChatRequest, Message, Provider, StreamEvent, ThinkingLevel};
+use bh_protocol::message::{AssistantMessage, Content, ContentBlock, KnownBlock, UserMessage};
+use bh_session::{Session, SessionWriter};
+use bh_tools::{ToolResult, Toolbox};
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CoreError, Result};
+use crate::event::{AssistantDelta, Event, ToolExecutionResult};
+
+/// Hard limits of an agent. They count from the agent's first [`Agent::run`]
+/// until [`Agent::reset_limits`]; `None` means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Tool calls executed.
+    pub max_tool_calls: Option<u64>,
+    /// Wall-clock time.
+    pub timeout: Option<Duration>,
+    /// Model calls (Pi's turns: one assistant message and its tool results).
+    pub max_turns: Option<u64>,
+}
+
+/// Which hard limit stopped a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    ToolCalls,
+    Time,
+    Turns,
+}
+
+impl LimitKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitKind::ToolCalls => "tool_calls",
+            LimitKind::Time => "time",
+            LimitKind::Turns => "turns",
+        }
+    }
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStop {
+    /// The model stopped on its own (`stop` or `length`).
+    Completed,
+    /// The model call failed (`stopReason: "error"`).
+    Error,
+    /// The cancellation token fired.
+    Cancelled,
+    /// A hard limit fired ([`RunOutcome::limit`] says which).
+    Limit,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    pub stop: RunStop,
+    pub limit: Option<LimitKind>,
+    /// The error or abort message (`errorMessage` of the last assistant message).
+    pub reason: Option<String>,
+    /// Turns and tool calls counted so far against the limits.
+    pub turns: u64,
+    pub tool_calls: u64,
+    /// The session's leaf after the run.
+    pub leaf: Option<String>,
+    /// The last assistant message.
+    pub last_assistant: Option<AssistantMessage>,
+    /// Checkpoint ids taken in this run, in order.
+    pub checkpoints: Vec<String>,
+}
+
+/// Everything an [`Agent`] needs. Nothing is read from the environment.
+pub struct AgentConfig {
+    pub provider: Arc<dyn Provider>,
+    pub toolbox: Arc<Toolbox>,
+    /// The tools offered to the model (default: the toolbox's profile).
+    pub tools: Option<Vec<&'static bh_tools::ToolSpec>>,
+    /// Appends to the session; its leaf is where the run continues.
+    pub session: SessionWriter,
+    /// Checkpoint before every mutating tool call; `None` turns checkpoints off.
+    pub checkpoints: Option<Arc<Store>>,
+    pub system_prompt: Option<String>,
+    pub thinking: ThinkingLevel,
+    pub max_tokens: Option<u64>,
+    pub limits: Limits,
+}
+
+/// An agent bound to one session file.
+pub struct Agent {
+    provider: Arc<dyn Provider>,
+    toolbox: Arc<Toolbox>,
+    tools: Vec<&'static bh_tools::ToolSpec>,
+    llm_tools: Vec<bh_llm::ToolSpec>,
+    writer: SessionWriter,
+    session_id: String,
+    checkpoints: Option<Arc<Store>>,
+    system_prompt: Option<String>,
+    thinking: ThinkingLevel,
+    max_tokens: Option<u64>,
+    limits: Limits,
+    history: Vec<Message>,
+    started: Option<Instant>,
+    turns: u64,
+    tool_calls: u64,
+}
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+fn session_err(path: &std::path::Path) -> impl Fn(bh_session::SessionError) -> CoreError + '_ {
+    move |source| CoreError::Session {
+        file: path.display().to_string(),
+        source,
+    }
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if d.subsec_millis() != 0 || s == 0 {
+        format!("{}ms", d.as_millis())
+    } else if s.is_multiple_of(3600) {
+        format!("{}h", s / 3600)
+    } else if s.is_multiple_of(60) {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn to_value<T: Serialize>(v: &T) -> Result<Box<RawValue>> {
+    Ok(serde_json::value::to_raw_value(v)?)
+}
+
+impl Agent {
+    /// Binds the agent to the session: builds the model history from the
+    /// session's context at the writer's leaf, and appends `model_change` /
+    /// `thinking_level_change` entries when the session is new or they differ.
+    pub fn new(config: AgentConfig) -> Result<Agent> {
+        let mut writer = config.session;
+        let (session_id, history) =
+            load_history(&mut writer, config.provider.model(), config.thinking)?;
+        let tools = config
+            .tools
+            .unwrap_or_else(|| config.toolbox.specs().to_vec());
+        let llm_tools = tools
+            .iter()
+            .map(|s| bh_llm::ToolSpec {
+                name: s.name.to_owned(),
+                description: s.description.to_owned(),
+                parameters: s.parameters(),
+            })
+            .collect();
+        Ok(Agent {
+            provider: config.provider,
+            toolbox: config.toolbox,
+            tools,
+            llm_tools,
+            writer,
+            session_id,
+            checkpoints: config.checkpoints,
+            system_prompt: config.system_prompt,
+            thinking: config.thinking,
+            max_tokens: config.max_tokens,
+            limits: config.limits,
+            history,
+            started: None,
+            turns: 0,
+            tool_calls: 0,
+        })
+    }
+
+    pub fn session_path(&self) -> &std::path::Path {
+        self.writer.path()
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn leaf(&self) -> Option<&str> {
+        self.writer.leaf()
+    }
+
+    pub fn provider(&self) -> &Arc<dyn Provider> {
+        &self.provider
+    }
+
+    pub fn checkpoint_store(&self) -> Option<&Arc<Store>> {
+        self.checkpoints.as_ref()
+    }
+
+    /// The messages the next model call starts from.
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    /// Continue in another session file (e.g. a fork): the history is
+    /// rebuilt from its context at the writer's leaf.
+    pub fn switch_session(&mut self, writer: SessionWriter) -> Result<()> {
+        let mut writer = writer;
+        let (session_id, history) =
+            load_history(&mut writer, self.provider.model(), self.thinking)?;
+        self.writer = writer;
+        self.session_id = session_id;
+        self.history = history;
+        Ok(())
+    }
+
+    /// Continue from another entry of the same session (Pi's `/tree`
+    /// navigation): the next message becomes a child of `entry` (a new root
+    /// for `None`) and the history is rebuilt from its context.
+    pub fn branch(&mut self, entry: Option<&str>) -> Result<()> {
+        let path = self.writer.path().to_path_buf();
+        let mut writer = SessionWriter::open(&path).map_err(session_err(&path))?;
+        writer.branch(entry).map_err(session_err(&path))?;
+        self.switch_session(writer)
+    }
+
+    /// Restart the limit counters and clock (e.g. per interactive prompt).
+    pub fn reset_limits(&mut self) {
+        self.started = None;
+        self.turns = 0;
+        self.tool_calls = 0;
+    }
+
+    /// Switch models; appends a `model_change` entry as Pi does.
+    pub fn set_provider(&mut self, provider: Arc<dyn Provider>) -> Result<()> {
+        let spec = provider.model();
+        let path = self.writer.path().to_path_buf();
+        self.writer
+            .append_model_change(&spec.provider, &spec.id)
+            .map_err(session_err(&path))?;
+        self.provider = provider;
+        Ok(())
+    }
+
+    fn persist<M: Serialize>(&mut self, message: &M) -> Result<String> {
+        let path = self.writer.path().to_path_buf();
+        self.writer
+            .append_message(message)
+            .map_err(session_err(&path))
+    }
+
+    fn synthetic_aborted(&self, reason: &str) -> AssistantMessage {
+        let spec = self.provider.model();
+        AssistantMessage {
+            role: "assistant".into(),
+            content: vec![],
+            api: spec.api.as_str().into(),
+            provider: spec.provider.clone(),
+            model: spec.id.clone(),
+            usage: bh_llm::zero_usage(),
+            stop_reason: "aborted".into(),
+            timestamp: now_ms(),
+            error_message: Some(reason.to_owned()),
+            extra: Default::default(),
+        }
+    }
+
+    fn limit_reason(&self, kind: LimitKind) -> String {
+        match kind {
+            LimitKind::ToolCalls => format!(
+                "Tool call limit reached ({} tool calls)",
+                self.limits.max_tool_calls.unwrap_or(0)
+            ),
+            LimitKind::Time => format!(
+                "Time limit reached ({})",
+                human_duration(self.limits.timeout.unwrap_or_default())
+            ),
+            LimitKind::Turns => format!(
+                "Turn limit reached ({} turns)",
+                self.limits.max_turns.unwrap_or(0)
+            ),
+        }
+    }
+
+    /// One user turn: append the prompt, then model → tools → results until
+    /// the model stops, a limit fires or `cancel` fires. Every message is
+    /// appended to the session as it completes; `sink` receives the events.
+    ///
+    /// Model and tool failures are part of the outcome, not errors; `Err`
+    /// means the session could not be written.
+    pub async fn run(
+        &mut self,
+        prompt: &str,
+        cancel: &CancellationToken,
+        sink: &mut (dyn FnMut(Event) + Send),
+    ) -> Result<RunOutcome> {
+        let user = UserMessage::new(Content::Blocks(vec![ContentBlock::text(prompt)]), now_ms());
+        self.run_message(user, cancel, sink).await
+    }
+
+    /// [`Agent::run`] with a ready user message (images, custom content).
+    pub async fn run_message(
+        &mut self,
+        user: UserMessage,
+        cancel: &CancellationToken,
+        sink: &mut (dyn FnMut(Event) + Send),
+    ) -> Result<RunOutcome> {
+        let started = *self.started.get_or_insert_with(Instant::now);
+        let run_cancel = cancel.child_token();
+        let time_fired = Arc::new(AtomicBool::new(false));
+        let _timer = self.limits.timeout.map(|t| {
+            let deadline = tokio::time::Instant::from_std(started + t);
+            let token = run_cancel.clone();
+            let fired = time_fired.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                tokio::time::sleep_until(deadline).await;
+                fired.store(true, Ordering::SeqCst);
+                token.cancel();
+            }))
+        });
+        let mut run_messages: Vec<Box<RawValue>> = Vec::new();
+        let mut checkpoints = Vec::new();
+
+        sink(Event::AgentStart);
+        sink(Event::TurnStart);
+        let user_value = to_value(&user)?;
+        self.persist(&user)?;
+        sink(Event::MessageStart {
+            message: user_value.clone(),
+        });
+        sink(Event::MessageEnd {
+            message: user_value.clone(),
+        });
+        run_messages.push(user_value);
+        self.history.push(Message::User(user));
+
+        let mut first = true;
+        let (stop, limit, last) = loop {
+            if !first {
+                sink(Event::TurnStart);
+            }
+            first = false;
+
+            // Limits and cancellation before a model call.
+            let pre = if time_fired.load(Ordering::SeqCst)
+                || self.limits.timeout.is_some_and(|t| started.elapsed() >= t)
+            {
+                Some((RunStop::Limit, Some(LimitKind::Time)))
+            } else if cancel.is_cancelled() {
+                Some((RunStop::Cancelled, None))
+            } else if self.limits.max_turns.is_some_and(|m| self.turns >= m) {
+                Some((RunStop::Limit, Some(LimitKind::Turns)))
+            } else {
+                None
+            };
+            if let Some((stop, limit)) = pre {
+                let reason = match limit {
+                    Some(kind) => self.limit_reason(kind),
+                    None => bh_llm::ABORTED_MESSAGE.to_owned(),
+                };
+                let msg = self.synthetic_aborted(&reason);
+                sink(Event::MessageStart {
+                    message: to_value(&msg)?,
+                });
+                self.finish_assistant(&msg, &mut run_messages, sink)?;
+                sink(Event::TurnEnd {
+                    message: Box::new(msg.clone()),
+                    tool_results: vec![],
+                });
+                break (stop, limit, msg);
+            }
+
+            self.turns += 1;
+            let mut msg = self.sample(&run_cancel, sink).await;
+            let aborted = msg.stop_reason == "aborted";
+            let (abort_stop, abort_limit) = if time_fired.load(Ordering::SeqCst) {
+                (RunStop::Limit, Some(LimitKind::Time))
+            } else {
+                (RunStop::Cancelled, None)
+            };
+            if aborted && abort_limit.is_some() {
+                msg.error_message = Some(self.limit_reason(LimitKind::Time));
+            }
+            let entry = self.finish_assistant(&msg, &mut run_messages, sink)?;
+            let calls: Vec<(String, String, Value)> = msg
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Known(KnownBlock::ToolCall {
+                        id,
+                        name,
+                        arguments,
+                        ..
+                    }) => Some((id.clone(), name.clone(), arguments.clone())),
+                    _ => None,
+                })
+                .collect();
+            if aborted || msg.stop_reason == "error" || calls.is_empty() {
+                sink(Event::TurnEnd {
+                    message: Box::new(msg.clone()),
+                    tool_results: vec![],
+                });
+                let stop = match msg.stop_reason.as_str() {
+                    "aborted" => abort_stop,
+                    "error" => RunStop::Error,
+                    _ => RunStop::Completed,
+                };
+                break (stop, if aborted { abort_limit } else { None }, msg);
+            }
+
+            let mut results = Vec::with_capacity(calls.len());
+            let mut pending = Vec::with_capacity(calls.len());
+            let mut stopped: Option<(RunStop, Option<LimitKind>)> = None;
+            for (id, name, args) in calls {
+                if stopped.is_none() {
+                    if time_fired.load(Ordering::SeqCst) {
+                        stopped = Some((RunStop::Limit, Some(LimitKind::Time)));
+                    } else if cancel.is_cancelled() {
+                        stopped = Some((RunStop::Cancelled, None));
+                    } else if self
+                        .limits
+                        .max_tool_calls
+                        .is_some_and(|m| self.tool_calls >= m)
+                    {
+                        stopped = Some((RunStop::Limit, Some(LimitKind::ToolCalls)));
+                    }
+                }
+                sink(Event::ToolExecutionStart {
+                    tool_call_id: id.clone(),
+                    tool_name: name.clone(),
+                    args: args.clone(),
+                });
+                let result = match stopped {
+                    Some((_, Some(kind))) => ToolResult::error(format!(
+                        "{}: tool call not executed",
+                        self.limit_reason(kind)
+                    )),
+                    Some((_, None)) => ToolResult::error("Operation aborted"),
+                    None => {
+                        self.tool_calls += 1;
+                        let cp = self.checkpoint(&id, &name, &entry, sink).await;
+                        let mut result = self.execute(&name, &args, &run_cancel).await?;
+                        if let Some(cp) = cp {
+                            attach_checkpoint(&mut result, &cp);
+                            checkpoints.push(cp);
+                        }
+                        result
+                    }
+                };
+                sink(Event::ToolExecutionEnd {
+                    tool_call_id: id.clone(),
+                    tool_name: name.clone(),
+                    result: ToolExecutionResult {
+                        content: result.to_message(&id, &name, 0).content,
+                        details: result.details.clone(),
+                    },
+                    is_error: result.is_error,
+                });
+                // Persisted at once; its message events follow all the
+                // executions, in call order, as Pi emits them.
+                let message = result.to_message(&id, &name, now_ms());
+                let value = to_value(&message)?;
+                self.persist(&message)?;
+                pending.push(value.clone());
+                run_messages.push(value);
+                self.history.push(Message::ToolResult(message.clone()));
+                results.push(message);
+            }
+            for value in pending {
+                sink(Event::MessageStart {
+                    message: value.clone(),
+                });
+                sink(Event::MessageEnd { message: value });
+            }
+            sink(Event::TurnEnd {
+                message: Box::new(msg.clone()),
+                tool_results: results,
+            });
+            // A limit or cancellation during the tools: close the run with an
+            // aborted assistant message saying why.
+            let stopped = stopped.or_else(|| {
+                if time_fired.load(Ordering::SeqCst) {
+                    Some((RunStop::Limit, Some(LimitKind::Time)))
+                } else if cancel.is_cancelled() {
+                    Some((RunStop::Cancelled, None))
+                } else {
+                    None
+                }
+            });
+            if let Some((stop, limit)) = stopped {
+                sink(Event::TurnStart);
+                let reason = match limit {
+                    Some(kind) => self.limit_reason(kind),
+                    None => bh_llm::ABORTED_MESSAGE.to_owned(),
+                };
+                let abort = self.synthetic_aborted(&reason);
+                sink(Event::MessageStart {
+                    message: to_value(&abort)?,
+                });
+                self.finish_assistant(&abort, &mut run_messages, sink)?;
+                sink(Event::TurnEnd {
+                    message: Box::new(abort.clone()),
+                    tool_results: vec![],
+                });
+                break (stop, limit, abort);
+            }
+        };
+
+        sink(Event::AgentEnd {
+            messages: run_messages,
+        });
+        let reason = match stop {
+            RunStop::Completed => None,
+            _ => last.error_message.clone(),
+        };
+        let outcome = RunOutcome {
+            stop,
+            limit,
+            reason: reason.clone(),
+            turns: self.turns,
+            tool_calls: self.tool_calls,
+            leaf: self.writer.leaf().map(str::to_owned),
+            last_assistant: Some(last),
+            checkpoints,
+        };
+        sink(Event::RunEnd {
+            stop,
+            limit,
+            reason,
+            turns: outcome.turns,
+            tool_calls: outcome.tool_calls,
+            leaf: outcome.leaf.clone(),
+        });
+        Ok(outcome)
+    }
+
+    /// Persist an assistant message, emit its `message_end`, add it to the history.
+    fn finish_assistant(
+        &mut self,
+        msg: &AssistantMessage,
+        run_messages: &mut Vec<Box<RawValue>>,
+        sink: &mut (dyn FnMut(Event) + Send),
+    ) -> Result<String> {
+        let value = to_value(msg)?;
+        let entry = self.persist(msg)?;
+        sink(Event::MessageEnd {
+            message: value.clone(),
+        });
+        run_messages.push(value);
+        self.history.push(Message::Assistant(msg.clone()));
+        Ok(entry)
+    }
+
+    /// One model call, streamed to the sink; returns the final message.
+    async fn sample(
+        &mut self,
+        cancel: &CancellationToken,
+        sink: &mut (dyn FnMut(Event) + Send),
+    ) -> AssistantMessage {
+        let mut start = self.synthetic_aborted("");
+        start.stop_reason = "stop".into();
+        start.error_message = None;
+        if let Ok(message) = to_value(&start) {
+            sink(Event::MessageStart { message });
+        }
+        let request = ChatRequest {
+            system_prompt: self.system_prompt.clone(),
+            messages: self.history.clone(),
+            tools: self.llm_tools.clone(),
+            max_tokens: self.max_tokens,
+            temperature: None,
+            thinking: self.thinking,
+        };
+        let mut stream = self.provider.stream(request, cancel.clone());
+        let mut done = None;
+        while let Some(ev) = stream.next().await {
+            let delta = match ev {
+                StreamEvent::Start => None,
+                StreamEvent::TextStart { index } => Some(AssistantDelta::TextStart {
+                    content_index: index,
+                }),
+                StreamEvent::TextDelta { index, delta } => Some(AssistantDelta::TextDelta {
+                    content_index: index,
+                    delta,
+                }),
+                StreamEvent::TextEnd { index, text } => Some(AssistantDelta::TextEnd {
+                    content_index: index,
+                    content: text,
+                }),
+                StreamEvent::ThinkingStart { index } => Some(AssistantDelta::ThinkingStart {
+                    content_index: index,
+                }),
+                StreamEvent::ThinkingDelta { index, delta } => {
+                    Some(AssistantDelta::ThinkingDelta {
+                        content_index: index,
+                        delta,
+                    })
+                }
+                StreamEvent::ThinkingEnd {
+                    index, thinking, ..
+                } => Some(AssistantDelta::ThinkingEnd {
+                    content_index: index,
+                    content: thinking,
+                }),
+                StreamEvent::ToolCallStart { index, .. } => Some(AssistantDelta::ToolCallStart {
+                    content_index: index,
+                }),
+                StreamEvent::ToolCallDelta { index, delta } => {
+                    Some(AssistantDelta::ToolCallDelta {
+                        content_index: index,
+                        delta,
+                    })
+                }
+                StreamEvent::ToolCallEnd {
+                    index,
+                    id,
+                    name,
+                    arguments,
+                } => Some(AssistantDelta::ToolCallEnd {
+                    content_index: index,
+                    tool_call: serde_json::json!({
+                        "type": "toolCall", "id": id, "name": name, "arguments": arguments
+                    }),
+                }),
+                StreamEvent::Retry {
+                    attempt,
+                    delay,
+                    reason,
+                } => {
+                    sink(Event::Retry {
+                        attempt,
+                        delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        reason,
+                    });
+                    None
+                }
+                StreamEvent::Done(m) => {
+                    done = Some(*m);
+                    None
+                }
+            };
+            if let Some(d) = delta {
+                sink(Event::MessageUpdate {
+                    assistant_message_event: d,
+                });
+            }
+        }
+        done.unwrap_or_else(|| {
+            let mut m = self.synthetic_aborted("stream ended without a message");
+            m.stop_reason = "error".into();
+            m
+        })
+    }
+
+    /// Checkpoint before a mutating tool call; a failure is a warning.
+    async fn checkpoint(
+        &self,
+        call_id: &str,
+        name: &str,
+        entry: &str,
+        sink: &mut (dyn FnMut(Event) + Send),
+    ) -> Option<String> {
+        let store = self.checkpoints.clone()?;
+        if !bh_tools::is_mutating(name) || !self.offers(name) {
+            return None;
+        }
+        let request = SnapshotRequest {
+            tool: name.to_owned(),
+            session: Some(self.session_id.clone()),
+            entry: Some(entry.to_owned()),
+        };
+        let outcome = tokio::task::spawn_blocking(move || store.snapshot(&request)).await;
+        match outcome {
+            Ok(Ok(o)) => {
+                sink(Event::Checkpoint {
+                    tool_call_id: call_id.to_owned(),
+                    tool_name: name.to_owned(),
+                    id: o.checkpoint.id.clone(),
+                    created: o.created,
+                });
+                Some(o.checkpoint.id)
+            }
+            Ok(Err(e)) => {
+                sink(Event::Warning {
+                    message: format!("checkpoint before {name} ({call_id}) failed: {e}"),
+                });
+                None
+            }
+            Err(e) => {
+                sink(Event::Warning {
+                    message: format!("checkpoint before {name} ({call_id}) failed: {e}"),
+                });
+                None
+            }
+        }
+    }
+
+    fn offers(&self, name: &str) -> bool {
+        self.tools.iter().any(|s| s.name == name)
+    }
+
+    /// Run one tool on a blocking thread; `cancel` kills a running `bash`.
+    async fn execute(
+        &self,
+        name: &str,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolResult> {
+        if !self.offers(name) {
+            return Ok(ToolResult::error(format!("Tool {name} not found")));
+        }
+        let tool_cancel = bh_tools::CancelToken::new();
+        let _link = {
+            let tc = tool_cancel.clone();
+            let cancel = cancel.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                cancel.cancelled().await;
+                tc.cancel();
+            }))
+        };
+        let toolbox = self.toolbox.clone();
+        let name = name.to_owned();
+        let args = args.clone();
+        tokio::task::spawn_blocking(move || toolbox.call_with_cancel(&name, &args, &tool_cancel))
+            .await
+            .map_err(|e| CoreError::Task {
+                what: "tool",
+                message: e.to_string(),
+            })
+    }
+}
+
+/// The session id and model history at the writer's leaf; appends
+/// `model_change` / `thinking_level_change` when the session is new or they
+/// differ from the context's.
+fn load_history(
+    writer: &mut SessionWriter,
+    spec: &bh_llm::ModelSpec,
+    thinking: ThinkingLevel,
+) -> Result<(String, Vec<Message>)> {
+    let path = writer.path().to_path_buf();
+    let session = Session::load(&path).map_err(session_err(&path))?;
+    let session_id = session.header().map(|h| h.id.clone()).unwrap_or_default();
+    let context = session.context(writer.leaf()).map_err(session_err(&path))?;
+    let mut history = Vec::with_capacity(context.messages.len());
+    for m in &context.messages {
+        let v: Value = serde_json::from_str(m.message.get())?;
+        let msg = Message::from_agent_message(&v).map_err(|e| CoreError::History {
+            file: path.display().to_string(),
+            entry: m.entry_id.clone(),
+            message: e.to_string(),
+        })?;
+        history.extend(msg);
+    }
+    let same_model = context.model.as_ref().is_some_and(|m| {
+        m.provider.as_deref() == Some(spec.provider.as_str())
+            && m.model_id.as_deref() == Some(spec.id.as_str())
+    });
+    if !same_model {
+        writer
+            .append_model_change(&spec.provider, &spec.id)
+            .map_err(session_err(&path))?;
+    }
+    let level = thinking.as_str();
+    if writer.leaf().is_none() || context.thinking_level != level || !same_model {
+        writer
+            .append_thinking_level_change(level)
+            .map_err(session_err(&path))?;
+    }
+    Ok((session_id, history))
+}
+
+/// Record the checkpoint id in the result's `details.checkpoint`.
+fn attach_checkpoint(result: &mut ToolResult, id: &str) {
+    match &mut result.details {
+        Some(Value::Object(map)) => {
+            map.insert("checkpoint".into(), Value::from(id));
+        }
+        Some(_) => {}
+        None => {
+            let mut map = serde_json::Map::new();
+            map.insert("checkpoint".into(), Value::from(id));
+            result.details = Some(Value::Object(map));
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Events of a run, shaped like Pi's `--mode json` stream
+//! (`agent_start, turn_start, message_start/update/end,
+//! tool_execution_start/end, turn_end, agent_end`), plus Better Harness's own
+//! `checkpoint`, `warning` and `run_end`.
+
+use bh_protocol::message::{AssistantMessage, ToolResultMessage};
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::{LimitKind, RunStop};
+
+/// A streamed delta of the assistant message being generated (Pi's
+/// `assistantMessageEvent`, without the `partial` snapshot).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AssistantDelta {
+    TextStart {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+    },
+    TextDelta {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        delta: String,
+    },
+    TextEnd {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        content: String,
+    },
+    ThinkingStart {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+    },
+    ThinkingDelta {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        delta: String,
+    },
+    ThinkingEnd {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        content: String,
+    },
+    #[serde(rename = "toolcall_start")]
+    ToolCallStart {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+    },
+    #[serde(rename = "toolcall_delta")]
+    ToolCallDelta {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        delta: String,
+    },
+    #[serde(rename = "toolcall_end")]
+    ToolCallEnd {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        #[serde(rename = "toolCall")]
+        tool_call: Value,
+    },
+}
+
+/// The result part of `tool_execution_end` (`content`, `details?`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolExecutionResult {
+    pub content: Vec<bh_protocol::message::ContentBlock>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+/// One event of a run. Serialises to one line of Pi's JSON mode; messages
+/// keep Pi's key order (they are the serialised typed messages).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    AgentStart,
+    TurnStart,
+    /// `message` is the user, assistant (empty at start) or toolResult message.
+    MessageStart {
+        message: Box<RawValue>,
+    },
+    MessageUpdate {
+        #[serde(rename = "assistantMessageEvent")]
+        assistant_message_event: AssistantDelta,
+    },
+    MessageEnd {
+        message: Box<RawValue>,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionStart {
+        tool_call_id: String,
+        tool_name: String,
+        args: Value,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionEnd {
+        tool_call_id: String,
+        tool_name: String,
+        result: ToolExecutionResult,
+        is_error: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    TurnEnd {
+        message: Box<AssistantMessage>,
+        tool_results: Vec<ToolResultMessage>,
+    },
+    AgentEnd {
+        messages: Vec<Box<RawValue>>,
+    },
+    /// A checkpoint was taken before a mutating tool call (Better Harness).
+    #[serde(rename_all = "camelCase")]
+    Checkpoint {
+        tool_call_id: String,
+        tool_name: String,
+        id: String,
+        created: bool,
+    },
+    /// Something went wrong without stopping the run (e.g. a failed checkpoint).
+    Warning {
+        message: String,
+    },
+    /// The model's stream is being retried (provider `Retry`).
+    #[serde(rename_all = "camelCase")]
+    Retry {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
+    /// The last event of a run (Better Harness): why it stopped and the counters.
+    #[serde(rename_all = "camelCase")]
+    RunEnd {
+        stop: RunStop,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limit: Option<LimitKind>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        turns: u64,
+        tool_calls: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        leaf: Option<String>,
+    },
+}

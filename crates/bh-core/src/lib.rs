@@ -1,0 +1,59 @@
+//! The agent loop of Better Harness.
+//!
+//! An [`Agent`] is bound to one Pi session file (through
+//! [`bh_session::SessionWriter`]), one model ([`bh_llm::Provider`]) and one
+//! confined [`bh_tools::Toolbox`]. [`Agent::run`] takes one user prompt:
+//!
+//! ```text
+//! append user message
+//! loop:
+//!   limits / cancellation checked          → aborted assistant message with the reason
+//!   model call (streamed)                  → assistant message appended
+//!   no tool calls, error or aborted        → stop
+//!   for each tool call:
+//!     tool-call limit / cancellation       → error result "…: tool call not executed"
+//!     mutating (edit, write, bash)?        → checkpoint (bh-checkpoint), id in details.checkpoint;
+//!                                            a failed checkpoint is a `warning` event
+//!     run the tool on a blocking thread    → toolResult appended
+//! ```
+//!
+//! Invariants:
+//! * Every message is appended to the session as it completes, in Pi's
+//!   shapes, so Pi can open the file at any moment; nothing is rewritten.
+//! * Every tool call of an assistant message that ended normally gets exactly
+//!   one `toolResult`, also when a limit or cancellation stops the run midway
+//!   (calls not run get an error result saying why). An aborted or failed
+//!   assistant message keeps its partial content, tool calls included, and
+//!   they are not executed (as Pi; providers skip such turns on replay).
+//! * Before a mutating tool call the project is checkpointed, with the
+//!   session id and the assistant entry id as the checkpoint's `Bh-Session` /
+//!   `Bh-Entry`; the result's `details.checkpoint` holds the checkpoint id.
+//! * Limits count from the agent's first run until [`Agent::reset_limits`]
+//!   (the CLI: the whole headless command; interactive: each prompt).
+//! * Event order follows Pi: the `toolResult` messages of a turn are appended
+//!   to the file as each tool ends, and their `message_start`/`message_end`
+//!   events come after all `tool_execution_*` events of the turn. Bash output
+//!   is not streamed (`tool_execution_update` is never emitted).
+//! * A run that is stopped (cancellation, a hard limit) ends with an assistant
+//!   message with `stopReason: "aborted"` and `errorMessage` naming the reason
+//!   (`"Request was aborted"`, `"Tool call limit reached (N tool calls)"`,
+//!   `"Time limit reached (30s)"`, `"Turn limit reached (N turns)"`); partial
+//!   streamed content is kept. [`RunOutcome`] says which limit fired.
+//! * Model and tool failures are messages, not errors: `Err` from a run
+//!   means the session could not be written.
+//! * Events ([`Event`]) serialise to Pi's `--mode json` lines (`agent_start`,
+//!   `turn_start`, `message_start/update/end`, `tool_execution_start/end`,
+//!   `turn_end`, `agent_end`; `message_update` carries Pi's
+//!   `assistantMessageEvent` without the `partial` snapshot), plus
+//!   `checkpoint`, `warning`, `retry` and a final `run_end`.
+//!
+//! No printing, no environment, no `$HOME`: everything comes in through
+//! [`AgentConfig`].
+
+mod agent;
+mod error;
+mod event;
+
+pub use agent::{Agent, AgentConfig, LimitKind, Limits, RunOutcome, RunStop};
+pub use error::{CoreError, Result};
+pub use event::{AssistantDelta, Event, ToolExecutionResult};

@@ -1,0 +1,12 @@
+//! End-to-end tests of the loop: a scripted (or mock-HTTP) model edits a real
+//! Git repository through the confined tools; the session file, checkpoints,
+//! limits and cancellation are checked.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cancel;
+mod events;
+mod limits;
+mod mock;
+mod run;
+mod support;

@@ -1,0 +1,139 @@
+//! One run against a mock OpenAI Chat Completions server on 127.0.0.1.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use bh_core::{Agent, Limits, RunStop};
+use bh_llm::{Api, HttpProvider, ModelSpec, Provider, RetryPolicy};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{assert_valid, fx, messages};
+
+/// Serves `responses` (SSE bodies) in order, one per connection, and records
+/// the request bodies.
+pub fn serve(responses: Vec<String>) -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let rec = seen.clone();
+    std::thread::spawn(move || {
+        for body in responses {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let l = line.trim_end().to_ascii_lowercase();
+                if l.is_empty() {
+                    break;
+                }
+                if let Some(v) = l.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+            let mut buf = vec![0; len];
+            reader.read_exact(&mut buf).unwrap();
+            rec.lock()
+                .unwrap()
+                .push(serde_json::from_slice(&buf).unwrap_or(Value::Null));
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.flush();
+        }
+    });
+    (base, seen)
+}
+
+pub fn chunk(delta: Value, finish: Option<&str>) -> String {
+    let v = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "mock",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {v}\n\n")
+}
+
+pub fn usage(input: u64, output: u64) -> String {
+    let v = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "mock",
+        "choices": [], "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output}});
+    format!("data: {v}\n\ndata: [DONE]\n\n")
+}
+
+/// Two turns: a `write` call (arguments split over two deltas), then text.
+pub fn two_turns() -> Vec<String> {
+    let t1 = [
+        chunk(json!({"role": "assistant", "content": "Writing."}), None),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                "function": {"name": "write", "arguments": "{\"path\": \"m.txt\", "}}]}),
+            None,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"content\": \"mock\\n\"}"}}]}),
+            None,
+        ),
+        chunk(json!({}), Some("tool_calls")),
+        usage(50, 10),
+    ]
+    .concat();
+    let t2 = [
+        chunk(json!({"role": "assistant", "content": "Done."}), None),
+        chunk(json!({}), Some("stop")),
+        usage(70, 3),
+    ]
+    .concat();
+    vec![t1, t2]
+}
+
+#[tokio::test]
+async fn runs_against_a_mock_openai_server() {
+    let fx = fx();
+    let (base, seen) = serve(two_turns());
+    let mut spec = ModelSpec::new("mock", "mock-model", Api::OpenAiCompletions);
+    spec.base_url = base;
+    spec.api_key = Some("test-key".into());
+    let provider: Arc<dyn Provider> = Arc::new(
+        HttpProvider::new(spec)
+            .unwrap()
+            .with_retry(RetryPolicy::default()),
+    );
+    let mut agent =
+        Agent::new(fx.config(provider, fx.new_session(), true, Limits::default())).unwrap();
+    let out = agent
+        .run("write m.txt", &CancellationToken::new(), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(out.stop, RunStop::Completed, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(fx.repo.join("m.txt")).unwrap(),
+        "mock\n"
+    );
+    let msgs = messages(agent.session_path());
+    assert_eq!(msgs[1]["api"], "openai-completions");
+    assert_eq!(msgs[1]["provider"], "mock");
+    assert_eq!(msgs[1]["stopReason"], "toolUse");
+    assert_eq!(msgs[1]["usage"]["input"], 50);
+    assert!(msgs[2]["details"]["checkpoint"].is_string());
+    assert_eq!(msgs[3]["content"][0]["text"], "Done.");
+    assert_valid(agent.session_path());
+
+    // The second request carried the tool call and its result.
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0]["tools"].as_array().unwrap().len(), 7);
+    assert_eq!(seen[0]["messages"][0]["role"], "system");
+    let second: Vec<&str> = seen[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(second, ["system", "user", "assistant", "tool"]);
+    assert_eq!(seen[1]["messages"][3]["tool_call_id"], "call_a");
+}

@@ -1,0 +1,531 @@
+//! `enter`: carry a Pi session into a worktree's cwd, ending in one visible
+//! orientation entry, plus a handoff record consumed exactly once by
+//! [`consume`].
+
+use std::path::{Path, PathBuf};
+
+use bh_git::{GitRunner, Scope};
+use bh_protocol::SessionHeader;
+use bh_session::{
+    ForkOptions, ForkTarget, Session, SessionWriter, fork, new_session_id, now_iso,
+    session_dir_for_cwd,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::claim::Claim;
+use crate::error::{Result, WorktreeError};
+use crate::list::{same_path, short_branch};
+use crate::project::{Project, validate_name};
+use crate::receipt::{Receipt, State, file_sha256};
+
+/// `customType` of the orientation entry `enter` appends.
+pub const ORIENTATION_TYPE: &str = "better-harness-transition";
+/// `customType` of the entry [`consume`] appends.
+pub const VERIFICATION_TYPE: &str = "better-harness-transition-verification";
+
+/// How many left-behind paths the orientation names.
+const LEFT_BEHIND_SHOWN: usize = 20;
+
+#[derive(Debug, Clone)]
+pub struct EnterOptions {
+    pub name: String,
+    /// Where the caller stands (any worktree of the repository).
+    pub cwd: PathBuf,
+    /// The source session file (may not exist yet: Pi writes lazily).
+    pub session: PathBuf,
+    /// The entry the live session is at, when it differs from the file's leaf.
+    pub entry: Option<String>,
+    /// Pi's agent dir (`<agent dir>/sessions/--<cwd>--/`).
+    pub agent_dir: PathBuf,
+    /// Entries (complete Pi entry objects) the live session holds that are
+    /// not in the file yet; they follow the file's entries in the target.
+    pub unflushed: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnterOutcome {
+    pub target: PathBuf,
+    pub handoff: PathBuf,
+    pub worktree: PathBuf,
+    pub source_cwd: String,
+    pub branch: Option<String>,
+    pub base: Option<String>,
+    /// `whole-tree`, `from-entry` or `empty`.
+    pub carry: String,
+    pub entries_carried: usize,
+    pub orientation_id: String,
+    pub left_behind: Vec<String>,
+    pub left_behind_count: Option<u64>,
+}
+
+/// The handoff record `<target>.handoff.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Handoff {
+    pub version: u32,
+    pub operation_id: String,
+    pub name: String,
+    pub worktree: PathBuf,
+    pub common_dir: PathBuf,
+    pub target_session: PathBuf,
+    pub source_session: PathBuf,
+    pub source_cwd: String,
+    /// `None` for an unmanaged worktree.
+    pub receipt: Option<PathBuf>,
+    pub receipt_sha256: Option<String>,
+    pub orientation_id: String,
+    pub created_at: String,
+}
+
+/// What [`consume`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "status")]
+pub enum ConsumeOutcome {
+    /// No pending handoff (none was made, or another caller consumed it).
+    NotPending,
+    /// Every check held; a `custom` entry records it.
+    Verified { entry_id: String },
+    /// Something did not hold; a visible `custom_message` says what.
+    Caveat {
+        entry_id: String,
+        problems: Vec<String>,
+    },
+}
+
+pub fn handoff_path(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_owned();
+    name.push(".handoff.json");
+    target.with_file_name(name)
+}
+
+fn sibling(target: &Path, suffix: &str) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_owned();
+    name.push(suffix);
+    target.with_file_name(name)
+}
+
+pub fn enter(runner: &GitRunner, opts: &EnterOptions) -> Result<EnterOutcome> {
+    validate_name(&opts.name)?;
+    let project = Project::discover(runner, &opts.cwd)?;
+    let claim = Claim::acquire(&project.claim_path(&opts.name), &opts.name, "enter")?;
+    let result = enter_claimed(&project, opts);
+    drop(claim);
+    result
+}
+
+fn enter_claimed(project: &Project, opts: &EnterOptions) -> Result<EnterOutcome> {
+    let name = &opts.name;
+    let receipt_path = project.receipt_path(name);
+    let receipt = Receipt::load(&receipt_path)?;
+    if let Some(r) = &receipt
+        && r.state != State::Ready
+    {
+        return Err(WorktreeError::Refused(format!(
+            "worktree {name:?} is not ready (state {}, stage {:?})",
+            r.state.as_str(),
+            r.stage
+        )));
+    }
+    let wanted = receipt
+        .as_ref()
+        .map(|r| r.path.clone())
+        .unwrap_or_else(|| project.worktrees_root().join(name));
+    let worktrees = project.repo().worktrees()?;
+    let wt = worktrees
+        .iter()
+        .find(|w| same_path(&w.path, &wanted) && w.prunable.is_none())
+        .ok_or_else(|| WorktreeError::NotFound { name: name.clone() })?;
+    let target_cwd = wt.path.display().to_string();
+    let branch = wt.branch.as_deref().map(short_branch);
+    let base = receipt.as_ref().map(|r| r.base.clone());
+
+    // The source: a missing or empty file is a session with no entries.
+    let mut bytes = match std::fs::read(&opts.session) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(WorktreeError::io(&opts.session, e)),
+    };
+    if !opts.unflushed.is_empty() {
+        // Entries the live session holds beyond the file: carried in memory,
+        // the source file is never written.
+        let enc = |e: serde_json::Error| WorktreeError::Format {
+            path: opts.session.clone(),
+            message: e.to_string(),
+        };
+        if bytes.is_empty() {
+            let header = SessionHeader::new(
+                new_session_id(),
+                now_iso(),
+                opts.cwd.display().to_string(),
+                None,
+            );
+            bytes = serde_json::to_vec(&header).map_err(enc)?;
+            bytes.push(b'\n');
+        }
+        if !bytes.ends_with(b"\n") {
+            bytes.push(b'\n');
+        }
+        for entry in &opts.unflushed {
+            bytes.extend_from_slice(&serde_json::to_vec(entry).map_err(enc)?);
+            bytes.push(b'\n');
+        }
+    }
+    let source = (!bytes.is_empty()).then(|| Session::parse(bytes, Some(opts.session.clone())));
+    if let Some(s) = &source {
+        if s.header().is_none() || !s.is_valid() {
+            let why = s
+                .errors()
+                .next()
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "no session header".into());
+            return Err(WorktreeError::Refused(format!(
+                "{} is not a valid Pi session: {why}",
+                opts.session.display()
+            )));
+        }
+        if let Some(e) = &opts.entry {
+            s.require(e)?;
+        }
+    } else if let Some(e) = &opts.entry {
+        return Err(WorktreeError::Missing {
+            what: "session entry".into(),
+            detail: format!("{e} ({} has no entries)", opts.session.display()),
+        });
+    }
+    let source_cwd = source
+        .as_ref()
+        .and_then(|s| s.header().and_then(|h| h.cwd.clone()))
+        .unwrap_or_else(|| opts.cwd.display().to_string());
+    let source_abs = std::path::absolute(&opts.session).unwrap_or_else(|_| opts.session.clone());
+    let dir = session_dir_for_cwd(&opts.agent_dir, &target_cwd);
+
+    let (target, carry, carried, expected_parent) = match &source {
+        Some(s) if !s.entries().is_empty() => {
+            let file_leaf = s.leaf().map(|e| e.id.clone());
+            let partial = opts.entry.is_some() && opts.entry != file_leaf;
+            let forked = fork(
+                s,
+                &ForkTarget::Dir(dir.clone()),
+                &ForkOptions {
+                    path_only: partial,
+                    entry: if partial { opts.entry.clone() } else { None },
+                    cwd: Some(target_cwd.clone()),
+                    parent_session: Some(source_abs.display().to_string()),
+                    ..ForkOptions::default()
+                },
+            )?;
+            let carry = if partial { "from-entry" } else { "whole-tree" };
+            (forked.path, carry, forked.entries, forked.leaf)
+        }
+        _ => {
+            let header = SessionHeader::new(
+                new_session_id(),
+                now_iso(),
+                target_cwd.clone(),
+                source
+                    .as_ref()
+                    .map(|_| source_abs.display().to_string())
+                    .or_else(|| {
+                        opts.session
+                            .exists()
+                            .then(|| source_abs.display().to_string())
+                    }),
+            );
+            let w = SessionWriter::create_in_dir(&dir, &header)?;
+            (w.path().to_path_buf(), "empty", 0, None)
+        }
+    };
+    let cleanup = |e: WorktreeError| {
+        let _ = std::fs::remove_file(&target);
+        e
+    };
+
+    let (left_behind, left_behind_count) = left_behind(project, &source_cwd);
+    let text = orientation_text(
+        &source_cwd,
+        &target_cwd,
+        branch.as_deref(),
+        base.as_deref(),
+        &left_behind,
+        left_behind_count,
+    );
+    let details = json!({
+        "from": { "cwd": source_cwd, "session": source_abs },
+        "to": { "cwd": target_cwd, "name": name, "branch": branch, "base": base,
+                "provisioning": receipt.as_ref().map(|r| r.state.as_str()).unwrap_or("unmanaged") },
+        "leftBehind": { "count": left_behind_count, "paths": left_behind },
+        "carry": carry,
+    });
+    let orientation_id = (|| -> Result<String> {
+        let mut w = SessionWriter::open(&target)?;
+        Ok(w.append_custom_message(ORIENTATION_TYPE, json!(text), true, Some(details))?)
+    })()
+    .map_err(cleanup)?;
+
+    verify_target(
+        &target,
+        &target_cwd,
+        &orientation_id,
+        expected_parent.as_deref(),
+    )
+    .map_err(cleanup)?;
+
+    let handoff = Handoff {
+        version: 1,
+        operation_id: uuid::Uuid::now_v7().to_string(),
+        name: name.clone(),
+        worktree: wt.path.clone(),
+        common_dir: project.common_dir.clone(),
+        target_session: target.clone(),
+        source_session: source_abs,
+        source_cwd: source_cwd.clone(),
+        receipt: receipt.as_ref().map(|_| receipt_path.clone()),
+        receipt_sha256: match &receipt {
+            Some(_) => file_sha256(&receipt_path)?,
+            None => None,
+        },
+        orientation_id: orientation_id.clone(),
+        created_at: jiff::Timestamp::now().to_string(),
+    };
+    let hpath = handoff_path(&target);
+    let bytes = serde_json::to_vec_pretty(&handoff).map_err(|e| WorktreeError::Format {
+        path: hpath.clone(),
+        message: e.to_string(),
+    });
+    bh_session::write::create_new_file(&hpath, &bytes?).map_err(|e| cleanup(e.into()))?;
+
+    Ok(EnterOutcome {
+        target,
+        handoff: hpath,
+        worktree: wt.path.clone(),
+        source_cwd,
+        branch,
+        base,
+        carry: carry.to_owned(),
+        entries_carried: carried,
+        orientation_id,
+        left_behind,
+        left_behind_count,
+    })
+}
+
+/// Uncommitted paths of the source checkout (first few) and their count.
+fn left_behind(project: &Project, source_cwd: &str) -> (Vec<String>, Option<u64>) {
+    let dir = Path::new(source_cwd);
+    if !dir.is_dir() {
+        return (Vec::new(), None);
+    }
+    let repo = project.repo_at(dir);
+    let Ok(out) = repo.run([
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+    ]) else {
+        return (Vec::new(), None);
+    };
+    let records: Vec<String> = bh_git::parse::split_z(&out)
+        .filter(|r| r.len() > 3)
+        .map(|r| String::from_utf8_lossy(&r[3..]).into_owned())
+        .collect();
+    let count = records.len() as u64;
+    (
+        records.into_iter().take(LEFT_BEHIND_SHOWN).collect(),
+        Some(count),
+    )
+}
+
+fn orientation_text(
+    from: &str,
+    to: &str,
+    branch: Option<&str>,
+    base: Option<&str>,
+    left: &[String],
+    left_count: Option<u64>,
+) -> String {
+    let mut t = format!(
+        "[better-harness] This session moved from {from} to the worktree {to}. \
+         From now on work only in {to}: the old root {from} is off-limits — do not read, edit or run commands there. \
+         Repository-relative paths now refer to {to}.\n"
+    );
+    match branch {
+        Some(b) => t.push_str(&format!("Branch: {b}.")),
+        None => t.push_str("HEAD is detached (no branch)."),
+    }
+    if let Some(base) = base {
+        t.push_str(&format!(" Base commit: {base}."));
+    }
+    t.push('\n');
+    match left_count {
+        Some(0) => t.push_str("No uncommitted work stayed behind in the old root.\n"),
+        Some(n) => {
+            t.push_str(&format!(
+                "{n} uncommitted file(s) stayed behind in the old root and are NOT in this worktree: {}",
+                left.join(", ")
+            ));
+            if (n as usize) > left.len() {
+                t.push_str(", …");
+            }
+            t.push('\n');
+        }
+        None => t.push_str("Uncommitted work in the old root could not be determined.\n"),
+    }
+    t.push_str("Check `git status` here before redoing any work.");
+    t
+}
+
+fn verify_target(target: &Path, cwd: &str, orientation: &str, parent: Option<&str>) -> Result<()> {
+    let fail = |reason: String| WorktreeError::Verification {
+        path: target.to_path_buf(),
+        reason,
+    };
+    let s = Session::load(target)?;
+    if !s.is_valid() {
+        return Err(fail("the file has errors".into()));
+    }
+    if s.header().and_then(|h| h.cwd.as_deref()) != Some(cwd) {
+        return Err(fail(format!("header cwd is not {cwd}")));
+    }
+    let leaf = s.leaf().ok_or_else(|| fail("no leaf".into()))?;
+    if leaf.id != orientation || leaf.custom_type.as_deref() != Some(ORIENTATION_TYPE) {
+        return Err(fail("the orientation entry is not the leaf".into()));
+    }
+    if leaf.parent_id.as_deref() != parent {
+        return Err(fail(format!(
+            "the orientation hangs under {:?}, expected {parent:?}",
+            leaf.parent_id
+        )));
+    }
+    let on_path = s
+        .path_to_root(orientation)?
+        .iter()
+        .filter(|e| e.id == orientation)
+        .count();
+    if on_path != 1 {
+        return Err(fail(
+            "orientation not exactly once on the active path".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Consumes the handoff of `target` if one is pending: exactly one caller
+/// wins (atomic rename of the record), verifies the arrival and appends the
+/// verdict to the session; everyone else, and every later call, gets
+/// [`ConsumeOutcome::NotPending`].
+pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
+    let pending = handoff_path(target);
+    let claimed = sibling(
+        target,
+        &format!(
+            ".handoff.claimed-{}-{}.json",
+            std::process::id(),
+            uuid::Uuid::now_v7().simple()
+        ),
+    );
+    match std::fs::rename(&pending, &claimed) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(ConsumeOutcome::NotPending);
+        }
+        Err(e) => return Err(WorktreeError::io(&pending, e)),
+    }
+    let bytes = std::fs::read(&claimed).map_err(|e| WorktreeError::io(&claimed, e))?;
+    let problems = match serde_json::from_slice::<Handoff>(&bytes) {
+        Ok(h) => check_arrival(runner, &h, target),
+        Err(e) => vec![format!("the handoff record is unreadable: {e}")],
+    };
+    let handoff: Option<Handoff> = serde_json::from_slice(&bytes).ok();
+    let mut w = SessionWriter::open(target)?;
+    let outcome = if problems.is_empty() {
+        let entry_id = w.append_custom(
+            VERIFICATION_TYPE,
+            Some(json!({
+                "status": "verified",
+                "operationId": handoff.as_ref().map(|h| h.operation_id.clone()),
+                "worktree": handoff.as_ref().map(|h| h.worktree.clone()),
+            })),
+        )?;
+        ConsumeOutcome::Verified { entry_id }
+    } else {
+        let text = format!(
+            "[better-harness] The move into this worktree did NOT land as planned: {}. \
+             Check where you are (`pwd`, `git status`, `git worktree list`) before changing anything.",
+            problems.join("; ")
+        );
+        let entry_id = w.append_custom_message(
+            VERIFICATION_TYPE,
+            json!(text),
+            true,
+            Some(json!({
+                "status": "caveat",
+                "problems": problems,
+                "operationId": handoff.as_ref().map(|h| h.operation_id.clone()),
+            })),
+        )?;
+        ConsumeOutcome::Caveat { entry_id, problems }
+    };
+    let done = sibling(target, ".handoff.consumed.json");
+    let _ = std::fs::rename(&claimed, &done);
+    Ok(outcome)
+}
+
+fn check_arrival(runner: &GitRunner, h: &Handoff, target: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    let repo = runner
+        .repo(&h.common_dir, Scope::User)
+        .with_git_dir(&h.common_dir);
+    match repo.worktrees() {
+        Ok(list) => {
+            if !list
+                .iter()
+                .any(|w| same_path(&w.path, &h.worktree) && w.prunable.is_none())
+            {
+                problems.push(format!(
+                    "{} is no longer a registered worktree",
+                    h.worktree.display()
+                ));
+            }
+        }
+        Err(e) => problems.push(format!("cannot list worktrees: {e}")),
+    }
+    if !h.worktree.is_dir() {
+        problems.push(format!("{} does not exist", h.worktree.display()));
+    }
+    if let Some(rp) = &h.receipt {
+        match Receipt::load(rp) {
+            Ok(Some(r)) if r.state == State::Ready => {}
+            Ok(Some(r)) => problems.push(format!("the receipt is {}", r.state.as_str())),
+            Ok(None) => problems.push("the provisioning receipt is gone".into()),
+            Err(e) => problems.push(format!("the receipt is unreadable: {e}")),
+        }
+        match file_sha256(rp) {
+            Ok(Some(sum)) if Some(&sum) == h.receipt_sha256.as_ref() => {}
+            Ok(Some(_)) => problems.push("the provisioning receipt changed since enter".into()),
+            Ok(None) => {}
+            Err(e) => problems.push(format!("cannot read the receipt: {e}")),
+        }
+    }
+    match Session::load(target) {
+        Ok(s) => {
+            let cwd = s.header().and_then(|hd| hd.cwd.clone());
+            if cwd.as_deref() != Some(h.worktree.display().to_string().as_str()) {
+                problems.push(format!(
+                    "the session's cwd {cwd:?} is not {}",
+                    h.worktree.display()
+                ));
+            }
+            if s.entry(&h.orientation_id)
+                .and_then(|e| e.custom_type.as_deref())
+                != Some(ORIENTATION_TYPE)
+            {
+                problems.push("the orientation entry is missing from the session".into());
+            }
+        }
+        Err(e) => problems.push(format!("cannot read the session: {e}")),
+    }
+    problems
+}

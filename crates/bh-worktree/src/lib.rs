@@ -1,0 +1,44 @@
+//! `bh-worktree`: managed linked worktrees of the user's repository.
+//!
+//! * [`create()`] adds a linked worktree (default `<main checkout>.worktrees/<name>`),
+//!   symlinks the main checkout's git-ignored `.env*` files (not `.env.local`),
+//!   runs the project's `post_create` commands (`.better-harness/worktree.toml`
+//!   of the main checkout) in order, stopping at the first failure. Progress is
+//!   a provisioning [`Receipt`] in `<common dir>/better-harness/worktrees/<name>.json`
+//!   (written atomically: temp file + rename). Every lifecycle operation first
+//!   takes an exclusive [`Claim`] (`mkdir` of `<name>.claim`), so a second
+//!   caller gets [`WorktreeError::Busy`]; a failure rolls back what the call
+//!   created (worktree, branch) and leaves a `failed` receipt.
+//! * [`list()`] reports every registered worktree, managed or not, with branch,
+//!   provisioning state, dirty and unpushed counts.
+//! * [`enter()`] forks a Pi session into the worktree's cwd and ends it in one
+//!   visible orientation entry; a handoff record next to the target is
+//!   consumed exactly once by [`consume()`].
+//! * [`dispose()`] checkpoints everything (non-ignored files through
+//!   `bh-checkpoint`, ignored files copied into the state dir), refuses dirty or
+//!   unmerged work unless forced, removes the worktree and deletes the branch
+//!   only if it created it and the branch is merged.
+//!
+//! Library rules: never prints, never reads the environment; the caller passes
+//! the state dir, Pi's agent dir and the environment of post-create commands.
+
+mod claim;
+mod create;
+mod dispose;
+mod enter;
+mod error;
+mod list;
+mod project;
+mod receipt;
+
+pub use claim::Claim;
+pub use create::{CreateOptions, CreateOutcome, create};
+pub use dispose::{DisposeOptions, DisposeOutcome, IgnoredCapture, dispose};
+pub use enter::{
+    ConsumeOutcome, EnterOptions, EnterOutcome, Handoff, ORIENTATION_TYPE, VERIFICATION_TYPE,
+    consume, enter, handoff_path,
+};
+pub use error::{Result, WorktreeError};
+pub use list::{WorktreeInfo, list};
+pub use project::{Config, Project, validate_name};
+pub use receipt::{Receipt, Stage, State};

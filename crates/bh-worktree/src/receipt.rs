@@ -1,0 +1,143 @@
+//! Provisioning receipts: `<common>/better-harness/worktrees/<name>.json`,
+//! rewritten atomically (temp file in the same folder, fsync, rename).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Result, WorktreeError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Provisioning,
+    Ready,
+    Failed,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Provisioning => "provisioning",
+            State::Ready => "ready",
+            State::Failed => "failed",
+        }
+    }
+}
+
+/// The step a receipt reached (for `failed`: the step that failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    GitWorktreeAdd,
+    LinkEnv,
+    PostCreate,
+    Complete,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    pub version: u32,
+    pub name: String,
+    pub path: PathBuf,
+    pub state: State,
+    pub stage: Stage,
+    /// Branch checked out (short name), `None` when detached.
+    pub branch: Option<String>,
+    /// Whether this tool created `branch` (only then may dispose delete it).
+    pub created_branch: bool,
+    /// The commit the worktree started at.
+    pub base: String,
+    /// The revision the caller named (`--from`), if any.
+    pub from: Option<String>,
+    /// `.env*` files linked from the main checkout.
+    pub env_links: Vec<String>,
+    pub post_create: Vec<String>,
+    /// The Pi session that asked for the worktree, if any.
+    pub session: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub error: Option<String>,
+    /// SHA-256 of the identity fields (name, path, branch, createdBranch, base).
+    pub hash: String,
+}
+
+impl Receipt {
+    pub fn identity_hash(&self) -> String {
+        let identity = serde_json::json!({
+            "name": self.name,
+            "path": self.path,
+            "branch": self.branch,
+            "createdBranch": self.created_branch,
+            "base": self.base,
+        });
+        hex::encode(Sha256::digest(identity.to_string().as_bytes()))
+    }
+
+    /// Reads a receipt; `None` when there is none.
+    pub fn load(path: &Path) -> Result<Option<Receipt>> {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| WorktreeError::Format {
+                        path: path.to_path_buf(),
+                        message: e.to_string(),
+                    })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(WorktreeError::io(path, e)),
+        }
+    }
+
+    /// Writes the receipt atomically (updates `updatedAt` and `hash`).
+    pub fn store(&mut self, path: &Path) -> Result<()> {
+        self.updated_at = jiff::Timestamp::now().to_string();
+        self.hash = self.identity_hash();
+        let mut bytes = serde_json::to_vec_pretty(self).map_err(|e| WorktreeError::Format {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        bytes.push(b'\n');
+        write_atomic(path, &bytes)
+    }
+}
+
+/// Writes `bytes` to `path` through a temp file and a rename.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| WorktreeError::io(dir, e))?;
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7()
+    ));
+    let tmp: PathBuf = dir.join(tmp_name);
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(WorktreeError::io(path, e));
+    }
+    Ok(())
+}
+
+/// SHA-256 of a file's bytes, `None` when it does not exist.
+pub(crate) fn file_sha256(path: &Path) -> Result<Option<String>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(hex::encode(Sha256::digest(&bytes)))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(WorktreeError::io(path, e)),
+    }
+}
