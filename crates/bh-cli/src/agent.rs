@@ -251,7 +251,7 @@ fn provider(args: &AgentArgs, ctx: &Ctx) -> Result<Arc<dyn Provider>, CliError> 
 }
 
 /// A provider for `--model`/`--script`/`--base-url` (also `/model` in the REPL).
-fn build_provider(
+pub(crate) fn build_provider(
     model: Option<&str>,
     script: Option<&Path>,
     base_url: Option<&str>,

@@ -56,6 +56,27 @@ pub enum ExecCmd {
         #[arg(long)]
         force: bool,
     },
+    /// Run a plan: re-check it, continue the session in a detached worktree at
+    /// the base with exactly read, ls, edit and write, and commit the result
+    /// with one parent and provenance trailers under the plan's ref.
+    Run {
+        #[arg(long, value_name = "PLAN")]
+        plan: PathBuf,
+        /// Really run (without it, print what would happen and exit 3).
+        #[arg(long)]
+        yes: bool,
+        /// The provider's base URL (never stored in the plan).
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
+        /// Keep the execution worktree for inspection.
+        #[arg(long)]
+        keep_worktree: bool,
+    },
+    /// Remove what crashed executions left behind (only what the executor made).
+    Gc {
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+    },
     /// Re-check a plan without running it: plan digest, base commit and tree,
     /// session id, entry path, session digest, output ref.
     Verify {
@@ -130,6 +151,118 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             );
             println!("  ref:     {}", plan.output_ref);
             println!("  digest:  sha256:{}", plan.plan_sha256);
+            Ok(())
+        }
+        ExecCmd::Run {
+            plan,
+            yes,
+            base_url,
+            keep_worktree,
+        } => {
+            let path = ctx.cwd.join(plan);
+            let checked = verify_plan(&ctx.git(), &path).map_err(exec_error)?;
+            if !yes {
+                let what = format!(
+                    "would continue session {} from entry {} at commit {} in a detached worktree, with model {}, at most {} tool calls and {}s, committing under {}; pass --yes to run",
+                    checked.session.id,
+                    checked.session.entry,
+                    checked.base.commit,
+                    checked.model.as_deref().unwrap_or("(none)"),
+                    checked.limits.max_tool_calls,
+                    checked.limits.timeout_secs,
+                    checked.output_ref
+                );
+                return Err(CliError::new(ErrorKind::Refused, what));
+            }
+            let provider = crate::agent::build_provider(
+                checked.model.as_deref(),
+                None,
+                base_url.as_deref(),
+                ctx,
+            )?;
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(CliError::internal)?;
+            let setup = bh_exec::RunSetup {
+                state_dir: ctx.state_dir.clone(),
+                keep_worktree,
+                provider,
+                cancel: cancel.clone(),
+            };
+            let result = runtime.block_on(async {
+                let on_ctrl_c = cancel.clone();
+                tokio::spawn(async move {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        on_ctrl_c.cancel();
+                    }
+                });
+                bh_exec::run_plan(&ctx.git(), &path, &setup).await
+            });
+            let result = result.map_err(exec_error)?;
+            let failure = match result.state.as_str() {
+                "committed" | "no-changes" => None,
+                "failed" => Some(ErrorKind::WorkerFailed),
+                _ if result.stop_reason == "cancelled" => Some(ErrorKind::Interrupted),
+                _ => Some(ErrorKind::Limit),
+            };
+            if ctx.json {
+                let doc = json!({ "result": result });
+                return match failure {
+                    None => print_json(&doc),
+                    Some(kind) => Err(CliError::new(
+                        kind,
+                        format!(
+                            "execution {} {}: {}",
+                            result.execution_id,
+                            result.state,
+                            result.reason.clone().unwrap_or_default()
+                        ),
+                    )
+                    .with_details(doc)),
+                };
+            }
+            println!("execution {}: {}", result.execution_id, result.state);
+            if let Some(c) = &result.commit {
+                println!("  commit:  {c}");
+            }
+            if let Some(r) = &result.output_ref {
+                println!("  ref:     {r}");
+            }
+            for p in &result.changed_paths {
+                println!("  changed: {p}");
+            }
+            println!("  session: {}", result.forked_session.display());
+            println!(
+                "  tools:   {} call(s); stop: {}",
+                result.tool_calls, result.stop_reason
+            );
+            if let Some(p) = &result.patch {
+                println!("  patch:   {}", p.display());
+            }
+            match failure {
+                None => Ok(()),
+                Some(kind) => Err(CliError::new(
+                    kind,
+                    format!(
+                        "execution {} {}: {}",
+                        result.execution_id,
+                        result.state,
+                        result.reason.unwrap_or_default()
+                    ),
+                )),
+            }
+        }
+        ExecCmd::Gc { repo } => {
+            let dir = repo
+                .map(|r| ctx.cwd.join(r))
+                .unwrap_or_else(|| ctx.cwd.clone());
+            let removed = bh_exec::gc(&ctx.git(), &dir, &ctx.state_dir).map_err(exec_error)?;
+            if ctx.json {
+                return print_json(&json!({ "removed": removed }));
+            }
+            println!("{} leftover execution worktree(s) removed", removed.len());
             Ok(())
         }
         ExecCmd::Verify { plan } => {

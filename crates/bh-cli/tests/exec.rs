@@ -131,3 +131,228 @@ fn plan_then_verify_and_tamper() {
             .contains("digest mismatch")
     );
 }
+
+/// HEAD, branches, the index file's bytes, and every top-level file's bytes.
+type UserState = (String, String, Vec<u8>, Vec<(String, Vec<u8>)>);
+
+/// A repository with one commit, a real Pi session beside it, and `bh`.
+struct Exec {
+    _tmp: tempfile::TempDir,
+    root: std::path::PathBuf,
+    repo: std::path::PathBuf,
+}
+
+impl Exec {
+    fn new() -> Exec {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        let repo = root.join("repo");
+        fs::create_dir_all(&repo).unwrap();
+        let e = Exec {
+            _tmp: tmp,
+            root,
+            repo,
+        };
+        e.git(&["init", "-q", "-b", "main"]);
+        fs::write(e.repo.join("a.txt"), "a\n").unwrap();
+        fs::write(e.repo.join(".gitignore"), "*.log\n").unwrap();
+        e.git(&["add", "-A"]);
+        e.git(&["commit", "-q", "-m", "base"]);
+        fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE),
+            e.root.join("s.jsonl"),
+        )
+        .unwrap();
+        e
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&self.repo)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &self.root)
+            .env("GIT_AUTHOR_NAME", "U")
+            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
+            .env("GIT_COMMITTER_NAME", "U")
+            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn bh(&self, args: &[&str]) -> std::process::Output {
+        Command::cargo_bin("bh")
+            .unwrap()
+            .current_dir(&self.root)
+            .env("HOME", &self.root)
+            .env("BH_STATE_DIR", self.root.join("state"))
+            .env("PI_CODING_AGENT_DIR", self.root.join("pi"))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Plans with a scripted model, then runs; returns (exit code, JSON).
+    fn plan_and_run(&self, script: &str, extra: &[&str]) -> (i32, Value) {
+        fs::write(self.root.join("turns.jsonl"), script).unwrap();
+        let plan = self.root.join("plan.json");
+        let _ = fs::remove_file(&plan);
+        let mut args = vec![
+            "exec",
+            "plan",
+            "--repo",
+            "repo",
+            "--base",
+            "main",
+            "--session",
+            "s.jsonl",
+        ];
+        args.extend([
+            "--entry",
+            "188efa0e",
+            "--prompt",
+            "Add a greeting file",
+            "--model",
+        ]);
+        let model = format!("scripted/{}", self.root.join("turns.jsonl").display());
+        args.push(&model);
+        args.extend(extra);
+        let out = self.bh(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = self.bh(&["--json", "exec", "run", "--plan", "plan.json", "--yes"]);
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap(), doc)
+    }
+
+    /// HEAD, branches, the index file and the working tree, byte for byte.
+    fn user_state(&self) -> UserState {
+        let mut files = Vec::new();
+        for e in fs::read_dir(&self.repo).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                files.push((p.display().to_string(), fs::read(&p).unwrap()));
+            }
+        }
+        files.sort();
+        (
+            self.git(&["rev-parse", "HEAD"]),
+            self.git(&["for-each-ref", "refs/heads"]),
+            fs::read(self.repo.join(".git/index")).unwrap(),
+            files,
+        )
+    }
+}
+
+#[test]
+fn run_commits_the_continuation_with_one_parent_and_trailers() {
+    let e = Exec::new();
+    let before = e.user_state();
+    let (code, doc) = e.plan_and_run(
+        "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"hello.txt\", \"content\": \"hello\\n\"}}]}\n{\"text\": \"Done.\"}\n",
+        &[],
+    );
+    assert_eq!(code, 0, "{doc}");
+    let r = &doc["result"];
+    assert_eq!(r["state"], "committed");
+    let commit = r["commit"].as_str().unwrap();
+    let output_ref = r["ref"].as_str().unwrap();
+    assert_eq!(e.git(&["rev-parse", output_ref]), commit);
+    assert_eq!(
+        e.git(&["rev-list", "--parents", "-n", "1", commit])
+            .split(' ')
+            .count(),
+        2,
+        "one parent"
+    );
+    assert_eq!(
+        e.git(&["rev-parse", &format!("{commit}^")]),
+        e.git(&["rev-parse", "main"])
+    );
+    assert_eq!(e.git(&["show", &format!("{commit}:hello.txt")]), "hello");
+    let trailers = e.git(&["log", "-1", "--format=%(trailers:only,unfold)", commit]);
+    let keys: Vec<&str> = trailers
+        .lines()
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            "Better-Harness-Plan",
+            "Better-Harness-Base",
+            "Better-Harness-Session",
+            "Better-Harness-Session-SHA256",
+            "Better-Harness-Entry",
+            "Better-Harness-Execution",
+            "Better-Harness-Model"
+        ]
+    );
+    assert!(trailers.contains("Better-Harness-Entry: 188efa0e"));
+    assert_eq!(
+        e.user_state(),
+        before,
+        "the user's HEAD, branches, index and files are untouched"
+    );
+    assert_eq!(
+        e.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    // the forked session: new id, parentSession = source, cwd = the worktree
+    let forked = fs::read_to_string(r["forked_session"].as_str().unwrap()).unwrap();
+    let header: Value = serde_json::from_str(forked.lines().next().unwrap()).unwrap();
+    assert_ne!(header["id"], "01a22bee-1340-7689-b93e-a75d86f1286e");
+    assert_eq!(
+        header["parentSession"],
+        e.root.join("s.jsonl").display().to_string()
+    );
+    assert!(header["cwd"].as_str().unwrap().ends_with("/worktree"));
+    // the same plan never runs twice
+    let out = e.bh(&["exec", "run", "--plan", "plan.json", "--yes"]);
+    assert_eq!(out.status.code(), Some(25));
+}
+
+#[test]
+fn no_changes_and_limits_commit_nothing() {
+    let e = Exec::new();
+    let before = e.user_state();
+    let (code, doc) = e.plan_and_run("{\"text\": \"Nothing to do.\"}\n", &[]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["result"]["state"], "no-changes");
+    assert!(doc["result"]["ref"].is_null());
+    let (code, doc) = e.plan_and_run(
+        "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"one.txt\", \"content\": \"1\\n\"}}]}\n{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"two.txt\", \"content\": \"2\\n\"}}]}\n{\"text\": \"Done.\"}\n",
+        &["--max-tool-calls", "1"],
+    );
+    let r = &doc["result"];
+    assert_eq!(code, 7, "{doc}");
+    assert_eq!(r["state"], "aborted");
+    assert!(r["commit"].is_null());
+    let patch = fs::read_to_string(r["patch"].as_str().unwrap()).unwrap();
+    assert!(
+        patch.contains("one.txt") && !patch.contains("two.txt"),
+        "{patch}"
+    );
+    assert_eq!(e.user_state(), before);
+    assert_eq!(e.git(&["for-each-ref", "refs/better-harness"]), "");
+    // without --yes nothing runs
+    let out = e.bh(&["exec", "run", "--plan", "plan.json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
+}

@@ -11,7 +11,10 @@
 //! re-checks both halves but cannot prove that the original session ever ran
 //! on that commit.
 
+mod execute;
 mod plan;
+
+pub use execute::{RunResult, RunSetup, UsageTotals, commit_message, gc, run_plan};
 
 pub use plan::{
     BaseRecord, EXECUTOR_TOOLS, Limits, OUTPUT_REF_PREFIX, PLAN_VERSION, Plan, PlanRequest,
