@@ -61,6 +61,10 @@ pub fn run(args: DemoArgs, ctx: &Ctx) -> Result<(), CliError> {
         project.display()
     ));
 
+    // --- the session-checkpoint executor ---------------------------------
+    executor_demo(ctx, &root, &project, &mut say)?;
+
+    // --- checkpoints by hand ----------------------------------------------
     let store =
         Store::open(&runner, &project, &StoreOptions::new(&state)).map_err(checkpoint_error)?;
     let first = store
@@ -153,6 +157,112 @@ pub fn run(args: DemoArgs, ctx: &Ctx) -> Result<(), CliError> {
             "the demo restore did not bring the project back",
         ))
     }
+}
+
+/// Plans and runs a continuation of a Pi session with the scripted provider.
+fn executor_demo(
+    ctx: &Ctx,
+    root: &Path,
+    project: &Path,
+    say: &mut dyn FnMut(String),
+) -> Result<(), CliError> {
+    let state = root.join("state");
+    let session_path = root.join("session.jsonl");
+    let now = jiff::Timestamp::now().as_millisecond();
+    let header = bh_protocol::SessionHeader::new(
+        bh_session::new_session_id(),
+        bh_session::now_iso(),
+        project.display().to_string(),
+        None,
+    );
+    let session_err = |e: bh_session::SessionError| CliError::internal(e);
+    let mut w = bh_session::SessionWriter::create(&session_path, &header).map_err(session_err)?;
+    w.append_message(&json!({
+        "role": "user",
+        "content": [{"type": "text", "text": "What does this project do?"}],
+        "timestamp": now
+    }))
+    .map_err(session_err)?;
+    let zero = json!({"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}});
+    let entry = w
+        .append_message(&json!({
+            "role": "assistant",
+            "content": [{"type": "text", "text": "It prints hello from src/main.rs."}],
+            "api": "scripted", "provider": "scripted", "model": "scripted",
+            "usage": zero, "stopReason": "stop", "timestamp": now
+        }))
+        .map_err(session_err)?;
+    say(format!(
+        "a Pi session {} with the conversation so far; continuing from entry {entry}",
+        session_path.display()
+    ));
+    let turns = root.join("turns.jsonl");
+    let script = [
+        json!({"text": "I'll add a greeting module.", "toolCalls": [{"name": "write", "arguments": {
+            "path": "src/greet.rs", "content": "pub fn greet() -> &'static str {\n    \"hello\"\n}\n"}}]}),
+        json!({"toolCalls": [{"name": "edit", "arguments": {"path": "README.md",
+            "edits": [{"oldText": "# demo", "newText": "# demo\n\nNow with a greeting."}]}}]}),
+        json!({"text": "Added src/greet.rs and mentioned it in the README."}),
+    ];
+    let lines: Vec<String> = script.iter().map(|v| v.to_string()).collect();
+    fs::write(&turns, lines.join("\n") + "\n")?;
+    let plan_path = root.join("plan.json");
+    let plan = bh_exec::make_plan(
+        &ctx.git(),
+        &bh_exec::PlanRequest {
+            repo: project.to_path_buf(),
+            base: "HEAD".into(),
+            session: session_path.clone(),
+            entry: entry.clone(),
+            prompt: "Add a greeting function".into(),
+            model: Some(format!("scripted/{}", turns.display())),
+            limits: bh_exec::Limits::default(),
+        },
+    )
+    .map_err(CliError::internal)?;
+    bh_exec::write_plan(&plan_path, &plan, false).map_err(CliError::internal)?;
+    say(format!(
+        "planned: {} (sha256:{})",
+        plan_path.display(),
+        &plan.plan_sha256[..16]
+    ));
+    let provider = crate::agent::build_provider(plan.model.as_deref(), None, None, ctx)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::internal)?;
+    let setup = bh_exec::RunSetup {
+        state_dir: state,
+        keep_worktree: false,
+        provider,
+        cancel: tokio_util::sync::CancellationToken::new(),
+    };
+    let result = runtime
+        .block_on(bh_exec::run_plan(&ctx.git(), &plan_path, &setup))
+        .map_err(CliError::internal)?;
+    let commit = result.commit.clone().unwrap_or_default();
+    say(format!(
+        "ran: {} — commit {} (one parent: the base), ref {}, files: {}",
+        result.state,
+        &commit[..commit.len().min(12)],
+        result.output_ref.as_deref().unwrap_or("-"),
+        result.changed_paths.join(", ")
+    ));
+    let repo = ctx.git().repo(project, bh_git::Scope::User);
+    if let Ok(trailers) = repo.run_line(["log", "-1", "--format=%(trailers:only,unfold)", &commit])
+    {
+        for line in trailers.lines() {
+            say(format!("   {line}"));
+        }
+    }
+    say(format!(
+        "forked session: {} ; checkpoints before each edit: {}",
+        result.forked_session.display(),
+        result.checkpoints.join(", ")
+    ));
+    say("your branch, index and files were not touched; inspect with: git show <ref>".into());
+    Ok(())
 }
 
 fn write(path: &Path, text: &str) -> Result<(), CliError> {

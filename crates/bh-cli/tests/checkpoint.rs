@@ -1049,6 +1049,8 @@ fn demo_runs_end_to_end() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("verified: src/main.rs back, README.md back, ignored target/ untouched, scratch.txt gone: yes"), "{text}");
+    assert!(text.contains("ran: committed"), "{text}");
+    assert!(text.contains("Better-Harness-Entry: "), "{text}");
 }
 
 #[test]

@@ -356,3 +356,111 @@ fn no_changes_and_limits_commit_nothing() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
 }
+
+#[test]
+fn the_65th_tool_call_and_a_slow_stream_abort() {
+    let e = Exec::new();
+    let before = e.user_state();
+    let read = "{\"toolCalls\": [{\"name\": \"read\", \"arguments\": {\"path\": \"a.txt\"}}]}\n";
+    let script = read.repeat(65) + "{\"text\": \"done\"}\n";
+    let (code, doc) = e.plan_and_run(&script, &[]);
+    assert_eq!(code, 7, "{doc}");
+    assert_eq!(doc["result"]["tool_calls"], 64);
+    assert!(
+        doc["result"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Tool call limit"),
+        "{doc}"
+    );
+    let slow = "{\"text\": \"thinking slowly about it\", \"delayMs\": 400, \"chunkChars\": 2}\n";
+    let (code, doc) = e.plan_and_run(slow, &["--timeout", "1s"]);
+    assert_eq!(code, 7, "{doc}");
+    assert!(
+        doc["result"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Time limit"),
+        "{doc}"
+    );
+    assert_eq!(e.user_state(), before);
+}
+
+#[test]
+fn a_killed_run_leaves_the_user_untouched_and_gc_cleans_up() {
+    let e = Exec::new();
+    let before = e.user_state();
+    fs::write(
+        e.root.join("turns.jsonl"),
+        "{\"text\": \"a very slow answer that never ends in time\", \"delayMs\": 2000, \"chunkChars\": 1}\n",
+    )
+    .unwrap();
+    let model = format!("scripted/{}", e.root.join("turns.jsonl").display());
+    let out = e.bh(&[
+        "exec",
+        "plan",
+        "--repo",
+        "repo",
+        "--base",
+        "main",
+        "--session",
+        "s.jsonl",
+        "--entry",
+        "188efa0e",
+        "--prompt",
+        "go",
+        "--model",
+        &model,
+    ]);
+    assert!(out.status.success());
+    let mut child = Command::cargo_bin("bh")
+        .unwrap()
+        .current_dir(&e.root)
+        .env("HOME", &e.root)
+        .env("BH_STATE_DIR", e.root.join("state"))
+        .args(["exec", "run", "--plan", "plan.json", "--yes"])
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let executions = e.root.join("state/executions");
+    while started.elapsed() < std::time::Duration::from_secs(30) {
+        let running = fs::read_dir(&executions)
+            .map(|rd| {
+                rd.flatten()
+                    .any(|d| d.path().join("session.jsonl").exists())
+            })
+            .unwrap_or(false);
+        if running {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_eq!(
+        e.user_state(),
+        before,
+        "a crash leaves HEAD, branches, index and files as they were"
+    );
+    assert_eq!(
+        e.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        2
+    );
+    let out = e.bh(&["--json", "exec", "gc", "--repo", "repo"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["removed"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        e.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    assert_eq!(e.user_state(), before);
+}
