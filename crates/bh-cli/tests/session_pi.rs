@@ -477,3 +477,91 @@ fn real_pi_loads_what_bh_writes() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// The session the executor forks and continues loads in the real Pi with
+/// the same context `bh` computes.
+#[test]
+fn real_pi_loads_the_executor_fork() {
+    let Some(node) = find_node() else {
+        eprintln!("skipping: Node is not installed (no `node` on PATH, BH_NODE unset)");
+        return;
+    };
+    let cli = find_pi_cli().expect("Node is present but Pi is not: set BH_PI_BIN");
+    let work = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(work.path()).unwrap();
+    let repo = root.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &root)
+            .env("GIT_AUTHOR_NAME", "U")
+            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
+            .env("GIT_COMMITTER_NAME", "U")
+            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "base"]);
+    let src = session_fixtures()
+        .into_iter()
+        .find(|p| p.to_str().unwrap().contains("s04-continue-multi-run"))
+        .unwrap();
+    std::fs::write(
+        root.join("turns.jsonl"),
+        "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"b.txt\", \"content\": \"b\\n\"}}]}\n{\"text\": \"Done.\"}\n",
+    )
+    .unwrap();
+    let model = format!("scripted/{}", root.join("turns.jsonl").display());
+    let bh = |args: &[&str]| {
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bh"))
+            .current_dir(&root)
+            .env("HOME", &root)
+            .env("BH_STATE_DIR", root.join("state"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    bh(&[
+        "exec",
+        "plan",
+        "--repo",
+        "repo",
+        "--base",
+        "HEAD",
+        "--session",
+        src.to_str().unwrap(),
+        "--entry",
+        "188efa0e",
+        "--prompt",
+        "add b",
+        "--model",
+        &model,
+    ]);
+    // keep the worktree: Pi refuses a session whose cwd no longer exists
+    let out: Value = serde_json::from_slice(&bh(&[
+        "--json",
+        "exec",
+        "run",
+        "--plan",
+        "plan.json",
+        "--yes",
+        "--keep-worktree",
+    ]))
+    .unwrap();
+    assert_eq!(out["result"]["state"], "committed");
+    let forked = PathBuf::from(out["result"]["forked_session"].as_str().unwrap());
+    assert_pi_agrees(&node, &cli, &forked, "executor fork").unwrap();
+}
