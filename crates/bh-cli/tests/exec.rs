@@ -7,6 +7,9 @@ use std::path::Path;
 use std::process::Command;
 
 use assert_cmd::prelude::*;
+
+#[path = "support/mock_openai.rs"]
+mod mock_openai;
 use serde_json::Value;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
@@ -461,6 +464,112 @@ fn a_killed_run_leaves_the_user_untouched_and_gc_cleans_up() {
             .matches("worktree ")
             .count(),
         1
+    );
+    assert_eq!(e.user_state(), before);
+}
+
+#[test]
+fn run_against_a_mock_openai_compatible_server() {
+    use mock_openai::{chunk, serve, usage};
+    use serde_json::json;
+    let e = Exec::new();
+    let before = e.user_state();
+    let t1 = [
+        chunk(json!({"role": "assistant", "content": "Writing."}), None),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                "function": {"name": "write", "arguments": "{\"path\": \"m.txt\", \"content\": \"mock\\n\"}"}}]}),
+            None,
+        ),
+        chunk(json!({}), Some("tool_calls")),
+        usage(50, 10),
+    ]
+    .concat();
+    let t2 = [
+        chunk(json!({"role": "assistant", "content": "Done."}), None),
+        chunk(json!({}), Some("stop")),
+        usage(70, 3),
+    ]
+    .concat();
+    let (base, seen) = serve(vec![t1, t2]);
+    let out = e.bh(&[
+        "exec",
+        "plan",
+        "--repo",
+        "repo",
+        "--base",
+        "main",
+        "--session",
+        "s.jsonl",
+        "--entry",
+        "188efa0e",
+        "--prompt",
+        "write m.txt",
+        "--model",
+        "openai/gpt-test",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan = fs::read_to_string(e.root.join("plan.json")).unwrap();
+    assert!(
+        !plan.contains("127.0.0.1") && !plan.contains("sk-test"),
+        "no endpoint or key in a plan"
+    );
+    let out = Command::cargo_bin("bh")
+        .unwrap()
+        .current_dir(&e.root)
+        .env("HOME", &e.root)
+        .env("BH_STATE_DIR", e.root.join("state"))
+        .env("PI_CODING_AGENT_DIR", e.root.join("pi"))
+        .env("OPENAI_API_KEY", "sk-test")
+        .args([
+            "--json",
+            "exec",
+            "run",
+            "--plan",
+            "plan.json",
+            "--yes",
+            "--base-url",
+            &base,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let commit = doc["result"]["commit"].as_str().unwrap();
+    assert_eq!(e.git(&["show", &format!("{commit}:m.txt")]), "mock");
+    assert!(
+        e.git(&["log", "-1", "--format=%B", commit])
+            .contains("Better-Harness-Model: openai/gpt-test")
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].0, "Bearer sk-test");
+    // the tool result is paired with its call in the second request
+    let messages = seen[1].1["messages"].as_array().unwrap();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "tool" && m["tool_call_id"] == "call_a")
+    );
+    let tools: Vec<&str> = seen[0].1["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        vec!["read", "ls", "edit", "write"],
+        "exactly the executor's tools"
     );
     assert_eq!(e.user_state(), before);
 }
