@@ -110,13 +110,29 @@ impl Plan {
 }
 
 /// The session facts a plan records: file digest, id, and the entry's path.
-fn session_facts(file: &Path, entry: &str) -> Result<(Vec<u8>, String, String, usize), ExecError> {
+/// What a plan records about the session: file digest, id, path digest and
+/// length.
+struct SessionFacts {
+    file_sha256: String,
+    id: String,
+    path_sha256: String,
+    path_length: usize,
+}
+
+/// Reads the session once, hashing the file while it is parsed. The path
+/// digest is SHA-256 over the SHA-256 of each line on the root→entry path
+/// (two levels, so the per-line work splits across cores).
+fn session_facts(file: &Path, entry: &str) -> Result<SessionFacts, ExecError> {
     let shown = file.display().to_string();
     let bytes = fs::read(file).map_err(|e| ExecError::Session {
         file: shown.clone(),
         detail: e.to_string(),
     })?;
-    let session = Session::parse(bytes.clone(), Some(file.to_path_buf()));
+    let (file_sha256, session) = std::thread::scope(|scope| {
+        let hash = scope.spawn(|| sha256_hex(&bytes));
+        let session = Session::parse(bytes.clone(), Some(file.to_path_buf()));
+        (hash.join().unwrap_or_default(), session)
+    });
     let id = session
         .header()
         .map(|h| h.id.clone())
@@ -145,12 +161,39 @@ fn session_facts(file: &Path, entry: &str) -> Result<(Vec<u8>, String, String, u
             at: parent.to_owned(),
         });
     }
+    let lines: Vec<&[u8]> = path.iter().map(|e| session.line_text(e)).collect();
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8);
+    let per = lines.len().div_ceil(workers).max(1);
+    let digests: Vec<Vec<[u8; 32]>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = lines
+            .chunks(per)
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|l| Sha256::digest(l).into())
+                        .collect::<Vec<[u8; 32]>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
     let mut h = Sha256::new();
-    for e in &path {
-        h.update(session.line_text(e));
-        h.update(b"\n");
+    for d in digests.iter().flatten() {
+        h.update(d);
     }
-    Ok((bytes, id, hex::encode(h.finalize()), path.len()))
+    Ok(SessionFacts {
+        file_sha256,
+        id,
+        path_sha256: hex::encode(h.finalize()),
+        path_length: path.len(),
+    })
 }
 
 /// Resolves and digests everything a plan pins. Reads only.
@@ -158,26 +201,42 @@ pub fn make_plan(runner: &GitRunner, req: &PlanRequest) -> Result<Plan, ExecErro
     let dir = fs::canonicalize(&req.repo).map_err(|_| ExecError::NotARepository {
         path: req.repo.display().to_string(),
     })?;
-    let repo = runner.repo(&dir, Scope::User);
-    let top = repo
-        .run_line(["rev-parse", "--path-format=absolute", "--show-toplevel"])
-        .map_err(|_| ExecError::NotARepository {
-            path: dir.display().to_string(),
-        })?;
-    let common = repo.run_line(["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
-    let commit = repo
-        .resolve_commit(&req.base)
-        .map_err(|_| ExecError::UnknownBase {
-            rev: req.base.clone(),
-            repo: top.clone(),
-        })?;
-    let tree = repo.tree_of(&commit)?;
     let file = fs::canonicalize(&req.session).map_err(|e| ExecError::Session {
         file: req.session.display().to_string(),
         detail: e.to_string(),
     })?;
-    let (bytes, id, path_sha256, path_length) = session_facts(&file, &req.entry)?;
-    let session_sha = sha256_hex(&bytes);
+    // The repository questions and the session reading are independent.
+    let (git, facts) = std::thread::scope(|scope| {
+        let git = scope.spawn(|| -> Result<(String, String, String, String), ExecError> {
+            let repo = runner.repo(&dir, Scope::User);
+            let top = repo
+                .run_line(["rev-parse", "--path-format=absolute", "--show-toplevel"])
+                .map_err(|_| ExecError::NotARepository {
+                    path: dir.display().to_string(),
+                })?;
+            let common =
+                repo.run_line(["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+            let commit = repo
+                .resolve_commit(&req.base)
+                .map_err(|_| ExecError::UnknownBase {
+                    rev: req.base.clone(),
+                    repo: top.clone(),
+                })?;
+            let tree = repo.tree_of(&commit)?;
+            Ok((top, common, commit, tree))
+        });
+        let facts = session_facts(&file, &req.entry);
+        let git = git.join().unwrap_or_else(|_| {
+            Err(ExecError::NotARepository {
+                path: dir.display().to_string(),
+            })
+        });
+        (git, facts)
+    });
+    let (top, common, commit, tree) = git?;
+    let facts = facts?;
+    let (id, path_sha256, path_length) = (facts.id, facts.path_sha256, facts.path_length);
+    let session_sha = facts.file_sha256;
     let prompt_sha = sha256_hex(req.prompt.as_bytes());
     let key = sha256_hex(
         format!(
@@ -331,8 +390,9 @@ pub fn verify_plan(runner: &GitRunner, path: &Path) -> Result<Plan, ExecError> {
         });
     }
     match session_facts(file, &plan.session.entry) {
-        Ok((_, _, digest, len))
-            if digest == plan.session.path_sha256 && len == plan.session.path_length => {}
+        Ok(f)
+            if f.path_sha256 == plan.session.path_sha256
+                && f.path_length == plan.session.path_length => {}
         _ => {
             return Err(ExecError::EntryChanged {
                 file: shown,
