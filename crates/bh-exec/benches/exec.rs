@@ -70,7 +70,7 @@ fn write_session(path: &Path, cwd: &Path, mb: usize) -> Result<String> {
     let mut i = 0u64;
     while written < mb * 1_000_000 {
         let id = format!("{i:08x}");
-        let message = if i % 2 == 0 {
+        let message = if i.is_multiple_of(2) {
             serde_json::json!({"role": "user", "content": [{"type": "text", "text": filler}], "timestamp": 1})
         } else {
             serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": filler}],
