@@ -675,17 +675,32 @@ async fn interactive_loop(
 fn stream_event(e: Event) {
     match e {
         Event::MessageUpdate {
-            assistant_message_event: bh_core::AssistantDelta::TextDelta { delta, .. },
+            assistant_message_event:
+                bh_core::AssistantMessageEvent {
+                    delta: bh_core::AssistantDelta::TextDelta { delta, .. },
+                    ..
+                },
+            ..
         } => {
             let mut out = std::io::stdout().lock();
             let _ = write!(out, "{delta}");
             let _ = out.flush();
         }
         Event::MessageUpdate {
-            assistant_message_event: bh_core::AssistantDelta::ThinkingDelta { delta, .. },
+            assistant_message_event:
+                bh_core::AssistantMessageEvent {
+                    delta: bh_core::AssistantDelta::ThinkingDelta { delta, .. },
+                    ..
+                },
+            ..
         } => eprint!("{delta}"),
         Event::MessageUpdate {
-            assistant_message_event: bh_core::AssistantDelta::ThinkingEnd { .. },
+            assistant_message_event:
+                bh_core::AssistantMessageEvent {
+                    delta: bh_core::AssistantDelta::ThinkingEnd { .. },
+                    ..
+                },
+            ..
         } => eprintln!(),
         other => {
             if matches!(other, Event::ToolExecutionStart { .. }) {

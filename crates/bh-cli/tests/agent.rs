@@ -182,6 +182,19 @@ fn headless_json_run_edits_the_repo_with_checkpoints_in_a_valid_session() {
     assert_eq!(end["type"], "run_end");
     assert_eq!(end["stop"], "completed");
     assert_eq!(end["toolCalls"], 3);
+    // The loop's own time per executed tool call (no wall-clock bound asserted).
+    assert_eq!(end["overhead"]["calls"], 3);
+    assert!(end["overhead"]["medianUs"].is_u64(), "{end}");
+    // message_update carries Pi's partial snapshot, also as `message`.
+    let update = lines
+        .iter()
+        .find(|l| l["type"] == "message_update")
+        .unwrap();
+    assert_eq!(
+        update["message"],
+        update["assistantMessageEvent"]["partial"]
+    );
+    assert_eq!(update["message"]["role"], "assistant");
     // Messages in events keep Pi's key order.
     let user_start = lines.iter().find(|l| l["type"] == "message_start").unwrap();
     let raw = serde_json::to_string(user_start).unwrap();

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CoreError, Result};
-use crate::event::{AssistantDelta, Event, ToolExecutionResult};
+use crate::event::{AssistantDelta, AssistantMessageEvent, Event, ToolExecutionResult};
 
 /// Hard limits of an agent. They count from the agent's first [`Agent::run`]
 /// until [`Agent::reset_limits`]; `None` means unlimited.
@@ -79,6 +79,59 @@ pub struct RunOutcome {
     pub last_assistant: Option<AssistantMessage>,
     /// Checkpoint ids taken in this run, in order.
     pub checkpoints: Vec<String>,
+    /// Harness overhead of each executed tool call, in order: the wall time
+    /// of its turn minus the time spent waiting on the model's stream, in the
+    /// tool itself and in the checkpoint (i.e. request building, event
+    /// emission, persistence, history), divided among the turn's calls.
+    pub tool_call_overhead: Vec<Duration>,
+    /// The part of each [`RunOutcome::tool_call_overhead`] spent appending
+    /// to the session file (write + `fdatasync`).
+    pub tool_call_persist: Vec<Duration>,
+}
+
+/// Summary of [`RunOutcome::tool_call_overhead`] (the `overhead` of `run_end`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OverheadStats {
+    /// Tool calls measured.
+    pub calls: u64,
+    pub median_us: u64,
+    pub p90_us: u64,
+    pub max_us: u64,
+    pub total_us: u64,
+    /// Median of the part spent appending to the session (write + fdatasync).
+    pub persist_median_us: u64,
+}
+
+impl OverheadStats {
+    /// `None` when there is nothing to summarise.
+    pub fn of(samples: &[Duration], persist: &[Duration]) -> Option<OverheadStats> {
+        if samples.is_empty() {
+            return None;
+        }
+        let sorted = |v: &[Duration]| {
+            let mut us: Vec<u64> = v
+                .iter()
+                .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+                .collect();
+            us.sort_unstable();
+            us
+        };
+        let us = sorted(samples);
+        let persist = sorted(persist);
+        let at = |q: usize| us[(us.len() - 1) * q / 100];
+        Some(OverheadStats {
+            persist_median_us: persist
+                .get((persist.len().max(1) - 1) / 2)
+                .copied()
+                .unwrap_or(0),
+            calls: us.len() as u64,
+            median_us: at(50),
+            p90_us: at(90),
+            max_us: us[us.len() - 1],
+            total_us: us.iter().fold(0u64, |a, b| a.saturating_add(*b)),
+        })
+    }
 }
 
 /// Everything an [`Agent`] needs. Nothing is read from the environment.
@@ -114,6 +167,8 @@ pub struct Agent {
     started: Option<Instant>,
     turns: u64,
     tool_calls: u64,
+    /// Time spent appending to the session (for the overhead breakdown).
+    persist_time: Duration,
 }
 
 fn now_ms() -> i64 {
@@ -188,6 +243,7 @@ impl Agent {
             started: None,
             turns: 0,
             tool_calls: 0,
+            persist_time: Duration::ZERO,
         })
     }
 
@@ -257,10 +313,14 @@ impl Agent {
     }
 
     fn persist<M: Serialize>(&mut self, message: &M) -> Result<String> {
+        let started = Instant::now();
         let path = self.writer.path().to_path_buf();
-        self.writer
+        let id = self
+            .writer
             .append_message(message)
-            .map_err(session_err(&path))
+            .map_err(session_err(&path));
+        self.persist_time += started.elapsed();
+        id
     }
 
     fn synthetic_aborted(&self, reason: &str) -> AssistantMessage {
@@ -348,8 +408,14 @@ impl Agent {
         run_messages.push(user_value);
         self.history.push(Message::User(user));
 
+        let mut overhead = Vec::new();
+        let mut persist = Vec::new();
         let mut first = true;
         let (stop, limit, last) = loop {
+            let turn_started = Instant::now();
+            let persist_before = self.persist_time;
+            // Time of this turn spent in the model's stream, the tools and checkpoints.
+            let mut excluded = Duration::ZERO;
             if !first {
                 sink(Event::TurnStart);
             }
@@ -385,7 +451,7 @@ impl Agent {
             }
 
             self.turns += 1;
-            let mut msg = self.sample(&run_cancel, sink).await;
+            let mut msg = self.sample(&run_cancel, sink, &mut excluded).await;
             let aborted = msg.stop_reason == "aborted";
             let (abort_stop, abort_limit) = if time_fired.load(Ordering::SeqCst) {
                 (RunStop::Limit, Some(LimitKind::Time))
@@ -425,6 +491,7 @@ impl Agent {
             let mut results = Vec::with_capacity(calls.len());
             let mut pending = Vec::with_capacity(calls.len());
             let mut stopped: Option<(RunStop, Option<LimitKind>)> = None;
+            let mut executed = 0u32;
             for (id, name, args) in calls {
                 if stopped.is_none() {
                     if time_fired.load(Ordering::SeqCst) {
@@ -452,8 +519,11 @@ impl Agent {
                     Some((_, None)) => ToolResult::error("Operation aborted"),
                     None => {
                         self.tool_calls += 1;
+                        executed += 1;
+                        let work = Instant::now();
                         let cp = self.checkpoint(&id, &name, &entry, sink).await;
                         let mut result = self.execute(&name, &args, &run_cancel).await?;
+                        excluded += work.elapsed();
                         if let Some(cp) = cp {
                             attach_checkpoint(&mut result, &cp);
                             checkpoints.push(cp);
@@ -490,6 +560,12 @@ impl Agent {
                 message: Box::new(msg.clone()),
                 tool_results: results,
             });
+            if executed > 0 {
+                let per_call = turn_started.elapsed().saturating_sub(excluded) / executed;
+                overhead.extend(std::iter::repeat_n(per_call, executed as usize));
+                let persisted = (self.persist_time.saturating_sub(persist_before)) / executed;
+                persist.extend(std::iter::repeat_n(persisted, executed as usize));
+            }
             // A limit or cancellation during the tools: close the run with an
             // aborted assistant message saying why.
             let stopped = stopped.or_else(|| {
@@ -536,6 +612,8 @@ impl Agent {
             leaf: self.writer.leaf().map(str::to_owned),
             last_assistant: Some(last),
             checkpoints,
+            tool_call_overhead: overhead,
+            tool_call_persist: persist,
         };
         sink(Event::RunEnd {
             stop,
@@ -544,6 +622,7 @@ impl Agent {
             turns: outcome.turns,
             tool_calls: outcome.tool_calls,
             leaf: outcome.leaf.clone(),
+            overhead: OverheadStats::of(&outcome.tool_call_overhead, &outcome.tool_call_persist),
         });
         Ok(outcome)
     }
@@ -570,6 +649,7 @@ impl Agent {
         &mut self,
         cancel: &CancellationToken,
         sink: &mut (dyn FnMut(Event) + Send),
+        model_wait: &mut Duration,
     ) -> AssistantMessage {
         let mut start = self.synthetic_aborted("");
         start.stop_reason = "stop".into();
@@ -577,6 +657,9 @@ impl Agent {
         if let Ok(message) = to_value(&start) {
             sink(Event::MessageStart { message });
         }
+        // Pi's `partial` snapshot of the message being streamed.
+        let mut partial = start;
+        let mut partial_args: Vec<(usize, String)> = Vec::new();
         let request = ChatRequest {
             system_prompt: self.system_prompt.clone(),
             messages: self.history.clone(),
@@ -585,9 +668,16 @@ impl Agent {
             temperature: None,
             thinking: self.thinking,
         };
+        let waiting = Instant::now();
         let mut stream = self.provider.stream(request, cancel.clone());
+        *model_wait += waiting.elapsed();
         let mut done = None;
-        while let Some(ev) = stream.next().await {
+        loop {
+            let waiting = Instant::now();
+            let next = stream.next().await;
+            *model_wait += waiting.elapsed();
+            let Some(ev) = next else { break };
+            apply_to_partial(&mut partial, &mut partial_args, &ev);
             let delta = match ev {
                 StreamEvent::Start => None,
                 StreamEvent::TextStart { index } => Some(AssistantDelta::TextStart {
@@ -653,9 +743,15 @@ impl Agent {
                     None
                 }
             };
-            if let Some(d) = delta {
+            if let Some(d) = delta
+                && let Ok(snapshot) = to_value(&partial)
+            {
                 sink(Event::MessageUpdate {
-                    assistant_message_event: d,
+                    assistant_message_event: AssistantMessageEvent {
+                        delta: d,
+                        partial: snapshot.clone(),
+                    },
+                    message: snapshot,
                 });
             }
         }
@@ -784,6 +880,122 @@ fn load_history(
     Ok((session_id, history))
 }
 
+/// The block at `index` of a partial message, created by `make` if missing.
+fn block_at(
+    content: &mut Vec<ContentBlock>,
+    index: usize,
+    make: impl FnOnce() -> ContentBlock,
+) -> &mut ContentBlock {
+    if content.len() <= index {
+        content.push(make());
+    }
+    let last = content.len() - 1;
+    &mut content[index.min(last)]
+}
+
+/// Follow a stream event in the `partial` snapshot, as Pi's stream does:
+/// blocks grow with their deltas, tool-call arguments are parsed as soon as
+/// the streamed JSON is complete (kept as they were until then).
+fn apply_to_partial(
+    partial: &mut AssistantMessage,
+    args: &mut Vec<(usize, String)>,
+    ev: &StreamEvent,
+) {
+    let new_text = || ContentBlock::text("");
+    let new_thinking = || {
+        ContentBlock::Known(KnownBlock::Thinking {
+            thinking: String::new(),
+            extra: Default::default(),
+        })
+    };
+    let content = &mut partial.content;
+    match ev {
+        StreamEvent::TextStart { index } => {
+            block_at(content, *index, new_text);
+        }
+        StreamEvent::TextDelta { index, delta } => {
+            if let ContentBlock::Known(KnownBlock::Text { text, .. }) =
+                block_at(content, *index, new_text)
+            {
+                text.push_str(delta);
+            }
+        }
+        StreamEvent::TextEnd { index, text: full } => {
+            if let ContentBlock::Known(KnownBlock::Text { text, .. }) =
+                block_at(content, *index, new_text)
+            {
+                text.clone_from(full);
+            }
+        }
+        StreamEvent::ThinkingStart { index } => {
+            block_at(content, *index, new_thinking);
+        }
+        StreamEvent::ThinkingDelta { index, delta } => {
+            if let ContentBlock::Known(KnownBlock::Thinking { thinking, .. }) =
+                block_at(content, *index, new_thinking)
+            {
+                thinking.push_str(delta);
+            }
+        }
+        StreamEvent::ThinkingEnd {
+            index,
+            thinking: full,
+            signature,
+        } => {
+            if let ContentBlock::Known(KnownBlock::Thinking { thinking, extra }) =
+                block_at(content, *index, new_thinking)
+            {
+                thinking.clone_from(full);
+                if let Some(sig) = signature {
+                    extra.insert("thinkingSignature".into(), Value::from(sig.as_str()));
+                }
+            }
+        }
+        StreamEvent::ToolCallStart { index, id, name } => {
+            block_at(content, *index, || {
+                ContentBlock::Known(KnownBlock::ToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: Value::Object(Default::default()),
+                    extra: Default::default(),
+                })
+            });
+            args.push((*index, String::new()));
+        }
+        StreamEvent::ToolCallDelta { index, delta } => {
+            let Some((_, buf)) = args.iter_mut().find(|(i, _)| i == index) else {
+                return;
+            };
+            buf.push_str(delta);
+            if let Ok(parsed) = serde_json::from_str::<Value>(buf)
+                && let Some(ContentBlock::Known(KnownBlock::ToolCall { arguments, .. })) =
+                    content.get_mut(*index)
+            {
+                *arguments = parsed;
+            }
+        }
+        StreamEvent::ToolCallEnd {
+            index,
+            id,
+            name,
+            arguments,
+        } => {
+            if let Some(ContentBlock::Known(KnownBlock::ToolCall {
+                id: bid,
+                name: bname,
+                arguments: bargs,
+                ..
+            })) = content.get_mut(*index)
+            {
+                bid.clone_from(id);
+                bname.clone_from(name);
+                bargs.clone_from(arguments);
+            }
+        }
+        StreamEvent::Start | StreamEvent::Retry { .. } | StreamEvent::Done(_) => {}
+    }
+}
+
 /// Record the checkpoint id in the result's `details.checkpoint`.
 fn attach_checkpoint(result: &mut ToolResult, id: &str) {
     match &mut result.details {
@@ -796,5 +1008,26 @@ fn attach_checkpoint(result: &mut ToolResult, id: &str) {
             map.insert("checkpoint".into(), Value::from(id));
             result.details = Some(Value::Object(map));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overhead_stats_summarise_the_samples() {
+        assert_eq!(OverheadStats::of(&[], &[]), None);
+        let us = |v: &[u64]| {
+            v.iter()
+                .map(|&u| Duration::from_micros(u))
+                .collect::<Vec<_>>()
+        };
+        let s = OverheadStats::of(&us(&[30, 10, 20, 1000]), &us(&[5, 6, 7, 8])).unwrap();
+        assert_eq!(s.calls, 4);
+        assert_eq!(s.median_us, 20);
+        assert_eq!(s.max_us, 1000);
+        assert_eq!(s.total_us, 1060);
+        assert_eq!(s.persist_median_us, 6);
     }
 }

@@ -8,10 +8,10 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::{LimitKind, RunStop};
+use crate::{LimitKind, OverheadStats, RunStop};
 
-/// A streamed delta of the assistant message being generated (Pi's
-/// `assistantMessageEvent`, without the `partial` snapshot).
+/// A streamed delta of the assistant message being generated (the delta part
+/// of Pi's `assistantMessageEvent`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AssistantDelta {
@@ -63,6 +63,15 @@ pub enum AssistantDelta {
     },
 }
 
+/// Pi's `assistantMessageEvent`: the delta and the `partial` snapshot of the
+/// message so far (the same snapshot as the event's `message`).
+#[derive(Debug, Clone, Serialize)]
+pub struct AssistantMessageEvent {
+    #[serde(flatten)]
+    pub delta: AssistantDelta,
+    pub partial: Box<RawValue>,
+}
+
 /// The result part of `tool_execution_end` (`content`, `details?`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolExecutionResult {
@@ -82,9 +91,11 @@ pub enum Event {
     MessageStart {
         message: Box<RawValue>,
     },
+    /// A streamed delta; `message` is the partial assistant message so far.
     MessageUpdate {
         #[serde(rename = "assistantMessageEvent")]
-        assistant_message_event: AssistantDelta,
+        assistant_message_event: AssistantMessageEvent,
+        message: Box<RawValue>,
     },
     MessageEnd {
         message: Box<RawValue>,
@@ -141,5 +152,9 @@ pub enum Event {
         tool_calls: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
         leaf: Option<String>,
+        /// Harness overhead per executed tool call (excluding the model's
+        /// stream, the tool and the checkpoint), in microseconds.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        overhead: Option<OverheadStats>,
     },
 }

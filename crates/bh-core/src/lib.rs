@@ -44,8 +44,11 @@
 //! * Events ([`Event`]) serialise to Pi's `--mode json` lines (`agent_start`,
 //!   `turn_start`, `message_start/update/end`, `tool_execution_start/end`,
 //!   `turn_end`, `agent_end`; `message_update` carries Pi's
-//!   `assistantMessageEvent` without the `partial` snapshot), plus
-//!   `checkpoint`, `warning`, `retry` and a final `run_end`.
+//!   `assistantMessageEvent` with its `partial` snapshot and the same
+//!   snapshot as `message`), plus
+//!   `checkpoint`, `warning`, `retry` and a final `run_end` (with
+//!   `overhead`: the loop's own time per executed tool call, excluding the
+//!   model's stream, the tool and the checkpoint; see [`OverheadStats`]).
 //!
 //! No printing, no environment, no `$HOME`: everything comes in through
 //! [`AgentConfig`].
@@ -54,6 +57,6 @@ mod agent;
 mod error;
 mod event;
 
-pub use agent::{Agent, AgentConfig, LimitKind, Limits, RunOutcome, RunStop};
+pub use agent::{Agent, AgentConfig, LimitKind, Limits, OverheadStats, RunOutcome, RunStop};
 pub use error::{CoreError, Result};
-pub use event::{AssistantDelta, Event, ToolExecutionResult};
+pub use event::{AssistantDelta, AssistantMessageEvent, Event, ToolExecutionResult};

@@ -1,6 +1,6 @@
 //! Our events against what Pi 0.73.1 printed in `--mode json` for the same
 //! kind of run (fixture from the Pi corpus, scenario s02): same event types in
-//! the same order, same keys per event (Pi's `partial` snapshots aside).
+//! the same order, same keys per event (also of Pi's `partial` snapshots).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,10 +25,14 @@ fn shapes(lines: &[Value]) -> BTreeMap<String, BTreeSet<String>> {
         let mut t = v["type"].as_str().unwrap().to_owned();
         let mut k = keys(v);
         if t == "message_update" {
+            out.entry(t.clone()).or_insert(k);
             let e = &v["assistantMessageEvent"];
             t = format!("message_update/{}", e["type"].as_str().unwrap());
             k = keys(e);
-            k.remove("partial");
+            // Our stream reports the response id only with the final message.
+            let mut pk = keys(&e["partial"]);
+            pk.remove("responseId");
+            out.entry(format!("{t}/partial")).or_insert(pk);
         }
         if t == "tool_execution_end" {
             k.extend(
@@ -102,6 +106,25 @@ async fn events_have_pis_json_mode_shapes_and_order() {
             assert_eq!(k, pk, "keys of {t}");
         }
     }
+    // Each update's `partial` is the message so far and equals its `message`;
+    // the last one of a message holds its final content.
+    let mut last_partial: Option<&Value> = None;
+    for l in &ours {
+        match l["type"].as_str().unwrap() {
+            "message_update" => {
+                let p = &l["assistantMessageEvent"]["partial"];
+                assert_eq!(p, &l["message"]);
+                assert_eq!(p["role"], "assistant");
+                last_partial = Some(p);
+            }
+            "message_end" if l["message"]["role"] == "assistant" => {
+                let p = last_partial.take().expect("updates before the end");
+                assert_eq!(p["content"], l["message"]["content"]);
+            }
+            _ => {}
+        }
+    }
+
     // The header line is the CLI's; bash output is not streamed.
     for t in theirs
         .keys()
