@@ -144,168 +144,45 @@ impl Session {
     }
 
     fn index(&mut self) {
-        let data = std::mem::take(&mut self.data);
-        // Ordinal of every successfully parsed JSON line (Pi's `entries` array,
-        // header included), for v1 `firstKeptEntryIndex`.
-        let mut parsed: Vec<Option<usize>> = Vec::new();
-        let mut pending_first_kept: Vec<(usize, usize)> = Vec::new();
-        let mut saw_json = false;
-        let mut no_header = false;
+        let workers = scan_workers(self.data.len());
+        self.index_with(workers, PIECE_BYTES);
+    }
 
+    /// [`index`](Self::index) scanning on `workers` threads (1: in this one),
+    /// `workers` pieces of about `piece` bytes at a time.
+    fn index_with(&mut self, workers: usize, piece: usize) {
+        let data = std::mem::take(&mut self.data);
+        let mut st = IndexState::default();
         let len = data.len();
-        let mut start = 0usize;
-        let mut line_no = 0usize;
-        while start < len {
-            line_no += 1;
-            let (end, next, has_nl) = match memchr_nl(&data[start..]) {
-                Some(i) => (start + i, start + i + 1, true),
-                None => (len, len, false),
-            };
-            let line = &data[start..end];
-            let span = (start, end);
-            start = next;
-            if line.iter().all(|b| b.is_ascii_whitespace()) {
-                continue;
-            }
-            let first = line.iter().find(|b| !b.is_ascii_whitespace()).copied();
-            let deduped: Vec<u8>;
-            let parsed_head = if first == Some(b'{') {
-                match EntryHead::parse(line) {
-                    // JSON.parse accepts duplicate keys (the last wins); so do we.
-                    Err(e) if e.is_data() => match dedupe_keys(line) {
-                        Some(d) => {
-                            deduped = d;
-                            EntryHead::parse(&deduped)
-                        }
-                        None => Err(e),
-                    },
-                    other => other,
-                }
-            } else {
-                // Valid JSON that is not an object: Pi parses it, but it is no entry.
-                serde_json::from_slice::<serde::de::IgnoredAny>(line)
-                    .and_then(|_| Err(serde::de::Error::custom("expected a JSON object")))
-            };
-            let head = match parsed_head {
-                Ok(h) => h,
-                Err(e) => {
-                    self.skipped_lines += 1;
-                    let kind = if e.is_data() {
-                        ProblemKind::NotAnObject
-                    } else if !has_nl {
-                        ProblemKind::TornLastLine
-                    } else {
-                        ProblemKind::BadJson
-                    };
-                    let msg = match kind {
-                        ProblemKind::TornLastLine => {
-                            format!("last line is cut short (no newline, invalid JSON: {e})")
-                        }
-                        ProblemKind::NotAnObject => format!("not a session entry object: {e}"),
-                        _ => format!("invalid JSON: {e}"),
-                    };
-                    if kind == ProblemKind::NotAnObject {
-                        // Pi's entries array holds it (it shifts v1 indexes), and
-                        // as the first JSON value it makes the file invalid.
-                        parsed.push(None);
-                        if !saw_json {
-                            no_header = true;
-                            self.problems.push(Problem::new(
-                                line_no,
-                                ProblemKind::NoHeader,
-                                None,
-                                "first JSON line is not a session header".to_owned(),
-                            ));
-                        }
-                        saw_json = true;
+        if workers > 1 {
+            // Phase 1 (parallel): scan a round of pieces, each line on its
+            // own; phase 2 (sequential, file order): build entries, problems,
+            // migrations. Rounds bound the memory the scanned lines take.
+            let ranges = split_at_newlines(&data, (len / piece.max(1)).max(workers));
+            let mut line_no = 0usize;
+            for round in ranges.chunks(workers) {
+                for chunk in scan_parallel(&data, round) {
+                    for sl in chunk {
+                        line_no += 1;
+                        self.index_line(&data, &mut st, line_no, sl.span, sl.has_nl, sl.scan);
                     }
-                    self.problems.push(Problem::new(line_no, kind, None, msg));
-                    continue;
                 }
-            };
-            if !has_nl {
-                self.problems.push(Problem::new(
-                    line_no,
-                    ProblemKind::NoTrailingNewline,
-                    None,
-                    "last line has no trailing newline".to_owned(),
-                ));
             }
-            let first_json = !saw_json;
-            saw_json = true;
-            let kind_str = head.kind.as_str();
-            if kind_str == Some("session") {
-                if first_json && head.id.as_str().is_some() {
-                    match serde_json::from_slice::<SessionHeader>(line) {
-                        Ok(h) => {
-                            self.version = h.version.unwrap_or(1);
-                            self.header = Some(Header {
-                                line: line_no,
-                                span,
-                                header: h,
-                            });
-                        }
-                        Err(_) => {
-                            // Pi only needs type and a string id; keep what we can.
-                            let h = SessionHeader {
-                                kind: "session".to_owned(),
-                                version: head.version.0.map(|v| v as u64),
-                                id: head.id.as_str().unwrap_or_default().to_owned(),
-                                timestamp: head.timestamp.as_str().map(str::to_owned),
-                                cwd: head.cwd.as_str().map(str::to_owned),
-                                parent_session: head.parent_session.as_str().map(str::to_owned),
-                                extra: Default::default(),
-                            };
-                            self.version = h.version.unwrap_or(1);
-                            self.header = Some(Header {
-                                line: line_no,
-                                span,
-                                header: h,
-                            });
-                        }
-                    }
-                } else if first_json {
-                    no_header = true;
-                    self.problems.push(Problem::new(
-                        line_no,
-                        ProblemKind::NoHeader,
-                        None,
-                        "session header has no string id".to_owned(),
-                    ));
-                } else {
-                    let same = self
-                        .header
-                        .as_ref()
-                        .is_some_and(|h| data[h.span.0..h.span.1] == *line);
-                    self.problems.push(Problem::new(
-                        line_no,
-                        ProblemKind::DuplicateHeader,
-                        None,
-                        if same {
-                            "duplicate of the header line (Pi ignores it)".to_owned()
-                        } else {
-                            "a second, different session header (Pi ignores it)".to_owned()
-                        },
-                    ));
-                }
-                parsed.push(None);
-                continue;
+        } else {
+            let mut start = 0usize;
+            let mut line_no = 0usize;
+            while start < len {
+                line_no += 1;
+                let (end, next, has_nl) = match memchr_nl(&data[start..]) {
+                    Some(i) => (start + i, start + i + 1, true),
+                    None => (len, len, false),
+                };
+                let scan = scan_line(&data[start..end]);
+                self.index_line(&data, &mut st, line_no, (start, end), has_nl, scan);
+                start = next;
             }
-            if first_json {
-                no_header = true;
-                self.problems.push(Problem::new(
-                    line_no,
-                    ProblemKind::NoHeader,
-                    None,
-                    "first line is not a session header (Pi treats the file as invalid)".to_owned(),
-                ));
-            }
-            let entry_ix = self.entries.len();
-            parsed.push(Some(entry_ix));
-            let entry = self.entry_from_head(head, line_no, span, &mut pending_first_kept);
-            self.entries.push(entry);
         }
-        if !saw_json && !no_header {
+        if !st.saw_json && !st.no_header {
             self.problems.push(Problem::new(
                 1,
                 ProblemKind::NoHeader,
@@ -318,8 +195,152 @@ impl Session {
             ));
         }
         self.data = data;
-        self.migrate(&parsed, &pending_first_kept);
+        self.migrate(&st.parsed, &st.pending_first_kept);
         self.build_index();
+    }
+
+    /// Phase 2 for one non-blank or blank line, in file order.
+    fn index_line(
+        &mut self,
+        data: &[u8],
+        st: &mut IndexState,
+        line_no: usize,
+        span: (usize, usize),
+        has_nl: bool,
+        scan: LineScan<'_>,
+    ) {
+        let line = &data[span.0..span.1];
+        let deduped: Vec<u8>;
+        let parsed_head = match scan {
+            LineScan::Blank => return,
+            LineScan::Parsed(r) => r,
+            // JSON.parse accepts duplicate keys (the last wins); so do we.
+            LineScan::Dedupe(e) => match dedupe_keys(line) {
+                Some(d) => {
+                    deduped = d;
+                    EntryHead::parse(&deduped)
+                }
+                None => Err(e),
+            },
+        };
+        let head = match parsed_head {
+            Ok(h) => h,
+            Err(e) => {
+                self.skipped_lines += 1;
+                let kind = if e.is_data() {
+                    ProblemKind::NotAnObject
+                } else if !has_nl {
+                    ProblemKind::TornLastLine
+                } else {
+                    ProblemKind::BadJson
+                };
+                let msg = match kind {
+                    ProblemKind::TornLastLine => {
+                        format!("last line is cut short (no newline, invalid JSON: {e})")
+                    }
+                    ProblemKind::NotAnObject => format!("not a session entry object: {e}"),
+                    _ => format!("invalid JSON: {e}"),
+                };
+                if kind == ProblemKind::NotAnObject {
+                    // Pi's entries array holds it (it shifts v1 indexes), and
+                    // as the first JSON value it makes the file invalid.
+                    st.parsed.push(None);
+                    if !st.saw_json {
+                        st.no_header = true;
+                        self.problems.push(Problem::new(
+                            line_no,
+                            ProblemKind::NoHeader,
+                            None,
+                            "first JSON line is not a session header".to_owned(),
+                        ));
+                    }
+                    st.saw_json = true;
+                }
+                self.problems.push(Problem::new(line_no, kind, None, msg));
+                return;
+            }
+        };
+        if !has_nl {
+            self.problems.push(Problem::new(
+                line_no,
+                ProblemKind::NoTrailingNewline,
+                None,
+                "last line has no trailing newline".to_owned(),
+            ));
+        }
+        let first_json = !st.saw_json;
+        st.saw_json = true;
+        let kind_str = head.kind.as_str();
+        if kind_str == Some("session") {
+            if first_json && head.id.as_str().is_some() {
+                match serde_json::from_slice::<SessionHeader>(line) {
+                    Ok(h) => {
+                        self.version = h.version.unwrap_or(1);
+                        self.header = Some(Header {
+                            line: line_no,
+                            span,
+                            header: h,
+                        });
+                    }
+                    Err(_) => {
+                        // Pi only needs type and a string id; keep what we can.
+                        let h = SessionHeader {
+                            kind: "session".to_owned(),
+                            version: head.version.0.map(|v| v as u64),
+                            id: head.id.as_str().unwrap_or_default().to_owned(),
+                            timestamp: head.timestamp.as_str().map(str::to_owned),
+                            cwd: head.cwd.as_str().map(str::to_owned),
+                            parent_session: head.parent_session.as_str().map(str::to_owned),
+                            extra: Default::default(),
+                        };
+                        self.version = h.version.unwrap_or(1);
+                        self.header = Some(Header {
+                            line: line_no,
+                            span,
+                            header: h,
+                        });
+                    }
+                }
+            } else if first_json {
+                st.no_header = true;
+                self.problems.push(Problem::new(
+                    line_no,
+                    ProblemKind::NoHeader,
+                    None,
+                    "session header has no string id".to_owned(),
+                ));
+            } else {
+                let same = self
+                    .header
+                    .as_ref()
+                    .is_some_and(|h| data[h.span.0..h.span.1] == *line);
+                self.problems.push(Problem::new(
+                    line_no,
+                    ProblemKind::DuplicateHeader,
+                    None,
+                    if same {
+                        "duplicate of the header line (Pi ignores it)".to_owned()
+                    } else {
+                        "a second, different session header (Pi ignores it)".to_owned()
+                    },
+                ));
+            }
+            st.parsed.push(None);
+            return;
+        }
+        if first_json {
+            st.no_header = true;
+            self.problems.push(Problem::new(
+                line_no,
+                ProblemKind::NoHeader,
+                None,
+                "first line is not a session header (Pi treats the file as invalid)".to_owned(),
+            ));
+        }
+        let entry_ix = self.entries.len();
+        st.parsed.push(Some(entry_ix));
+        let entry = self.entry_from_head(head, line_no, span, &mut st.pending_first_kept);
+        self.entries.push(entry);
     }
 
     fn entry_from_head(
@@ -818,6 +839,321 @@ fn dedupe_keys(line: &[u8]) -> Option<Vec<u8>> {
     merged.to_json().ok().map(String::into_bytes)
 }
 
+/// State of the sequential pass of [`Session::index`].
+#[derive(Default)]
+struct IndexState {
+    /// Ordinal of every successfully parsed JSON line (Pi's `entries` array,
+    /// header included), for v1 `firstKeptEntryIndex`.
+    parsed: Vec<Option<usize>>,
+    pending_first_kept: Vec<(usize, usize)>,
+    saw_json: bool,
+    no_header: bool,
+}
+
+/// One line as scanned on its own (no session state needed, so lines can be
+/// scanned in parallel). Kept unboxed: only one round of pieces is held at a
+/// time, and the head moves straight into the sequential pass.
+#[allow(clippy::large_enum_variant)]
+enum LineScan<'a> {
+    /// Empty or whitespace only.
+    Blank,
+    /// The head, or why the line is no entry (bad JSON, not an object).
+    Parsed(std::result::Result<EntryHead<'a>, serde_json::Error>),
+    /// A `{` line that failed with a data error: retried sequentially with
+    /// duplicate keys merged.
+    Dedupe(serde_json::Error),
+}
+
+struct ScannedLine<'a> {
+    span: (usize, usize),
+    has_nl: bool,
+    scan: LineScan<'a>,
+}
+
+fn scan_line(line: &[u8]) -> LineScan<'_> {
+    if line.iter().all(|b| b.is_ascii_whitespace()) {
+        return LineScan::Blank;
+    }
+    let first = line.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    if first == Some(b'{') {
+        match EntryHead::parse(line) {
+            Err(e) if e.is_data() => LineScan::Dedupe(e),
+            other => LineScan::Parsed(other),
+        }
+    } else {
+        // Valid JSON that is not an object: Pi parses it, but it is no entry.
+        LineScan::Parsed(
+            serde_json::from_slice::<serde::de::IgnoredAny>(line)
+                .and_then(|_| Err(serde::de::Error::custom("expected a JSON object"))),
+        )
+    }
+}
+
+/// Inputs at least this large are scanned on several threads.
+const PARALLEL_MIN_BYTES: usize = 4 << 20;
+
+/// About how many bytes one thread scans per round.
+const PIECE_BYTES: usize = 1 << 20;
+
+/// How many threads scan `len` bytes (1: the single-threaded path).
+fn scan_workers(len: usize) -> usize {
+    if len < PARALLEL_MIN_BYTES {
+        return 1;
+    }
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8)
+}
+
+/// Scan `data[from..to]` line by line; `to` is `data.len()` or just past a newline.
+fn scan_range(data: &[u8], from: usize, to: usize) -> Vec<ScannedLine<'_>> {
+    let mut out = Vec::new();
+    let mut start = from;
+    while start < to {
+        let (end, next, has_nl) = match memchr_nl(&data[start..to]) {
+            Some(i) => (start + i, start + i + 1, true),
+            None => (to, to, false),
+        };
+        out.push(ScannedLine {
+            span: (start, end),
+            has_nl,
+            scan: scan_line(&data[start..end]),
+        });
+        start = next;
+    }
+    out
+}
+
+/// `data` cut into up to `pieces` non-empty ranges, each ending just past a
+/// newline (the last at the end of `data`).
+fn split_at_newlines(data: &[u8], pieces: usize) -> Vec<(usize, usize)> {
+    let len = data.len();
+    let pieces = pieces.max(1);
+    let mut ranges = Vec::with_capacity(pieces);
+    let mut from = 0usize;
+    for i in 1..=pieces {
+        if from >= len {
+            break;
+        }
+        let target = (len / pieces * i).max(from);
+        let to = if i == pieces {
+            len
+        } else {
+            match memchr_nl(&data[target..]) {
+                Some(j) => target + j + 1,
+                None => len,
+            }
+        };
+        if to > from {
+            ranges.push((from, to));
+            from = to;
+        }
+    }
+    ranges
+}
+
+/// Scan `ranges` on scoped threads (the first in this one); the results come
+/// back in the order of `ranges`.
+fn scan_parallel<'a>(data: &'a [u8], ranges: &[(usize, usize)]) -> Vec<Vec<ScannedLine<'a>>> {
+    std::thread::scope(|s| {
+        let mut rest = ranges.iter();
+        let first = rest.next().copied();
+        let handles: Vec<_> = rest
+            .map(|&(a, b)| s.spawn(move || scan_range(data, a, b)))
+            .collect();
+        let mut out = Vec::with_capacity(ranges.len());
+        if let Some((a, b)) = first {
+            out.push(scan_range(data, a, b));
+        }
+        for h in handles {
+            match h.join() {
+                Ok(v) => out.push(v),
+                Err(p) => std::panic::resume_unwind(p),
+            }
+        }
+        out
+    })
+}
+
+/// The first `\n` in `hay`, eight bytes at a time (SWAR, no `unsafe`).
 fn memchr_nl(hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == b'\n')
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const NL: u64 = LO * b'\n' as u64;
+    let mut chunks = hay.chunks_exact(8);
+    let mut off = 0usize;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w) ^ NL;
+        // The lowest flagged byte is always a real `\n` (borrows only run upwards).
+        let found = x.wrapping_sub(LO) & !x & HI;
+        if found != 0 {
+            return Some(off + (found.trailing_zeros() / 8) as usize);
+        }
+        off += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|i| off + i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_with(data: &[u8], workers: usize, piece: usize) -> String {
+        let mut s = Session {
+            path: None,
+            data: data.to_vec(),
+            header: None,
+            version: crate::CURRENT_VERSION,
+            entries: Vec::new(),
+            by_id: HashMap::new(),
+            labels: Vec::new(),
+            name: None,
+            problems: Vec::new(),
+            skipped_lines: 0,
+        };
+        s.index_with(workers, piece);
+        // `by_id` is a HashMap: compare it sorted.
+        let mut by_id: Vec<_> = std::mem::take(&mut s.by_id).into_iter().collect();
+        by_id.sort();
+        // The bytes are the input; leave them out of the comparison.
+        s.data = Vec::new();
+        format!("{s:?} {by_id:?}")
+    }
+
+    fn assert_same_all_splits(data: &[u8]) {
+        let one = parse_with(data, 1, PIECE_BYTES);
+        for workers in [2, 3, 5, 8] {
+            for piece in [97, 4096, PIECE_BYTES] {
+                assert_eq!(
+                    one,
+                    parse_with(data, workers, piece),
+                    "workers = {workers}, piece = {piece}"
+                );
+            }
+        }
+    }
+
+    const BODY: &[&str] = &[
+        r#"{"type":"message","id":"a1","parentId":null,"timestamp":"t","message":{"role":"user","content":"hi"}}"#,
+        "",
+        "   ",
+        r#"{"type":"message","id":"a2","parentId":"a1","message":{"role":"assistant","provider":"p","model":"m","usage":{"input":1,"output":2}}}"#,
+        r#"{"type":"label","id":"l1","parentId":"a2","targetId":"a1","label":"x"}"#,
+        r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#,
+        r#"{"type":"session","version":3,"id":"other"}"#,
+        "{not json",
+        "[1,2]",
+        "42",
+        r#"{"type":"message","id":"d1","id":"d2","parentId":"a2","message":{"role":"user"}}"#,
+        r#"{"type":"weird","id":"w1"}"#,
+        r#"{"id":"nt"}"#,
+        r#"{"type":"message","id":"m0"}"#,
+        r#"{"type":"message","id":"r1","message":{"role":"hookMessage"}}"#,
+        r#"{"type":"compaction","id":"c1","firstKeptEntryIndex":3,"summary":"s"}"#,
+        r#"{"type":"session_info","id":"i1","name":"n"}"#,
+        r#"{"type":"model_change","id":"mc","provider":"p","modelId":"m"}"#,
+    ];
+
+    fn big(header: &str, tail: &str, min: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(header.as_bytes());
+        let mut i = 0usize;
+        while out.len() < min {
+            out.extend_from_slice(BODY[i % BODY.len()].as_bytes());
+            out.push(b'\n');
+            i += 1;
+        }
+        out.extend_from_slice(tail.as_bytes());
+        out
+    }
+
+    #[test]
+    fn parallel_scan_matches_sequential() {
+        // `index_with` takes the parallel path whatever the size.
+        let min = 20_000;
+        let v3 =
+            "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/\"}\n";
+        let v1 = "{\"type\":\"session\",\"id\":\"s1\",\"timestamp\":\"t\",\"cwd\":\"/\"}\n";
+        for header in [
+            v3,
+            v1,
+            "{\"type\":\"session\",\"version\":2,\"id\":\"s2\"}\n",
+            "",
+            "\n[]\n",
+        ] {
+            for tail in [
+                "",
+                "{\"type\":\"message\",\"id\":\"z\"}",
+                "{\"type\":\"mess",
+                "\n\n",
+                "  ",
+            ] {
+                let data = big(header, tail, min);
+                assert_same_all_splits(&data);
+            }
+        }
+        // Tiny inputs and inputs with fewer lines than workers.
+        for data in [
+            &b""[..],
+            b"\n",
+            b"{}",
+            b"{\"type\":\"session\",\"id\":\"s\"}\n{}\n",
+        ] {
+            assert_same_all_splits(data);
+        }
+        // One long line without a newline: a single chunk.
+        let mut one = vec![b' '; min];
+        one.push(b'{');
+        assert_same_all_splits(&one);
+    }
+
+    #[test]
+    fn pieces_cover_the_data_and_end_at_newlines() {
+        let data = big("", "tail", 5000);
+        for pieces in [1, 2, 7, 100, 10_000] {
+            let ranges = split_at_newlines(&data, pieces);
+            assert!(ranges.len() <= pieces);
+            let mut at = 0;
+            for (ix, &(a, b)) in ranges.iter().enumerate() {
+                assert_eq!(a, at);
+                assert!(b > a);
+                if ix + 1 < ranges.len() {
+                    assert_eq!(data[b - 1], b'\n');
+                }
+                at = b;
+            }
+            assert_eq!(at, data.len());
+        }
+        assert!(split_at_newlines(b"", 4).is_empty());
+    }
+
+    #[test]
+    fn newline_search_matches_the_naive_one() {
+        let mut hay = vec![b'x'; 40];
+        assert_eq!(memchr_nl(&hay), None);
+        for at in 0..40 {
+            hay[at] = b'\n';
+            for from in 0..=at {
+                assert_eq!(memchr_nl(&hay[from..]), Some(at - from));
+            }
+            hay[at] = 0x8a; // high bit set, low bits of `\n`
+            assert_eq!(memchr_nl(&hay), None);
+            hay[at] = b'x';
+        }
+        assert_eq!(memchr_nl(b"\x0b\x0a"), Some(1));
+        assert_eq!(memchr_nl(b"\x09\x0a\x0a"), Some(1));
+    }
+
+    #[test]
+    fn big_inputs_scan_in_parallel_small_ones_do_not() {
+        assert_eq!(scan_workers(PARALLEL_MIN_BYTES - 1), 1);
+        assert!((1..=8).contains(&scan_workers(PARALLEL_MIN_BYTES)));
+    }
 }
