@@ -99,6 +99,20 @@ pub struct AgentArgs {
 }
 
 /// `PI_CODING_AGENT_DIR`, else `~/.pi/agent`.
+/// `BH_CONFIG`, else `$XDG_CONFIG_HOME/better-harness/config.toml`, else
+/// `~/.config/better-harness/config.toml`.
+fn config_file(ctx: &Ctx) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("BH_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(abs(ctx, Path::new(&p)));
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .or_else(|| ctx.home.as_ref().map(|h| h.join(".config")))?;
+    Some(base.join("better-harness").join("config.toml"))
+}
+
 fn agent_dir(ctx: &Ctx) -> Result<PathBuf, CliError> {
     if let Some(dir) = std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
         return Ok(abs(ctx, Path::new(&dir)));
@@ -280,7 +294,22 @@ pub(crate) fn build_provider(
         ));
     };
     let r: ModelRef = model.parse().map_err(CliError::usage)?;
-    let mut config = Config::default();
+    // Our own TOML config first (its entries win), then Pi's models.json.
+    let mut config = match config_file(ctx) {
+        Some(path) => match std::fs::read_to_string(&path) {
+            Ok(src) => Config::from_toml(&src).map_err(|e| {
+                CliError::new(ErrorKind::Invalid, format!("{}: {e}", path.display()))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
+            Err(e) => {
+                return Err(CliError::new(
+                    ErrorKind::Invalid,
+                    format!("{}: {e}", path.display()),
+                ));
+            }
+        },
+        None => Config::default(),
+    };
     if let Ok(dir) = agent_dir(ctx) {
         let models = dir.join("models.json");
         if let Ok(src) = std::fs::read_to_string(&models) {

@@ -573,3 +573,68 @@ fn run_against_a_mock_openai_compatible_server() {
     );
     assert_eq!(e.user_state(), before);
 }
+
+#[test]
+fn providers_come_from_the_toml_config() {
+    use mock_openai::{chunk, serve, usage};
+    use serde_json::json;
+    let e = Exec::new();
+    let t1 = [
+        chunk(
+            json!({"role": "assistant", "content": "Nothing to do."}),
+            None,
+        ),
+        chunk(json!({}), Some("stop")),
+        usage(5, 2),
+    ]
+    .concat();
+    let (base, seen) = serve(vec![t1]);
+    let config = e.root.join("config.toml");
+    fs::write(
+        &config,
+        format!("[providers.local]\napi = \"openai-completions\"\nbase_url = \"{base}\"\napi_key = \"local-secret\"\n[[providers.local.models]]\nid = \"tiny\"\n"),
+    )
+    .unwrap();
+    let out = e.bh(&[
+        "exec",
+        "plan",
+        "--repo",
+        "repo",
+        "--base",
+        "main",
+        "--session",
+        "s.jsonl",
+        "--entry",
+        "188efa0e",
+        "--prompt",
+        "look",
+        "--model",
+        "local/tiny",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::cargo_bin("bh")
+        .unwrap()
+        .current_dir(&e.root)
+        .env("HOME", &e.root)
+        .env("BH_STATE_DIR", e.root.join("state"))
+        .env("PI_CODING_AGENT_DIR", e.root.join("pi"))
+        .env("BH_CONFIG", &config)
+        .args(["--json", "exec", "run", "--plan", "plan.json", "--yes"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["result"]["state"], "no-changes");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0].0, "Bearer local-secret");
+    assert_eq!(seen[0].1["model"], "tiny");
+}
