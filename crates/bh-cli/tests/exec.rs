@@ -638,3 +638,29 @@ fn providers_come_from_the_toml_config() {
     assert_eq!(seen[0].0, "Bearer local-secret");
     assert_eq!(seen[0].1["model"], "tiny");
 }
+
+#[test]
+fn a_provider_failure_commits_nothing_and_keeps_the_partial_change() {
+    let e = Exec::new();
+    let before = e.user_state();
+    let (code, doc) = e.plan_and_run(
+        "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"half.txt\", \"content\": \"half\\n\"}}]}\n{\"stopReason\": \"error\", \"errorMessage\": \"500 upstream exploded\"}\n",
+        &[],
+    );
+    assert_eq!(code, 9, "{doc}");
+    let r = &doc["result"];
+    assert_eq!(r["state"], "failed");
+    assert!(r["commit"].is_null() && r["ref"].is_null());
+    assert!(r["reason"].as_str().unwrap().contains("upstream exploded"));
+    assert!(
+        fs::read_to_string(r["patch"].as_str().unwrap())
+            .unwrap()
+            .contains("half.txt")
+    );
+    let result_json: Value = serde_json::from_slice(
+        &fs::read(Path::new(r["execution_dir"].as_str().unwrap()).join("result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result_json["state"], "failed");
+    assert_eq!(e.user_state(), before);
+}
