@@ -4,10 +4,6 @@ use std::fmt;
 
 /// Outcome classes, each with its own exit code (see ARCHITECTURE.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(
-    dead_code,
-    reason = "one exit-code table for every capability; some classes belong to commands not built yet"
-)]
 pub enum ErrorKind {
     /// Unexpected failure: I/O, git failing where it should not.
     Internal,
