@@ -53,11 +53,12 @@ enum Command {
     Task(task::TaskCmd),
     /// Run the agent on a Pi session: model, confined tools, checkpoints, limits.
     Agent(agent::AgentArgs),
-    /// Session-checkpoint executor: plan (and re-check) continuing a Pi session
-    /// entry at a commit.
+    /// Session-checkpoint executor: continue a Pi session from one entry at one
+    /// commit into a new commit (plan, verify, run, gc).
     #[command(subcommand)]
     Exec(exec::ExecCmd),
-    /// Run a self-contained checkpoint demo on a throwaway project.
+    /// The main job on a throwaway repository: plan and run a session
+    /// continuation, then undo agent damage with checkpoints.
     Demo(demo::DemoArgs),
     #[command(
         subcommand,
