@@ -379,16 +379,33 @@ pub fn ls(root: &Root, args: &Value) -> Result<ToolResult, String> {
     if results.is_empty() {
         return Ok(ToolResult::text("(empty directory)"));
     }
+    let limit_notice = limit_reached.then(|| {
+        (
+            format!(
+                "{limit} entries limit reached. Use limit={} for more",
+                limit * 2
+            ),
+            "entryLimitReached",
+            limit,
+        )
+    });
+    Ok(listing_result(&results, limit_notice))
+}
+
+/// The result of a listing tool (`ls`, `find`): the lines cut at 50 KB, and
+/// Pi's notices for a hit result limit (`(notice, details key, limit)`) and
+/// for the byte cut, with the matching `details`.
+pub(crate) fn listing_result(
+    results: &[String],
+    limit_notice: Option<(String, &'static str, usize)>,
+) -> ToolResult {
     let tr = truncate_head(&results.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
     let mut out = tr.content.clone();
     let mut details = Map::new();
     let mut notices = Vec::new();
-    if limit_reached {
-        notices.push(format!(
-            "{limit} entries limit reached. Use limit={} for more",
-            limit * 2
-        ));
-        details.insert("entryLimitReached".into(), json!(limit));
+    if let Some((notice, key, limit)) = limit_notice {
+        notices.push(notice);
+        details.insert(key.into(), json!(limit));
     }
     if tr.truncated {
         notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
@@ -397,9 +414,9 @@ pub fn ls(root: &Root, args: &Value) -> Result<ToolResult, String> {
     if !notices.is_empty() {
         out.push_str(&format!("\n\n[{}]", notices.join(". ")));
     }
-    Ok(if details.is_empty() {
+    if details.is_empty() {
         ToolResult::text(out)
     } else {
         ToolResult::text_with(out, Value::Object(details))
-    })
+    }
 }

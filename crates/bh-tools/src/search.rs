@@ -325,28 +325,15 @@ pub fn find(root: &Root, args: &Value) -> Result<ToolResult, String> {
     if results.is_empty() {
         return Ok(ToolResult::text("No files found matching pattern"));
     }
-    let limit_reached = results.len() >= limit;
-    let tr = truncate_head(&results.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
-    let mut out = tr.content.clone();
-    let mut details = Map::new();
-    let mut notices = Vec::new();
-    if limit_reached {
-        notices.push(format!(
-            "{limit} results limit reached. Use limit={} for more, or refine pattern",
-            limit * 2
-        ));
-        details.insert("resultLimitReached".into(), json!(limit));
-    }
-    if tr.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-        details.insert("truncation".into(), tr.to_value());
-    }
-    if !notices.is_empty() {
-        out.push_str(&format!("\n\n[{}]", notices.join(". ")));
-    }
-    Ok(if details.is_empty() {
-        ToolResult::text(out)
-    } else {
-        ToolResult::text_with(out, Value::Object(details))
-    })
+    let limit_notice = (results.len() >= limit).then(|| {
+        (
+            format!(
+                "{limit} results limit reached. Use limit={} for more, or refine pattern",
+                limit * 2
+            ),
+            "resultLimitReached",
+            limit,
+        )
+    });
+    Ok(crate::file_tools::listing_result(&results, limit_notice))
 }
