@@ -6,14 +6,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use assert_cmd::prelude::*;
+use mock_openai::{chunk, serve, usage};
+
+#[path = "support/mock_openai.rs"]
+mod mock_openai;
 use serde_json::{Value, json};
 
 struct Env {
@@ -480,67 +482,6 @@ fn resume_continue_and_fork_work_in_the_sessions_cwd() {
     assert_eq!(f.header().unwrap().parent_session.as_deref(), file.to_str());
     assert_eq!(lines[0]["id"], f.header().unwrap().id.as_str());
     assert_eq!(f.context(None).unwrap().messages.len(), 8);
-}
-
-/// (authorization header, request body) of each request.
-type Seen = Arc<Mutex<Vec<(String, Value)>>>;
-
-/// Serves SSE bodies in order on 127.0.0.1, recording request headers and bodies.
-fn serve(responses: Vec<String>) -> (String, Seen) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let rec = seen.clone();
-    std::thread::spawn(move || {
-        for body in responses {
-            let Ok((stream, _)) = listener.accept() else {
-                return;
-            };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0;
-            let mut auth = String::new();
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                let l = line.trim_end().to_owned();
-                if l.is_empty() {
-                    break;
-                }
-                let lower = l.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-                if lower.starts_with("authorization:") {
-                    auth = l["authorization:".len()..].trim().to_owned();
-                }
-            }
-            let mut buf = vec![0; len];
-            reader.read_exact(&mut buf).unwrap();
-            rec.lock()
-                .unwrap()
-                .push((auth, serde_json::from_slice(&buf).unwrap_or(Value::Null)));
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.flush();
-        }
-    });
-    (base, seen)
-}
-
-fn chunk(delta: Value, finish: Option<&str>) -> String {
-    let v = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-test",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-    format!("data: {v}\n\n")
-}
-
-fn usage(input: u64, output: u64) -> String {
-    let v = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-test",
-        "choices": [], "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output}});
-    format!("data: {v}\n\ndata: [DONE]\n\n")
 }
 
 #[test]
