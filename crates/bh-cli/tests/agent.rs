@@ -12,10 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use assert_cmd::prelude::*;
-use mock_openai::{chunk, serve, usage};
+use bh_test_support::mock_openai::{chunk, serve, usage};
 
-#[path = "support/mock_openai.rs"]
-mod mock_openai;
 use serde_json::{Value, json};
 
 struct Env {

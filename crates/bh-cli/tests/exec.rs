@@ -8,8 +8,6 @@ use std::process::Command;
 
 use assert_cmd::prelude::*;
 
-#[path = "support/mock_openai.rs"]
-mod mock_openai;
 use serde_json::Value;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
@@ -470,7 +468,7 @@ fn a_killed_run_leaves_the_user_untouched_and_gc_cleans_up() {
 
 #[test]
 fn run_against_a_mock_openai_compatible_server() {
-    use mock_openai::{chunk, serve, usage};
+    use bh_test_support::mock_openai::{chunk, serve, usage};
     use serde_json::json;
     let e = Exec::new();
     let before = e.user_state();
@@ -576,7 +574,7 @@ fn run_against_a_mock_openai_compatible_server() {
 
 #[test]
 fn providers_come_from_the_toml_config() {
-    use mock_openai::{chunk, serve, usage};
+    use bh_test_support::mock_openai::{chunk, serve, usage};
     use serde_json::json;
     let e = Exec::new();
     let t1 = [

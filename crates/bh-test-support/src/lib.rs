@@ -11,6 +11,8 @@ use std::process::Command;
 
 use bh_git::GitRunner;
 
+pub mod mock_openai;
+
 /// A temp folder holding `repo/` (the repository) and `home/` (its `$HOME`).
 pub struct TestRepo {
     _tmp: tempfile::TempDir,

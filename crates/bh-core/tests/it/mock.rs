@@ -1,71 +1,15 @@
 //! One run against a mock OpenAI Chat Completions server on 127.0.0.1.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bh_core::{Agent, Limits, RunStop};
 use bh_llm::{Api, HttpProvider, ModelSpec, Provider, RetryPolicy};
-use serde_json::{Value, json};
+use bh_test_support::mock_openai::{chunk, serve, usage};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{assert_valid, fx, messages};
 
-/// Serves `responses` (SSE bodies) in order, one per connection, and records
-/// the request bodies.
-pub fn serve(responses: Vec<String>) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let rec = seen.clone();
-    std::thread::spawn(move || {
-        for body in responses {
-            let Ok((stream, _)) = listener.accept() else {
-                return;
-            };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                let l = line.trim_end().to_ascii_lowercase();
-                if l.is_empty() {
-                    break;
-                }
-                if let Some(v) = l.strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-            }
-            let mut buf = vec![0; len];
-            reader.read_exact(&mut buf).unwrap();
-            rec.lock()
-                .unwrap()
-                .push(serde_json::from_slice(&buf).unwrap_or(Value::Null));
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.flush();
-        }
-    });
-    (base, seen)
-}
-
-pub fn chunk(delta: Value, finish: Option<&str>) -> String {
-    let v = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "mock",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-    format!("data: {v}\n\n")
-}
-
-pub fn usage(input: u64, output: u64) -> String {
-    let v = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "mock",
-        "choices": [], "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output}});
-    format!("data: {v}\n\ndata: [DONE]\n\n")
-}
-
-/// Two turns: a `write` call (arguments split over two deltas), then text.
 pub fn two_turns() -> Vec<String> {
     let t1 = [
         chunk(json!({"role": "assistant", "content": "Writing."}), None),
@@ -124,7 +68,12 @@ async fn runs_against_a_mock_openai_server() {
     assert_valid(agent.session_path());
 
     // The second request carried the tool call and its result.
-    let seen = seen.lock().unwrap();
+    let seen: Vec<serde_json::Value> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, body)| body.clone())
+        .collect();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0]["tools"].as_array().unwrap().len(), 7);
     assert_eq!(seen[0]["messages"][0]["role"], "system");

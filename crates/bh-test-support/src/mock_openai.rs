@@ -1,8 +1,6 @@
-//! A scripted OpenAI-compatible server on 127.0.0.1 for CLI tests: it serves
+//! A scripted OpenAI-compatible server on 127.0.0.1 for tests: it serves
 //! prepared SSE bodies in order and records each request's authorization
-//! header and JSON body. Include with `#[path = "support/mock_openai.rs"] mod mock_openai;`.
-
-#![allow(dead_code)]
+//! header and JSON body.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
