@@ -11,7 +11,6 @@
 //! timed the same way. Results: a Markdown table on stdout and JSON in
 //! `target/bench-results/checkpoint.json`.
 
-use std::ffi::OsString;
 use std::fs;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -20,7 +19,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use bh_checkpoint::{RestoreMode, SnapshotRequest, Store, StoreOptions};
-use bh_git::GitRunner;
+use bh_test_support::{git_isolated, process_runner as runner};
 use serde_json::{Value, json};
 
 fn main() -> Result<()> {
@@ -56,14 +55,6 @@ fn measure(args: &[String]) -> Result<()> {
         json!({ "wall_ms": wall, "maxrss_kib": usage.max_rss() })
     );
     Ok(())
-}
-
-fn runner() -> GitRunner {
-    let env = ["PATH", "HOME", "TMPDIR"]
-        .iter()
-        .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
-        .collect();
-    GitRunner::new("git", env)
 }
 
 /// `op snapshot PROJECT STATE` / `op restore PROJECT STATE ID PATH`: one
@@ -221,16 +212,7 @@ impl Bench {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()?;
-    if !out.status.success() {
-        bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    Ok(git_isolated(dir, args)?)
 }
 
 /// Deterministic pseudo-source text (gzip ratio ≈ 0.45, like real code).

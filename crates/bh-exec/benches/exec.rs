@@ -8,43 +8,20 @@
 //! cargo bench -p bh-exec --bench exec -- [--files 100000] [--mb 100] [--rounds 5] [--only-plan]
 //! ```
 
-use std::ffi::OsString;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use bh_exec::{Limits, PlanRequest, RunSetup, make_plan, run_plan, write_plan};
-use bh_git::GitRunner;
 use bh_llm::{Api, ModelSpec, ScriptedProvider};
+use bh_test_support::{git_isolated, process_runner as runner};
 use sha2::Digest;
 
-fn runner() -> GitRunner {
-    let env = ["PATH", "HOME", "TMPDIR"]
-        .iter()
-        .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
-        .collect();
-    GitRunner::new("git", env)
-}
-
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@b")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@b")
-        .output()?;
-    if !out.status.success() {
-        bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    Ok(git_isolated(dir, args)?)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -8,7 +8,6 @@
 //! cargo bench -p bh-task --bench task -- [--files 10000] [--rounds 7]
 //! ```
 
-use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,33 +15,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use bh_git::{GitRunner, Scope};
+use bh_git::Scope;
 use bh_task::run::{TaskOptions, new_task_id, run_task};
 use bh_task::{FrozenScope, ScopeSpec, validate_candidate};
-
-fn runner() -> GitRunner {
-    let env = ["PATH", "HOME", "TMPDIR"]
-        .iter()
-        .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
-        .collect();
-    GitRunner::new("git", env)
-}
+use bh_test_support::{git_isolated, process_runner as runner};
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@b")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@b")
-        .output()?;
-    if !out.status.success() {
-        bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    Ok(git_isolated(dir, args)?)
 }
 
 fn main() -> Result<()> {

@@ -142,3 +142,36 @@ pub fn git_in(dir: &Path, home: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+/// For benchmarks: the hardened runner with this process's `PATH`, `HOME`
+/// and `TMPDIR` (what the CLI would hand it).
+pub fn process_runner() -> GitRunner {
+    let env = ["PATH", "HOME", "TMPDIR"]
+        .iter()
+        .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
+        .collect();
+    GitRunner::new("git", env)
+}
+
+/// For benchmarks: plain git in `dir` with no system or global config and a
+/// fixed identity; a failure is an error carrying git's stderr.
+pub fn git_isolated(dir: &Path, args: &[&str]) -> std::io::Result<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.invalid")
+        .output()?;
+    if !out.status.success() {
+        return Err(std::io::Error::other(format!(
+            "git {args:?} in {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
