@@ -7,60 +7,36 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use assert_cmd::prelude::*;
+use bh_test_support::TestRepo;
 use serde_json::Value;
 
+/// A repository with `src/`, a README and a `.gitignore` at its base, plus
+/// a state folder for bh.
 struct Env {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
+    t: TestRepo,
     repo: PathBuf,
     state: PathBuf,
-    home: PathBuf,
+}
+
+impl std::ops::Deref for Env {
+    type Target = TestRepo;
+    fn deref(&self) -> &TestRepo {
+        &self.t
+    }
 }
 
 impl Env {
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
-        let env = Env {
-            repo: root.join("repo"),
-            state: root.join("state"),
-            home: root.join("home"),
-            root,
-            _tmp: tmp,
-        };
-        fs::create_dir_all(&env.repo).unwrap();
-        fs::create_dir_all(&env.home).unwrap();
-        env.git(&["init", "-q", "-b", "main"]);
-        env.git(&["config", "user.name", "Worker"]);
-        env.git(&["config", "user.email", "worker@example.invalid"]);
-        env.write("src/lib.rs", "pub fn a() {}\n");
-        env.write("README.md", "# readme\n");
-        env.write(".gitignore", "target/\n");
-        env.git(&["add", "-A"]);
-        env.git(&["commit", "-q", "-m", "base"]);
-        env
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&self.repo)
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.repo.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
+        let t = TestRepo::new();
+        t.write("src/lib.rs", "pub fn a() {}\n");
+        t.write("README.md", "# readme\n");
+        t.write(".gitignore", "target/\n");
+        t.commit_all("base");
+        Env {
+            repo: t.dir.clone(),
+            state: t.root.join("state"),
+            t,
+        }
     }
 
     /// `bh --json task run <flags> -- sh -c SCRIPT`; returns (exit code, JSON).

@@ -9,64 +9,36 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use assert_cmd::cargo::CommandCargoExt;
+use bh_test_support::TestRepo;
 use serde_json::{Value, json};
 
+/// A repository with `src/`, an ignored `.env` and `target/`, plus a state
+/// folder for bh.
 struct Env {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
+    t: TestRepo,
     repo: PathBuf,
     state: PathBuf,
-    home: PathBuf,
+}
+
+impl std::ops::Deref for Env {
+    type Target = TestRepo;
+    fn deref(&self) -> &TestRepo {
+        &self.t
+    }
 }
 
 impl Env {
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
-        let env = Env {
-            repo: root.join("repo"),
-            state: root.join("state"),
-            home: root.join("home"),
-            root,
-            _tmp: tmp,
-        };
-        fs::create_dir_all(&env.repo).unwrap();
-        fs::create_dir_all(&env.home).unwrap();
-        env.git(&["init", "-q", "-b", "main"]);
-        env.git(&["config", "user.name", "Worker"]);
-        env.git(&["config", "user.email", "worker@example.invalid"]);
-        env.write("src/lib.rs", "pub fn a() {}\n");
-        env.write(".gitignore", ".env\ntarget/\n");
-        env.git(&["add", "-A"]);
-        env.git(&["commit", "-q", "-m", "base"]);
-        env.write(".env", "SECRET=1\n");
-        env
-    }
-
-    fn git_in(&self, dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        self.git_in(&self.repo, args)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.repo.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
+        let t = TestRepo::new();
+        t.write("src/lib.rs", "pub fn a() {}\n");
+        t.write(".gitignore", ".env\ntarget/\n");
+        t.commit_all("base");
+        t.write(".env", "SECRET=1\n");
+        Env {
+            repo: t.dir.clone(),
+            state: t.root.join("state"),
+            t,
+        }
     }
 
     fn wt(&self, name: &str) -> PathBuf {
