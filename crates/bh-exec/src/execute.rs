@@ -248,7 +248,15 @@ pub async fn run_plan(
                 source: std::io::Error::other(e.to_string()),
             }
         })?;
-    let store = Store::open(runner, &worktree, &StoreOptions::new(&setup.state_dir)).ok();
+    // A store that cannot be opened turns checkpoints off for this run; the
+    // run log says why (the worktree itself is disposable).
+    let store = match Store::open(runner, &worktree, &StoreOptions::new(&setup.state_dir)) {
+        Ok(store) => Some(store),
+        Err(e) => {
+            log(&format!("checkpoints off: {e}"));
+            None
+        }
+    };
     let writer = SessionWriter::open(&forked.path).map_err(|e| ExecError::Session {
         file: forked.path.display().to_string(),
         detail: e.to_string(),
