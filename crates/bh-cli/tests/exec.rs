@@ -187,16 +187,18 @@ impl Exec {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
-    fn bh(&self, args: &[&str]) -> std::process::Output {
-        Command::cargo_bin("bh")
-            .unwrap()
-            .current_dir(&self.root)
+    /// `bh` in the temp folder with its own HOME, state dir and Pi agent dir.
+    fn bh_cmd(&self) -> Command {
+        let mut cmd = Command::cargo_bin("bh").unwrap();
+        cmd.current_dir(&self.root)
             .env("HOME", &self.root)
             .env("BH_STATE_DIR", self.root.join("state"))
-            .env("PI_CODING_AGENT_DIR", self.root.join("pi"))
-            .args(args)
-            .output()
-            .unwrap()
+            .env("PI_CODING_AGENT_DIR", self.root.join("pi"));
+        cmd
+    }
+
+    fn bh(&self, args: &[&str]) -> std::process::Output {
+        self.bh_cmd().args(args).output().unwrap()
     }
 
     /// Plans with a scripted model, then runs; returns (exit code, JSON).
@@ -414,11 +416,8 @@ fn a_killed_run_leaves_the_user_untouched_and_gc_cleans_up() {
         &model,
     ]);
     assert!(out.status.success());
-    let mut child = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&e.root)
-        .env("HOME", &e.root)
-        .env("BH_STATE_DIR", e.root.join("state"))
+    let mut child = e
+        .bh_cmd()
         .args(["exec", "run", "--plan", "plan.json", "--yes"])
         .spawn()
         .unwrap();
@@ -516,12 +515,8 @@ fn run_against_a_mock_openai_compatible_server() {
         !plan.contains("127.0.0.1") && !plan.contains("sk-test"),
         "no endpoint or key in a plan"
     );
-    let out = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&e.root)
-        .env("HOME", &e.root)
-        .env("BH_STATE_DIR", e.root.join("state"))
-        .env("PI_CODING_AGENT_DIR", e.root.join("pi"))
+    let out = e
+        .bh_cmd()
         .env("OPENAI_API_KEY", "sk-test")
         .args([
             "--json",
@@ -614,12 +609,8 @@ fn providers_come_from_the_toml_config() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&e.root)
-        .env("HOME", &e.root)
-        .env("BH_STATE_DIR", e.root.join("state"))
-        .env("PI_CODING_AGENT_DIR", e.root.join("pi"))
+    let out = e
+        .bh_cmd()
         .env("BH_CONFIG", &config)
         .args(["--json", "exec", "run", "--plan", "plan.json", "--yes"])
         .output()
