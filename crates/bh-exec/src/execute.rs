@@ -84,22 +84,6 @@ fn execution_id(plan: &Plan) -> String {
     )
 }
 
-/// Removes the execution worktree when dropped, unless kept.
-struct WorktreeGuard<'a> {
-    repo: &'a Repo,
-    path: PathBuf,
-    keep: bool,
-}
-
-impl Drop for WorktreeGuard<'_> {
-    fn drop(&mut self) {
-        if !self.keep {
-            let _ = self.repo.worktree_unlock(&self.path);
-            let _ = self.repo.worktree_remove(&self.path, true);
-        }
-    }
-}
-
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), ExecError> {
     let text = serde_json::to_vec_pretty(value).map_err(|e| ExecError::Io {
         context: format!("cannot serialise {}", path.display()),
@@ -206,11 +190,10 @@ pub async fn run_plan(
     // A detached worktree at the base, locked from its creation.
     let worktree = dir.join("worktree");
     repo.worktree_add_detached(&worktree, &plan.base.commit, &format!("bh exec {id}"))?;
-    let mut guard = WorktreeGuard {
-        repo: &repo,
-        path: worktree.clone(),
-        keep: setup.keep_worktree,
-    };
+    let mut guard = bh_git::WorktreeGuard::new(&repo, &worktree);
+    if setup.keep_worktree {
+        guard.keep();
+    }
     let wt = runner.repo(&worktree, Scope::User);
 
     // The forked session: new id, parentSession = source, cwd = worktree,
@@ -379,10 +362,9 @@ pub async fn run_plan(
     }
     let _ = fs::remove_file(dir.join("index"));
     if !setup.keep_worktree {
-        guard.keep = false;
-        drop(guard);
-    } else {
-        guard.keep = true;
+        // The result stands whether or not the removal succeeds (as before:
+        // the guard's drop ignored failures too).
+        let _ = guard.remove();
     }
     write_json(&dir.join("result.json"), &result)?;
     log(&format!("result: {}", result.state));

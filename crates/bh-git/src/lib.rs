@@ -11,7 +11,7 @@ pub mod ops;
 pub mod parse;
 mod runner;
 
-pub use ops::{LogCommit, Worktree};
+pub use ops::{LogCommit, Worktree, WorktreeGuard};
 pub use runner::{GitCommand, GitError, GitOutput, GitRunner, Repo, Scope};
 
 /// The all-zero object id, used as "must not exist" in compare-and-swap ref updates.

@@ -20,6 +20,48 @@ pub struct LogCommit {
     pub changes: Vec<RawChange>,
 }
 
+/// Removes a worktree the harness made when dropped (unlock, then forced
+/// remove of that exact path — never a global prune), unless [`keep`] was
+/// called: any early return or error leaves the user's repository as it was.
+///
+/// [`keep`]: WorktreeGuard::keep
+pub struct WorktreeGuard<'a> {
+    repo: &'a Repo,
+    path: PathBuf,
+    armed: bool,
+}
+
+impl<'a> WorktreeGuard<'a> {
+    pub fn new(repo: &'a Repo, path: impl Into<PathBuf>) -> Self {
+        WorktreeGuard {
+            repo,
+            path: path.into(),
+            armed: true,
+        }
+    }
+
+    /// Keep the worktree (for inspection, or evidence).
+    pub fn keep(&mut self) {
+        self.armed = false;
+    }
+
+    /// Remove it now, reporting a failure.
+    pub fn remove(&mut self) -> Result<(), GitError> {
+        self.armed = false;
+        let _ = self.repo.worktree_unlock(&self.path);
+        self.repo.worktree_remove(&self.path, true)
+    }
+}
+
+impl Drop for WorktreeGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.repo.worktree_unlock(&self.path);
+            let _ = self.repo.worktree_remove(&self.path, true);
+        }
+    }
+}
+
 /// One entry of `git worktree list --porcelain -z`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Worktree {

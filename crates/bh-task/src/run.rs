@@ -122,37 +122,6 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Removes the task worktree when dropped unless disarmed: any error after
-/// the worktree exists still leaves the user's repository as it was.
-struct WorktreeGuard<'a> {
-    repo: &'a Repo,
-    path: PathBuf,
-    armed: bool,
-}
-
-impl WorktreeGuard<'_> {
-    /// Keep the worktree (interrupted or untrusted tasks).
-    fn keep(&mut self) {
-        self.armed = false;
-    }
-
-    /// Remove it now, reporting failure.
-    fn remove(&mut self) -> Result<(), bh_git::GitError> {
-        self.armed = false;
-        let _ = self.repo.worktree_unlock(&self.path);
-        self.repo.worktree_remove(&self.path, true)
-    }
-}
-
-impl Drop for WorktreeGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = self.repo.worktree_unlock(&self.path);
-            let _ = self.repo.worktree_remove(&self.path, true);
-        }
-    }
-}
-
 /// The worktree's identity as recorded at creation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 struct Identity {
@@ -458,11 +427,7 @@ pub fn run_task(
     // --- worktree --------------------------------------------------------
     let worktree = artifacts.join("worktree");
     repo.worktree_add_detached(&worktree, &base, &format!("bh task {id}"))?;
-    let mut guard = WorktreeGuard {
-        repo: &repo,
-        path: worktree.clone(),
-        armed: true,
-    };
+    let mut guard = bh_git::WorktreeGuard::new(&repo, &worktree);
     let wt_repo = runner.repo(&worktree, Scope::User);
     let wt_admin = PathBuf::from(wt_repo.run_line(["rev-parse", "--absolute-git-dir"])?);
     let nonce = sha256_hex(format!("{id}{:?}", std::time::SystemTime::now()).as_bytes());
