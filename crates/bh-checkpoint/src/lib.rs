@@ -16,6 +16,7 @@
 //! ```
 
 mod error;
+mod live;
 mod meta;
 mod paths;
 mod restore;
@@ -23,6 +24,7 @@ mod snapshot;
 mod store;
 
 pub use error::{CheckpointError, ErrorClass, Result};
+pub use live::{LiveStats, LiveStore};
 pub use meta::{Checkpoint, Skipped};
 pub use paths::project_relative;
 pub use restore::{RestoreMode, RestoreOutcome};

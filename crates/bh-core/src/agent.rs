@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use bh_checkpoint::{SnapshotRequest, Store};
+use bh_checkpoint::{LiveStats, LiveStore, SnapshotRequest, Store};
 use bh_llm::{ChatRequest, Message, Provider, StreamEvent, ThinkingLevel};
 use bh_protocol::message::{AssistantMessage, Content, ContentBlock, KnownBlock, UserMessage};
 use bh_session::{Session, SessionWriter};
@@ -158,7 +158,8 @@ pub struct Agent {
     llm_tools: Vec<bh_llm::ToolSpec>,
     writer: SessionWriter,
     session_id: String,
-    checkpoints: Option<Arc<Store>>,
+    /// The store, watched for this agent's lifetime (see `LiveStore`).
+    checkpoints: Option<Arc<LiveStore>>,
     system_prompt: Option<String>,
     thinking: ThinkingLevel,
     max_tokens: Option<u64>,
@@ -234,7 +235,7 @@ impl Agent {
             llm_tools,
             writer,
             session_id,
-            checkpoints: config.checkpoints,
+            checkpoints: config.checkpoints.map(|s| Arc::new(LiveStore::new(s))),
             system_prompt: config.system_prompt,
             thinking: config.thinking,
             max_tokens: config.max_tokens,
@@ -264,7 +265,12 @@ impl Agent {
     }
 
     pub fn checkpoint_store(&self) -> Option<&Arc<Store>> {
-        self.checkpoints.as_ref()
+        self.checkpoints.as_ref().map(|live| live.store())
+    }
+
+    /// How this agent's checkpoints were taken (watched fast path or ordinary).
+    pub fn checkpoint_stats(&self) -> Option<LiveStats> {
+        self.checkpoints.as_ref().map(|live| live.stats())
     }
 
     /// The messages the next model call starts from.
@@ -599,6 +605,12 @@ impl Agent {
         sink(Event::AgentEnd {
             messages: run_messages,
         });
+        // Entries are written as they complete; make them durable once per run.
+        if let Err(e) = self.writer.sync() {
+            sink(Event::Warning {
+                message: format!("cannot flush the session file to disk: {e}"),
+            });
+        }
         let reason = match stop {
             RunStop::Completed => None,
             _ => last.error_message.clone(),

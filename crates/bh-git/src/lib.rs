@@ -12,7 +12,7 @@ pub mod parse;
 mod runner;
 
 pub use ops::{LogCommit, Worktree, WorktreeGuard};
-pub use runner::{GitCommand, GitError, GitOutput, GitRunner, Repo, Scope};
+pub use runner::{GitCommand, GitError, GitOutput, GitProcess, GitRunner, Repo, Scope};
 
 /// The all-zero object id, used as "must not exist" in compare-and-swap ref updates.
 pub const NULL_OID: &str = "0000000000000000000000000000000000000000";

@@ -374,6 +374,39 @@ impl GitCommand {
         self.run_inner(Some(Box::new(feed)))
     }
 
+    /// Starts a long-lived git (`cat-file --batch`, `hash-object --stdin-paths`,
+    /// `update-ref --stdin` …) that is fed requests and answers them one by one.
+    /// Its standard error is discarded (a request it cannot serve makes it exit,
+    /// which the caller sees as end of output). The child is killed and reaped
+    /// when the [`GitProcess`] is dropped; like every git child it also dies
+    /// with the thread that started it, so start it from a thread that lives as
+    /// long as it is needed.
+    pub fn spawn_process(self) -> Result<GitProcess, GitError> {
+        let argv = self.display_argv();
+        let mut cmd = self.build();
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().map_err(|source| GitError::Spawn {
+            argv: argv.clone(),
+            source,
+        })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(GitError::Spawn {
+                argv,
+                source: std::io::Error::other("no pipes to the child"),
+            });
+        };
+        Ok(GitProcess {
+            child,
+            stdin,
+            stdout: std::io::BufReader::new(stdout),
+            argv,
+        })
+    }
+
     /// Runs to completion; a code outside `ok_codes` is an error carrying the
     /// argv, exit code and stderr.
     pub fn run(self) -> Result<GitOutput, GitError> {
@@ -428,6 +461,31 @@ impl GitCommand {
                 stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
             }),
         }
+    }
+}
+
+/// A long-lived git child with piped standard input and output.
+#[derive(Debug)]
+pub struct GitProcess {
+    child: std::process::Child,
+    /// Requests go here (flush after each one).
+    pub stdin: std::process::ChildStdin,
+    /// Answers come from here.
+    pub stdout: std::io::BufReader<std::process::ChildStdout>,
+    argv: String,
+}
+
+impl GitProcess {
+    /// The argv it was started with, for messages.
+    pub fn argv(&self) -> &str {
+        &self.argv
+    }
+}
+
+impl Drop for GitProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

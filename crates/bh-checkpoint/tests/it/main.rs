@@ -215,3 +215,5 @@ fn restore_does_not_follow_a_symlink_swapped_in_for_a_directory() {
         "inside\n"
     );
 }
+
+mod live;

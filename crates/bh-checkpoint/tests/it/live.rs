@@ -1,0 +1,274 @@
+//! `LiveStore`: snapshots built from watched changes must be exactly the
+//! snapshots an ordinary store takes of the same work tree.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use bh_checkpoint::LiveStore;
+use std::sync::Arc;
+
+use super::*;
+
+/// A second, independent store of the same project (ordinary snapshots only).
+fn reference(f: &Fx) -> Store {
+    Store::open(
+        &f.runner,
+        &f.project,
+        &StoreOptions::new(f.root.join("reference-state")),
+    )
+    .unwrap()
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// Both stores snapshot; their trees and change lists must agree.
+fn check(live: &LiveStore, reference: &Store, step: &str) {
+    let a = live.snapshot(&req("edit")).unwrap();
+    let b = reference.snapshot(&req("edit")).unwrap();
+    assert_eq!(a.checkpoint.tree, b.checkpoint.tree, "tree after {step}");
+    assert_eq!(a.created, b.created, "created after {step}");
+    let changes = |o: &bh_checkpoint::SnapshotOutcome| {
+        let mut v: Vec<(String, String)> = o
+            .changed
+            .iter()
+            .map(|e| (e.status.clone(), e.path.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(changes(&a), changes(&b), "changes after {step}");
+    assert_eq!(a.checkpoint.files_changed, b.checkpoint.files_changed);
+    // The live checkpoint is listed and resolvable like any other.
+    let listed = live.store().resolve(&a.checkpoint.id).unwrap();
+    assert_eq!(listed, a.checkpoint, "listed checkpoint after {step}");
+}
+
+/// A small deterministic generator (no dependency on `rand`).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+#[test]
+fn live_snapshots_equal_ordinary_ones_through_random_work() {
+    let f = fx();
+    let p = &f.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    fs::create_dir_all(p.join("src/deep")).unwrap();
+    fs::create_dir_all(p.join("build")).unwrap();
+    fs::write(p.join(".gitignore"), "build/\n*.log\n").unwrap();
+    fs::write(p.join("src/lib.rs"), "fn main() {}\n").unwrap();
+    fs::write(p.join("src/deep/x.txt"), "x\n").unwrap();
+    fs::write(p.join("build/kept.txt"), "tracked in an ignored dir\n").unwrap();
+    git(p, &["add", "."]);
+    git(p, &["add", "-f", "build/kept.txt"]);
+    git(p, &["commit", "-qm", "base"]);
+
+    let live = LiveStore::new(Arc::new(f.store()));
+    let reference = reference(&f);
+    check(&live, &reference, "start");
+    check(&live, &reference, "nothing");
+
+    let dirs = ["", "src", "src/deep", "build", "fresh"];
+    let mut rng = Lcg(7);
+    for step in 0..160 {
+        let dir = dirs[rng.next(dirs.len())];
+        let name = format!("f{}.txt", rng.next(6));
+        let rel = if dir.is_empty() {
+            name.clone()
+        } else {
+            format!("{dir}/{name}")
+        };
+        let path = p.join(&rel);
+        let what = match rng.next(12) {
+            0..=3 => {
+                if path.parent().unwrap().exists() {
+                    fs::write(&path, format!("step {step}\n")).unwrap();
+                }
+                "write"
+            }
+            4 => {
+                if path.exists() {
+                    let mut text = fs::read(&path).unwrap();
+                    text.extend_from_slice(b"more\n");
+                    fs::write(&path, text).unwrap();
+                }
+                "append"
+            }
+            5 => {
+                let _ = fs::remove_file(&path);
+                "delete"
+            }
+            6 => {
+                if path.exists() {
+                    let mode = fs::metadata(&path).unwrap().permissions().mode() ^ 0o111;
+                    fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+                }
+                "chmod"
+            }
+            7 => {
+                if path.exists() {
+                    let _ = fs::rename(&path, p.join(format!("src/renamed{step}.txt")));
+                }
+                "rename"
+            }
+            8 => {
+                if rng.next(2) == 0 {
+                    fs::create_dir_all(p.join("fresh")).unwrap();
+                    fs::write(p.join("fresh/new.txt"), "new\n").unwrap();
+                } else {
+                    let _ = fs::remove_dir_all(p.join("fresh"));
+                }
+                "directory"
+            }
+            9 => {
+                fs::write(p.join(format!("{step}.log")), "ignored\n").unwrap();
+                "ignored file"
+            }
+            10 => {
+                if path.parent().unwrap().exists() {
+                    fs::write(&path, "").unwrap();
+                }
+                "truncate"
+            }
+            _ => {
+                if rng.next(4) == 0 {
+                    let _ = fs::remove_file(p.join("link"));
+                    symlink("src/lib.rs", p.join("link")).unwrap();
+                    "symlink"
+                } else {
+                    fs::write(p.join("build/kept.txt"), format!("kept {step}\n")).unwrap();
+                    "tracked file in an ignored directory"
+                }
+            }
+        };
+        check(&live, &reference, &format!("step {step}: {what} {rel}"));
+    }
+    let stats = live.stats();
+    assert!(
+        stats.fast > stats.full,
+        "most snapshots should take the fast path: {stats:?}"
+    );
+    // The ignore rules change: both agree again.
+    fs::write(p.join(".gitignore"), "build/\n").unwrap();
+    check(&live, &reference, ".gitignore changed");
+    fs::write(p.join("src/after.txt"), "after\n").unwrap();
+    check(&live, &reference, "after the ignore change");
+
+    let fsck = Command::new("git")
+        .arg(format!(
+            "--git-dir={}",
+            live.store().dir().join("git").display()
+        ))
+        .args(["fsck", "--strict", "--no-dangling"])
+        .output()
+        .unwrap();
+    assert!(fsck.status.success(), "{fsck:?}");
+}
+
+#[test]
+fn live_store_notices_other_processes_and_nested_repositories() {
+    let f = fx();
+    let p = &f.project;
+    fs::write(p.join("a.txt"), "a\n").unwrap();
+    let live = LiveStore::new(Arc::new(f.store()));
+    let reference = reference(&f);
+    for _ in 0..3 {
+        check(&live, &reference, "warm up");
+    }
+    // Another process (another Store on the same state) checkpoints and
+    // restores behind the live store's back.
+    fs::write(p.join("a.txt"), "b\n").unwrap();
+    let other = f.store();
+    let cp = other.snapshot(&req("manual")).unwrap().checkpoint;
+    fs::write(p.join("a.txt"), "c\n").unwrap();
+    check(&live, &reference, "after another snapshot");
+    other.restore(&cp.id, &[], RestoreMode::Exact).unwrap();
+    check(&live, &reference, "after another restore");
+    // A directory turns into a nested repository, then back.
+    fs::create_dir_all(p.join("sub")).unwrap();
+    fs::write(p.join("sub/file.txt"), "in sub\n").unwrap();
+    check(&live, &reference, "sub created");
+    fs::write(p.join("sub/file.txt"), "in sub, changed\n").unwrap();
+    check(&live, &reference, "sub changed");
+    git(&p.join("sub"), &["init", "-q"]);
+    check(&live, &reference, "sub is a repository");
+    fs::write(p.join("sub/file.txt"), "inside the nested repository\n").unwrap();
+    check(&live, &reference, "file in nested repository changed");
+    fs::remove_dir_all(p.join("sub/.git")).unwrap();
+    check(&live, &reference, "sub is a plain directory again");
+    // A file over the size cap and an unreadable one: ordinary snapshots
+    // record them as skipped, and so does the live store.
+    let big = Store::open(
+        &f.runner,
+        p,
+        &StoreOptions {
+            state_dir: f.root.join("small-cap"),
+            max_file_size: 4,
+        },
+    )
+    .unwrap();
+    let live_small = LiveStore::new(Arc::new(big));
+    live_small.snapshot(&req("write")).unwrap();
+    live_small.snapshot(&req("write")).unwrap();
+    fs::write(p.join("large.txt"), "more than four bytes\n").unwrap();
+    let out = live_small.snapshot(&req("write")).unwrap();
+    assert!(
+        out.skipped.iter().any(|s| s.path == "large.txt"),
+        "{:?}",
+        out.skipped
+    );
+    // … and the next snapshots go on recording it.
+    fs::write(p.join("a.txt"), "d\n").unwrap();
+    let out = live_small.snapshot(&req("write")).unwrap();
+    assert!(out.created);
+    assert!(out.skipped.iter().any(|s| s.path == "large.txt"));
+}
+
+#[test]
+fn an_agent_like_sequence_takes_the_fast_path() {
+    let f = fx();
+    let p = &f.project;
+    fs::create_dir_all(p.join("work")).unwrap();
+    fs::write(p.join("README.md"), "hello\n").unwrap();
+    let live = LiveStore::new(Arc::new(f.store()));
+    let reference = reference(&f);
+    check(&live, &reference, "first");
+    check(&live, &reference, "second");
+    let before = live.stats();
+    for k in 0..20 {
+        fs::write(p.join(format!("work/g{k}.txt")), "value 0\n").unwrap();
+        check(&live, &reference, "write");
+        fs::write(p.join(format!("work/g{k}.txt")), "value 1\n").unwrap();
+        check(&live, &reference, "edit");
+    }
+    let after = live.stats();
+    assert_eq!(after.full, before.full, "{before:?} → {after:?}");
+    assert_eq!(after.fast, before.fast + 40);
+    // Each live checkpoint restores like any other.
+    let list = live.store().list().unwrap();
+    assert_eq!(list.len(), 41, "the second snapshot reused the first");
+    let first_edit = &list[1];
+    live.store()
+        .restore(&first_edit.id, &[], RestoreMode::Exact)
+        .unwrap();
+    assert_eq!(
+        fs::read_to_string(p.join("work/g19.txt")).unwrap(),
+        "value 0\n"
+    );
+}
