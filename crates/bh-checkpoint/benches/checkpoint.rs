@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use bh_checkpoint::{RestoreMode, SnapshotRequest, Store, StoreOptions};
+use bh_checkpoint::{LiveStore, RestoreMode, SnapshotRequest, Store, StoreOptions};
 use bh_test_support::{git_isolated, process_runner as runner};
 use serde_json::{Value, json};
 
@@ -464,6 +464,59 @@ fn orchestrate(args: &[String]) -> Result<()> {
     record("ten changed files snapshot", "naive add -A", &nv_ten);
     record("git status (ten changed files)", "git", &st_ten);
 
+    // (4b) the same in-process through a LiveStore, as the agent takes them
+    // (watched: no git process starts; wall time only, no separate RSS).
+    {
+        let live = LiveStore::new(std::sync::Arc::new(Store::open(
+            &runner(),
+            &project,
+            &StoreOptions::new(&state),
+        )?));
+        let timed = |live: &LiveStore| -> Result<Sample> {
+            let t = Instant::now();
+            live.snapshot(&SnapshotRequest {
+                tool: "bench".into(),
+                ..Default::default()
+            })?;
+            Ok(Sample {
+                wall_ms: t.elapsed().as_secs_f64() * 1000.0,
+                maxrss_kib: -1,
+            })
+        };
+        // Arming (and the snapshot after a fresh arm) are ordinary snapshots.
+        let arm = timed(&live)?;
+        timed(&live)?;
+        let (mut live_nc, mut live_ten) = (Vec::new(), Vec::new());
+        for r in 0..o.rounds {
+            live_nc.push(timed(&live)?);
+            for k in 0..10 {
+                let i = (r * 7919 + k * 104_729 + 17) % o.files;
+                let d = i % dirs;
+                let path = project.join(format!("src/m{:02}/d{:04}/f{i}.rs", d % 40, d));
+                g.text(8000, &mut buf);
+                fs::write(&path, &buf)?;
+            }
+            live_ten.push(timed(&live)?);
+        }
+        let stats = live.stats();
+        eprintln!("live store: {stats:?}");
+        record(
+            "arming a live store (watch + ordinary snapshot)",
+            "bh live",
+            &[arm],
+        );
+        record(
+            "no-change snapshot",
+            "bh live (agent, in-process)",
+            &live_nc,
+        );
+        record(
+            "ten changed files snapshot",
+            "bh live (agent, in-process)",
+            &live_ten,
+        );
+    }
+
     // (5) restore one path
     let target = {
         let store = Store::open(&runner(), &project, &StoreOptions::new(&state))?;
@@ -559,11 +612,12 @@ fn orchestrate(args: &[String]) -> Result<()> {
     )?;
     println!("| operation | tool | median | peak RSS | runs |\n|---|---|---:|---:|---:|");
     for (w, who, ms, rss, n) in &rows {
-        println!(
-            "| {w} | {who} | {:.0} ms | {:.1} MiB | {n} |",
-            ms,
-            *rss as f64 / 1024.0
-        );
+        let rss = if *rss < 0 {
+            "—".to_owned()
+        } else {
+            format!("{:.1} MiB", *rss as f64 / 1024.0)
+        };
+        println!("| {w} | {who} | {ms:.1} ms | {rss} | {n} |");
     }
     let ms = |what: &str, who: &str| {
         rows.iter()
@@ -587,6 +641,11 @@ fn orchestrate(args: &[String]) -> Result<()> {
     println!(
         "| ten changed files: bh / git status | {:.2}× | ≤ 1.2× |",
         ms("ten changed files snapshot", "bh") / ms("git status (ten changed files)", "git")
+    );
+    println!(
+        "| ten changed files, live (agent): bh / git status | {:.2}× | — |",
+        ms("ten changed files snapshot", "bh live (agent, in-process)")
+            / ms("git status (ten changed files)", "git")
     );
     if o.keep {
         eprintln!("kept {}", root.display());

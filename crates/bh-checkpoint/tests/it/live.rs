@@ -34,7 +34,22 @@ fn git(dir: &Path, args: &[&str]) {
 fn check(live: &LiveStore, reference: &Store, step: &str) {
     let a = live.snapshot(&req("edit")).unwrap();
     let b = reference.snapshot(&req("edit")).unwrap();
-    assert_eq!(a.checkpoint.tree, b.checkpoint.tree, "tree after {step}");
+    if a.checkpoint.tree != b.checkpoint.tree {
+        let ls = |store: &Store, tree: &str| {
+            let out = Command::new("git")
+                .arg(format!("--git-dir={}", store.dir().join("git").display()))
+                .args(["ls-tree", "-r", tree])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        panic!(
+            "tree after {step} ({:?}):\nlive:\n{}\nordinary:\n{}",
+            live.stats(),
+            ls(live.store(), &a.checkpoint.tree),
+            ls(reference, &b.checkpoint.tree)
+        );
+    }
     assert_eq!(a.created, b.created, "created after {step}");
     let changes = |o: &bh_checkpoint::SnapshotOutcome| {
         let mut v: Vec<(String, String)> = o
@@ -66,6 +81,15 @@ impl Lcg {
 
 #[test]
 fn live_snapshots_equal_ordinary_ones_through_random_work() {
+    random_work(7, 160);
+}
+
+#[test]
+fn live_snapshots_equal_ordinary_ones_through_other_random_work() {
+    random_work(20261130, 120);
+}
+
+fn random_work(seed: u64, steps: usize) {
     let f = fx();
     let p = &f.project;
     git(p, &["init", "-q", "-b", "main"]);
@@ -85,8 +109,8 @@ fn live_snapshots_equal_ordinary_ones_through_random_work() {
     check(&live, &reference, "nothing");
 
     let dirs = ["", "src", "src/deep", "build", "fresh"];
-    let mut rng = Lcg(7);
-    for step in 0..160 {
+    let mut rng = Lcg(seed);
+    for step in 0..steps {
         let dir = dirs[rng.next(dirs.len())];
         let name = format!("f{}.txt", rng.next(6));
         let rel = if dir.is_empty() {
@@ -260,12 +284,33 @@ fn an_agent_like_sequence_takes_the_fast_path() {
     let after = live.stats();
     assert_eq!(after.full, before.full, "{before:?} → {after:?}");
     assert_eq!(after.fast, before.fast + 40);
+    // Deep paths, several directories at once, a directory emptied by deletes.
+    fs::create_dir_all(p.join("a/b/c/d")).unwrap();
+    fs::create_dir_all(p.join("a/x")).unwrap();
+    check(&live, &reference, "deep directories made");
+    check(&live, &reference, "deep directories made (re-armed)");
+    for (k, rel) in ["a/b/c/d/e.txt", "a/b/f.txt", "a/x/g.txt", "top.txt"]
+        .iter()
+        .enumerate()
+    {
+        fs::write(p.join(rel), format!("{k}\n")).unwrap();
+    }
+    check(&live, &reference, "files in four directories");
+    fs::write(p.join("a/b/c/d/e.txt"), "changed\n").unwrap();
+    fs::remove_file(p.join("a/x/g.txt")).unwrap();
+    check(&live, &reference, "one changed deep, one directory emptied");
+
+    let fast = live.stats().fast;
+    for k in 0..20 {
+        fs::remove_file(p.join(format!("work/g{k}.txt"))).unwrap();
+    }
+    check(&live, &reference, "work/ emptied");
+    assert_eq!(live.stats().fast, fast + 1);
     // Each live checkpoint restores like any other.
     let list = live.store().list().unwrap();
-    assert_eq!(list.len(), 41, "the second snapshot reused the first");
-    let first_edit = &list[1];
+    let last_write = list.iter().find(|c| c.seq == 40).unwrap();
     live.store()
-        .restore(&first_edit.id, &[], RestoreMode::Exact)
+        .restore(&last_write.id, &[], RestoreMode::Exact)
         .unwrap();
     assert_eq!(
         fs::read_to_string(p.join("work/g19.txt")).unwrap(),
