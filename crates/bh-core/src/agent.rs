@@ -1,5 +1,6 @@
 //! The loop itself.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -392,7 +393,9 @@ impl Agent {
                 token.cancel();
             }))
         });
-        let mut run_messages: Vec<Box<RawValue>> = Vec::new();
+        // `agent_end` lists this run's messages: the history from here on
+        // (not kept twice while the run goes).
+        let run_start = self.history.len();
         let mut checkpoints = Vec::new();
 
         sink(Event::AgentStart);
@@ -403,9 +406,8 @@ impl Agent {
             message: user_value.clone(),
         });
         sink(Event::MessageEnd {
-            message: user_value.clone(),
+            message: user_value,
         });
-        run_messages.push(user_value);
         self.history.push(Message::User(user));
 
         let mut overhead = Vec::new();
@@ -442,7 +444,7 @@ impl Agent {
                 sink(Event::MessageStart {
                     message: to_value(&msg)?,
                 });
-                self.finish_assistant(&msg, &mut run_messages, sink)?;
+                self.finish_assistant(&msg, sink)?;
                 sink(Event::TurnEnd {
                     message: Box::new(msg.clone()),
                     tool_results: vec![],
@@ -461,7 +463,7 @@ impl Agent {
             if aborted && abort_limit.is_some() {
                 msg.error_message = Some(self.limit_reason(LimitKind::Time));
             }
-            let entry = self.finish_assistant(&msg, &mut run_messages, sink)?;
+            let entry = self.finish_assistant(&msg, sink)?;
             let calls: Vec<(String, String, Value)> = msg
                 .content
                 .iter()
@@ -545,8 +547,7 @@ impl Agent {
                 let message = result.to_message(&id, &name, now_ms());
                 let value = to_value(&message)?;
                 self.persist(&message)?;
-                pending.push(value.clone());
-                run_messages.push(value);
+                pending.push(value);
                 self.history.push(Message::ToolResult(message.clone()));
                 results.push(message);
             }
@@ -587,7 +588,7 @@ impl Agent {
                 sink(Event::MessageStart {
                     message: to_value(&abort)?,
                 });
-                self.finish_assistant(&abort, &mut run_messages, sink)?;
+                self.finish_assistant(&abort, sink)?;
                 sink(Event::TurnEnd {
                     message: Box::new(abort.clone()),
                     tool_results: vec![],
@@ -596,9 +597,15 @@ impl Agent {
             }
         };
 
-        sink(Event::AgentEnd {
-            messages: run_messages,
-        });
+        let messages = self.history[run_start.min(self.history.len())..]
+            .iter()
+            .map(|m| match m {
+                Message::User(u) => to_value(u),
+                Message::Assistant(a) => to_value(a),
+                Message::ToolResult(r) => to_value(r),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        sink(Event::AgentEnd { messages });
         let reason = match stop {
             RunStop::Completed => None,
             _ => last.error_message.clone(),
@@ -631,15 +638,11 @@ impl Agent {
     fn finish_assistant(
         &mut self,
         msg: &AssistantMessage,
-        run_messages: &mut Vec<Box<RawValue>>,
         sink: &mut (dyn FnMut(Event) + Send),
     ) -> Result<String> {
         let value = to_value(msg)?;
         let entry = self.persist(msg)?;
-        sink(Event::MessageEnd {
-            message: value.clone(),
-        });
-        run_messages.push(value);
+        sink(Event::MessageEnd { message: value });
         self.history.push(Message::Assistant(msg.clone()));
         Ok(entry)
     }
@@ -660,10 +663,12 @@ impl Agent {
         // Pi's `partial` snapshot of the message being streamed.
         let mut partial = start;
         let mut partial_args: Vec<(usize, String)> = Vec::new();
+        // The history is lent, not copied: the provider serialises the
+        // request before `stream` returns.
         let request = ChatRequest {
             system_prompt: self.system_prompt.clone(),
-            messages: self.history.clone(),
-            tools: self.llm_tools.clone(),
+            messages: Cow::Borrowed(&self.history),
+            tools: Cow::Borrowed(&self.llm_tools),
             max_tokens: self.max_tokens,
             temperature: None,
             thinking: self.thinking,

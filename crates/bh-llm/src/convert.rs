@@ -11,6 +11,7 @@
 //!   `"No result provided"` error result, inserted before the next assistant or user
 //!   message; results whose call is not in the preceding assistant message are dropped.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bh_protocol::message::{Content, ContentBlock, KnownBlock, ToolResultMessage};
@@ -78,32 +79,72 @@ pub fn transform_messages(
     model: &ModelSpec,
     normalize: &dyn Fn(&str) -> String,
 ) -> Vec<Message> {
+    transform_borrowed(messages, model, normalize)
+        .into_iter()
+        .map(Cow::into_owned)
+        .collect()
+}
+
+fn has_images(content: &[ContentBlock]) -> bool {
+    content
+        .iter()
+        .any(|b| matches!(known(b), Some(KnownBlock::Image { .. })))
+}
+
+/// Whether the first pass would leave a same-model assistant message as it is.
+fn same_model_unchanged(a: &bh_protocol::message::AssistantMessage) -> bool {
+    a.content.iter().all(|b| match b {
+        ContentBlock::Known(KnownBlock::Thinking { thinking, extra }) => {
+            is_redacted(extra)
+                || block_extra_str(extra, "thinkingSignature").is_some_and(|s| !s.is_empty())
+                || (!thinking.trim().is_empty() && !extra.contains_key("thinkingSignature"))
+        }
+        _ => true,
+    })
+}
+
+/// [`transform_messages`] without copies: messages the transformation leaves
+/// as they are stay borrowed, so a request never clones the whole history.
+pub(crate) fn transform_borrowed<'a>(
+    messages: &'a [Message],
+    model: &ModelSpec,
+    normalize: &dyn Fn(&str) -> String,
+) -> Vec<Cow<'a, Message>> {
     let mut id_map: HashMap<String, String> = HashMap::new();
-    let mut transformed = Vec::with_capacity(messages.len());
+    let mut transformed: Vec<Cow<'a, Message>> = Vec::with_capacity(messages.len());
     for m in messages {
         match m {
-            Message::User(u) => {
-                let mut u = u.clone();
-                if !model.input_images
-                    && let Content::Blocks(b) = &u.content
-                {
+            Message::User(u) => match &u.content {
+                Content::Blocks(b) if !model.input_images && has_images(b) => {
+                    let mut u = u.clone();
                     u.content =
                         Content::Blocks(replace_images(b, NON_VISION_USER_IMAGE_PLACEHOLDER));
+                    transformed.push(Cow::Owned(Message::User(u)));
                 }
-                transformed.push(Message::User(u));
-            }
+                _ => transformed.push(Cow::Borrowed(m)),
+            },
             Message::ToolResult(r) => {
+                let images = !model.input_images && has_images(&r.content);
+                let renamed = id_map.get(&r.tool_call_id);
+                if !images && renamed.is_none() {
+                    transformed.push(Cow::Borrowed(m));
+                    continue;
+                }
                 let mut r = r.clone();
-                if !model.input_images {
+                if images {
                     r.content = replace_images(&r.content, NON_VISION_TOOL_IMAGE_PLACEHOLDER);
                 }
-                if let Some(n) = id_map.get(&r.tool_call_id) {
+                if let Some(n) = renamed {
                     r.tool_call_id = n.clone();
                 }
-                transformed.push(Message::ToolResult(r));
+                transformed.push(Cow::Owned(Message::ToolResult(r)));
             }
             Message::Assistant(a) => {
                 let same = model.is_same_model(a);
+                if same && same_model_unchanged(a) {
+                    transformed.push(Cow::Borrowed(m));
+                    continue;
+                }
                 let mut a = a.clone();
                 let mut content = Vec::with_capacity(a.content.len());
                 for b in a.content.drain(..) {
@@ -171,21 +212,21 @@ pub fn transform_messages(
                     }
                 }
                 a.content = content;
-                transformed.push(Message::Assistant(a));
+                transformed.push(Cow::Owned(Message::Assistant(a)));
             }
         }
     }
 
     // Second pass: skip failed turns, pair every tool call with a result.
-    let mut result = Vec::with_capacity(transformed.len());
+    let mut result: Vec<Cow<'a, Message>> = Vec::with_capacity(transformed.len());
     let mut pending: Vec<(String, String)> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
-    let flush = |result: &mut Vec<Message>,
+    let flush = |result: &mut Vec<Cow<'a, Message>>,
                  pending: &mut Vec<(String, String)>,
                  seen: &mut HashSet<String>| {
         for (id, name) in pending.drain(..) {
             if !seen.contains(&id) {
-                result.push(Message::ToolResult(ToolResultMessage {
+                result.push(Cow::Owned(Message::ToolResult(ToolResultMessage {
                     role: "toolResult".to_owned(),
                     tool_call_id: id,
                     tool_name: name,
@@ -194,13 +235,13 @@ pub fn transform_messages(
                     is_error: true,
                     timestamp: now_ms(),
                     extra: BTreeMap::new(),
-                }));
+                })));
             }
         }
         seen.clear();
     };
     for m in transformed {
-        match m {
+        match &*m {
             Message::Assistant(a) => {
                 flush(&mut result, &mut pending, &mut seen);
                 if a.stop_reason == "error" || a.stop_reason == "aborted" {
@@ -216,7 +257,7 @@ pub fn transform_messages(
                         _ => None,
                     })
                     .collect();
-                result.push(Message::Assistant(a));
+                result.push(m);
             }
             Message::ToolResult(r) => {
                 // Bh addition to Pi: an orphan result (no matching call in the preceding
@@ -224,13 +265,13 @@ pub fn transform_messages(
                 if pending.iter().any(|(id, _)| *id == r.tool_call_id)
                     && seen.insert(r.tool_call_id.clone())
                 {
-                    result.push(Message::ToolResult(r));
+                    result.push(m);
                 }
             }
-            Message::User(u) => {
+            Message::User(_) => {
                 flush(&mut result, &mut pending, &mut seen);
                 pending.clear();
-                result.push(Message::User(u));
+                result.push(m);
             }
         }
     }

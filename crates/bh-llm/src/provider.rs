@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::anthropic::AnthropicWire;
 use crate::error::LlmError;
-use crate::http::{RetryPolicy, run};
+use crate::http::{RetryPolicy, prepare, run};
 use crate::openai::OpenAiWire;
 use crate::turn::Turn;
 use crate::types::{Api, ChatRequest, EventStream, ModelSpec, StopReason, StreamEvent};
@@ -115,22 +115,26 @@ impl Provider for HttpProvider {
         let (tx, rx) = mpsc::unbounded_channel();
         let cancel = link_consumer(&cancel, &tx);
         let turn = Turn::new(&self.model, tx);
-        let client = self.client.clone();
-        let model = self.model.clone();
         let retry = self.retry.clone();
         let done = cancel.clone();
-        match model.api {
+        // The body is written here, from the borrowed history; the task only
+        // holds its bytes.
+        match self.model.api {
             Api::AnthropicMessages => {
-                let wire = AnthropicWire::new(&model);
+                let wire = AnthropicWire::new(&self.model);
+                let prepared = prepare(&self.client, &self.model, &wire, &request);
+                drop(request);
                 tokio::spawn(async move {
-                    run(client, model, retry, request, cancel, wire, turn).await;
+                    run(retry, prepared, cancel, wire, turn).await;
                     done.cancel();
                 });
             }
             Api::OpenAiCompletions | Api::Scripted => {
-                let wire = OpenAiWire::new(&model);
+                let wire = OpenAiWire::new(&self.model);
+                let prepared = prepare(&self.client, &self.model, &wire, &request);
+                drop(request);
                 tokio::spawn(async move {
-                    run(client, model, retry, request, cancel, wire, turn).await;
+                    run(retry, prepared, cancel, wire, turn).await;
                     done.cancel();
                 });
             }
