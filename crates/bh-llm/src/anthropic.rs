@@ -226,7 +226,20 @@ pub fn build_body(model: &ModelSpec, req: &ChatRequest) -> Value {
 /// [`build_body`] serialised, byte for byte, without building the `messages`
 /// array as JSON values first.
 pub fn body_bytes(model: &ModelSpec, req: &ChatRequest) -> Result<Vec<u8>, serde_json::Error> {
-    crate::body::write(&params(model, req), &|emit| each_message(model, req, emit))
+    body_bytes_sized(model, req, 0)
+}
+
+/// [`body_bytes`] into a buffer of `capacity` bytes to begin with.
+pub(crate) fn body_bytes_sized(
+    model: &ModelSpec,
+    req: &ChatRequest,
+    capacity: usize,
+) -> Result<Vec<u8>, serde_json::Error> {
+    crate::body::write(
+        &params(model, req),
+        &|emit| each_message(model, req, emit),
+        capacity,
+    )
 }
 
 /// The body without its messages (`messages` is a `null` placeholder).
@@ -360,7 +373,7 @@ fn retryable_error_type(data: &Value) -> bool {
 }
 
 impl Wire for AnthropicWire {
-    fn build(&self, model: &ModelSpec, req: &ChatRequest) -> Built {
+    fn build(&self, model: &ModelSpec, req: &ChatRequest, capacity: usize) -> Built {
         let base = model.base_url.trim_end_matches('/');
         let url = if base.ends_with("/v1") {
             format!("{base}/messages")
@@ -380,7 +393,7 @@ impl Wire for AnthropicWire {
                 INTERLEAVED_THINKING_BETA.to_owned(),
             ));
         }
-        (url, headers, body_bytes(model, req))
+        (url, headers, body_bytes_sized(model, req, capacity))
     }
 
     fn reset(&mut self) {

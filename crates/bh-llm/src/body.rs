@@ -13,11 +13,18 @@ pub(crate) type EachMessage<'a> = &'a dyn Fn(&mut dyn FnMut(Value));
 /// `params` serialised as JSON with its `messages` entry replaced by the
 /// messages `each` produces. The bytes equal `serde_json::to_vec` of the same
 /// map holding those messages as an array (same key order, compact).
+///
+/// `capacity` pre-sizes the buffer (e.g. a little more than the previous
+/// request's body): one allocation instead of a chain of doublings, each of
+/// which would leave a freed block behind in the allocator.
 pub(crate) fn write(
     params: &Map<String, Value>,
     each: EachMessage<'_>,
+    capacity: usize,
 ) -> Result<Vec<u8>, serde_json::Error> {
-    serde_json::to_vec(&Body { params, each })
+    let mut out = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut out, &Body { params, each })?;
+    Ok(out)
 }
 
 struct Body<'a> {

@@ -2,6 +2,7 @@
 //! cancellation and idle timeout. A wire only builds the request body and interprets
 //! SSE events.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use eventsource_stream::{Event, Eventsource};
@@ -100,13 +101,20 @@ pub(crate) struct Prepared {
 }
 
 /// Serialise the request now, synchronously, from the borrowed history.
+/// `last_body` is the size of the previous body, updated here: the next
+/// body starts with room for a little more (a conversation only grows).
 pub(crate) fn prepare<W: Wire>(
     client: &reqwest::Client,
     model: &ModelSpec,
     wire: &W,
     req: &ChatRequest,
+    last_body: &AtomicUsize,
 ) -> Prepared {
-    let (url, wire_headers, body) = wire.build(model, req);
+    let last = last_body.load(Ordering::Relaxed);
+    let (url, wire_headers, body) = wire.build(model, req, last + last / 8 + 4096);
+    if let Ok(b) = &body {
+        last_body.store(b.len(), Ordering::Relaxed);
+    }
     let mut headers = HeaderMap::new();
     for (k, v) in wire_headers
         .iter()
@@ -146,8 +154,9 @@ pub(crate) struct StreamFailure {
 }
 
 pub(crate) trait Wire: Send {
-    /// URL, extra headers and the JSON body's bytes.
-    fn build(&self, model: &ModelSpec, req: &ChatRequest) -> Built;
+    /// URL, extra headers and the JSON body's bytes (`capacity`: the
+    /// expected body size).
+    fn build(&self, model: &ModelSpec, req: &ChatRequest, capacity: usize) -> Built;
     /// Reset parser state before an attempt.
     fn reset(&mut self);
     fn on_event(&mut self, ev: &Event, turn: &mut Turn) -> Result<Flow, StreamFailure>;

@@ -265,7 +265,20 @@ pub fn build_body(model: &ModelSpec, req: &ChatRequest) -> Value {
 /// [`build_body`] serialised, byte for byte, without building the `messages`
 /// array as JSON values first.
 pub fn body_bytes(model: &ModelSpec, req: &ChatRequest) -> Result<Vec<u8>, serde_json::Error> {
-    crate::body::write(&params(model, req), &|emit| each_message(model, req, emit))
+    body_bytes_sized(model, req, 0)
+}
+
+/// [`body_bytes`] into a buffer of `capacity` bytes to begin with.
+pub(crate) fn body_bytes_sized(
+    model: &ModelSpec,
+    req: &ChatRequest,
+    capacity: usize,
+) -> Result<Vec<u8>, serde_json::Error> {
+    crate::body::write(
+        &params(model, req),
+        &|emit| each_message(model, req, emit),
+        capacity,
+    )
 }
 
 /// The body without its messages (`messages` is a `null` placeholder).
@@ -517,13 +530,13 @@ impl OpenAiWire {
 }
 
 impl Wire for OpenAiWire {
-    fn build(&self, model: &ModelSpec, req: &ChatRequest) -> Built {
+    fn build(&self, model: &ModelSpec, req: &ChatRequest, capacity: usize) -> Built {
         let url = format!("{}/chat/completions", model.base_url.trim_end_matches('/'));
         let mut headers = Vec::new();
         if let Some(k) = model.api_key.as_deref().filter(|k| !k.is_empty()) {
             headers.push(("authorization".to_owned(), format!("Bearer {k}")));
         }
-        (url, headers, body_bytes(model, req))
+        (url, headers, body_bytes_sized(model, req, capacity))
     }
 
     fn reset(&mut self) {

@@ -1,5 +1,8 @@
 //! The provider trait and the HTTP provider for both wires.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
 use bh_protocol::message::AssistantMessage;
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -76,6 +79,8 @@ pub struct HttpProvider {
     client: reqwest::Client,
     model: ModelSpec,
     retry: RetryPolicy,
+    /// Size of the last request body, to size the next one.
+    last_body: Arc<AtomicUsize>,
 }
 
 impl HttpProvider {
@@ -92,6 +97,7 @@ impl HttpProvider {
             client,
             model,
             retry: RetryPolicy::default(),
+            last_body: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -122,7 +128,7 @@ impl Provider for HttpProvider {
         match self.model.api {
             Api::AnthropicMessages => {
                 let wire = AnthropicWire::new(&self.model);
-                let prepared = prepare(&self.client, &self.model, &wire, &request);
+                let prepared = prepare(&self.client, &self.model, &wire, &request, &self.last_body);
                 drop(request);
                 tokio::spawn(async move {
                     run(retry, prepared, cancel, wire, turn).await;
@@ -131,7 +137,7 @@ impl Provider for HttpProvider {
             }
             Api::OpenAiCompletions | Api::Scripted => {
                 let wire = OpenAiWire::new(&self.model);
-                let prepared = prepare(&self.client, &self.model, &wire, &request);
+                let prepared = prepare(&self.client, &self.model, &wire, &request, &self.last_body);
                 drop(request);
                 tokio::spawn(async move {
                     run(retry, prepared, cancel, wire, turn).await;
