@@ -9,7 +9,7 @@ use bh_checkpoint::{SnapshotRequest, Store};
 use bh_llm::{ChatRequest, Message, Provider, StreamEvent, ThinkingLevel};
 use bh_protocol::message::{AssistantMessage, Content, ContentBlock, KnownBlock, UserMessage};
 use bh_session::{Session, SessionWriter};
-use bh_tools::{ToolResult, Toolbox};
+use bh_tools::{ToolResult, ToolUpdate, Toolbox};
 use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
@@ -524,7 +524,7 @@ impl Agent {
                         executed += 1;
                         let work = Instant::now();
                         let cp = self.checkpoint(&id, &name, &entry, sink).await;
-                        let mut result = self.execute(&name, &args, &run_cancel).await?;
+                        let mut result = self.execute(&id, &name, &args, &run_cancel, sink).await?;
                         excluded += work.elapsed();
                         if let Some(cp) = cp {
                             attach_checkpoint(&mut result, &cp);
@@ -815,11 +815,15 @@ impl Agent {
     }
 
     /// Run one tool on a blocking thread; `cancel` kills a running `bash`.
+    /// Its partial results reach the sink as `tool_execution_update` events
+    /// while it runs, all of them before this returns.
     async fn execute(
         &self,
+        id: &str,
         name: &str,
         args: &Value,
         cancel: &CancellationToken,
+        sink: &mut (dyn FnMut(Event) + Send),
     ) -> Result<ToolResult> {
         if !self.offers(name) {
             return Ok(ToolResult::error(format!("Tool {name} not found")));
@@ -833,15 +837,50 @@ impl Agent {
                 tc.cancel();
             }))
         };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ToolUpdate>();
         let toolbox = self.toolbox.clone();
-        let name = name.to_owned();
-        let args = args.clone();
-        tokio::task::spawn_blocking(move || toolbox.call_with_cancel(&name, &args, &tool_cancel))
-            .await
-            .map_err(|e| CoreError::Task {
-                what: "tool",
-                message: e.to_string(),
-            })
+        let tool = name.to_owned();
+        let tool_args = args.clone();
+        let mut running = tokio::task::spawn_blocking(move || {
+            let send = move |u: ToolUpdate| {
+                let _ = tx.send(u);
+            };
+            toolbox.call_with_updates(&tool, &tool_args, &tool_cancel, Some(&send))
+        });
+        let update = |u: ToolUpdate| Event::ToolExecutionUpdate {
+            tool_call_id: id.to_owned(),
+            tool_name: name.to_owned(),
+            args: args.clone(),
+            partial_result: partial_result(u),
+        };
+        let joined = loop {
+            tokio::select! {
+                biased;
+                Some(u) = rx.recv() => sink(update(u)),
+                joined = &mut running => break joined,
+            }
+        };
+        // Updates sent just before the tool returned.
+        while let Ok(u) = rx.try_recv() {
+            sink(update(u));
+        }
+        joined.map_err(|e| CoreError::Task {
+            what: "tool",
+            message: e.to_string(),
+        })
+    }
+}
+
+/// A tool's partial result in the shape of `tool_execution_end`'s `result`.
+fn partial_result(u: ToolUpdate) -> ToolExecutionResult {
+    let as_result = ToolResult {
+        content: u.content,
+        details: u.details,
+        is_error: false,
+    };
+    ToolExecutionResult {
+        content: as_result.to_message("", "", 0).content,
+        details: as_result.details,
     }
 }
 
