@@ -681,7 +681,10 @@ async fn interactive_loop(
             st.presses = 0;
         }
         agent.reset_limits();
-        let result = agent.run(line, &cancel, &mut stream_event).await;
+        let mut tool_output = ToolOutput::default();
+        let result = agent
+            .run(line, &cancel, &mut |e| stream_event(e, &mut tool_output))
+            .await;
         if let Ok(mut st) = state.lock() {
             st.turn = None;
             st.presses = 0;
@@ -700,9 +703,81 @@ async fn interactive_loop(
     Ok(())
 }
 
-/// Streams an event to the terminal: answer text on stdout, the rest on stderr.
-fn stream_event(e: Event) {
+/// A running tool's output as printed so far (interactive mode).
+#[derive(Default)]
+struct ToolOutput {
+    call: String,
+    /// The text of the last update.
+    last: String,
+    /// Output bytes printed (the whole output's count, not the tail's).
+    printed: usize,
+    /// Whether the last byte printed ended a line.
+    mid_line: bool,
+}
+
+impl ToolOutput {
+    /// Print what an update adds to the previous one. Updates carry the tail
+    /// of the output so far; once it is truncated, the new part is the last
+    /// `totalBytes - printed` bytes of the tail.
+    fn update(&mut self, call: &str, partial: &bh_core::ToolExecutionResult) {
+        if self.call != call {
+            *self = ToolOutput {
+                call: call.to_owned(),
+                ..ToolOutput::default()
+            };
+        }
+        let text: String = partial
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Known(KnownBlock::Text { text, .. }) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let total = partial
+            .details
+            .as_ref()
+            .and_then(|d| d.pointer("/truncation/totalBytes"))
+            .and_then(|v| v.as_u64())
+            .map_or(text.len(), |n| usize::try_from(n).unwrap_or(usize::MAX));
+        let new = if total <= text.len() && text.starts_with(&self.last) {
+            &text[self.last.len()..]
+        } else {
+            let n = total.saturating_sub(self.printed).min(text.len());
+            let mut start = text.len() - n;
+            while !text.is_char_boundary(start) {
+                start += 1;
+            }
+            &text[start..]
+        };
+        if !new.is_empty() {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "{new}");
+            let _ = err.flush();
+            self.mid_line = !new.ends_with('\n');
+        }
+        self.printed = total;
+        self.last = text;
+    }
+
+    /// The tool ended: finish the line its output left open.
+    fn end(&mut self) {
+        if self.mid_line {
+            eprintln!();
+        }
+        *self = ToolOutput::default();
+    }
+}
+
+/// Streams an event to the terminal: answer text on stdout, the rest on stderr
+/// (a running tool's output too, as it arrives).
+fn stream_event(e: Event, tool_output: &mut ToolOutput) {
     match e {
+        Event::ToolExecutionUpdate {
+            tool_call_id,
+            partial_result,
+            ..
+        } => tool_output.update(&tool_call_id, &partial_result),
         Event::MessageUpdate {
             assistant_message_event:
                 bh_core::AssistantMessageEvent {
@@ -734,6 +809,9 @@ fn stream_event(e: Event) {
         other => {
             if matches!(other, Event::ToolExecutionStart { .. }) {
                 println!();
+            }
+            if matches!(other, Event::ToolExecutionEnd { .. }) {
+                tool_output.end();
             }
             Printer { json: false }.event(other);
         }

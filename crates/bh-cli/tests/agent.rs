@@ -858,3 +858,94 @@ fn a_hosted_model_without_its_key_is_a_usage_error() {
     // Nothing was written.
     assert!(env.sessions().is_empty());
 }
+
+const BASH_SCRIPT: &str = r#"
+{"toolCalls": [{"name": "bash", "arguments": {"command": "printf a; while [ ! -e go ]; do sleep 0.01; done; printf b", "timeout": 60}}]}
+{"text": "Printed ab."}
+"#;
+
+#[test]
+fn json_mode_streams_bash_output_as_pi_does() {
+    let env = env();
+    std::fs::write(env.root.join("bash.jsonl"), BASH_SCRIPT).unwrap();
+    let mut child = env
+        .bh()
+        .args(["--json", "agent", "--script", "../bash.jsonl", "-p", "go"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The command waits for a file this test creates only once it has read
+    // the update carrying "a": the line must come while bash still runs.
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["type"] == "tool_execution_update" && v["partialResult"]["content"][0]["text"] == "a" {
+            std::fs::write(env.repo.join("go"), "").unwrap();
+        }
+        lines.push(v);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let at = |t: &str| lines.iter().position(|l| l["type"] == t).unwrap();
+    let (start, end) = (at("tool_execution_start"), at("tool_execution_end"));
+    let updates: Vec<(usize, &Value)> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l["type"] == "tool_execution_update")
+        .collect();
+    assert!(updates.iter().all(|(i, _)| start < *i && *i < end));
+    // Pi's line: the call, its args, the partial result.
+    assert_eq!(
+        updates[0].1,
+        &json!({"type": "tool_execution_update", "toolCallId": lines[start]["toolCallId"],
+            "toolName": "bash", "args": lines[start]["args"], "partialResult": {"content": []}})
+    );
+    let texts: Vec<&Value> = updates[1..]
+        .iter()
+        .map(|(_, u)| &u["partialResult"]["content"][0]["text"])
+        .collect();
+    assert_eq!(texts.first(), Some(&&json!("a")), "{texts:?}");
+    assert_eq!(texts.last(), Some(&&json!("ab")), "{texts:?}");
+    assert_eq!(
+        lines[end]["result"]["content"],
+        json!([{"type": "text", "text": "ab"}])
+    );
+}
+
+#[test]
+fn interactive_mode_prints_bash_output_as_it_arrives() {
+    let env = env();
+    std::fs::write(env.root.join("bash.jsonl"), BASH_SCRIPT).unwrap();
+    std::fs::write(env.repo.join("go"), "").unwrap();
+    let out = env
+        .bh()
+        .args(["agent", "-i", "--script", "../bash.jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"print ab\n/quit\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The output once, on its own line after the call (and its checkpoint).
+    let after = stderr.split("→ bash printf a").nth(1).unwrap();
+    assert!(after.contains("\nab\n"), "{stderr}");
+    assert_eq!(stderr.matches("ab").count(), 1, "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Printed ab."),
+        "{stderr}"
+    );
+}

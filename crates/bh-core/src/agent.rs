@@ -1,5 +1,6 @@
 //! The loop itself.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use bh_checkpoint::{LiveStats, LiveStore, SnapshotRequest, Store};
 use bh_llm::{ChatRequest, Message, Provider, StreamEvent, ThinkingLevel};
 use bh_protocol::message::{AssistantMessage, Content, ContentBlock, KnownBlock, UserMessage};
 use bh_session::{Session, SessionWriter};
-use bh_tools::{ToolResult, Toolbox};
+use bh_tools::{ToolResult, ToolUpdate, Toolbox};
 use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
@@ -398,7 +399,9 @@ impl Agent {
                 token.cancel();
             }))
         });
-        let mut run_messages: Vec<Box<RawValue>> = Vec::new();
+        // `agent_end` lists this run's messages: the history from here on
+        // (not kept twice while the run goes).
+        let run_start = self.history.len();
         let mut checkpoints = Vec::new();
 
         sink(Event::AgentStart);
@@ -409,9 +412,8 @@ impl Agent {
             message: user_value.clone(),
         });
         sink(Event::MessageEnd {
-            message: user_value.clone(),
+            message: user_value,
         });
-        run_messages.push(user_value);
         self.history.push(Message::User(user));
 
         let mut overhead = Vec::new();
@@ -448,7 +450,7 @@ impl Agent {
                 sink(Event::MessageStart {
                     message: to_value(&msg)?,
                 });
-                self.finish_assistant(&msg, &mut run_messages, sink)?;
+                self.finish_assistant(&msg, sink)?;
                 sink(Event::TurnEnd {
                     message: Box::new(msg.clone()),
                     tool_results: vec![],
@@ -467,7 +469,7 @@ impl Agent {
             if aborted && abort_limit.is_some() {
                 msg.error_message = Some(self.limit_reason(LimitKind::Time));
             }
-            let entry = self.finish_assistant(&msg, &mut run_messages, sink)?;
+            let entry = self.finish_assistant(&msg, sink)?;
             let calls: Vec<(String, String, Value)> = msg
                 .content
                 .iter()
@@ -528,7 +530,7 @@ impl Agent {
                         executed += 1;
                         let work = Instant::now();
                         let cp = self.checkpoint(&id, &name, &entry, sink).await;
-                        let mut result = self.execute(&name, &args, &run_cancel).await?;
+                        let mut result = self.execute(&id, &name, &args, &run_cancel, sink).await?;
                         excluded += work.elapsed();
                         if let Some(cp) = cp {
                             attach_checkpoint(&mut result, &cp);
@@ -551,8 +553,7 @@ impl Agent {
                 let message = result.to_message(&id, &name, now_ms());
                 let value = to_value(&message)?;
                 self.persist(&message)?;
-                pending.push(value.clone());
-                run_messages.push(value);
+                pending.push(value);
                 self.history.push(Message::ToolResult(message.clone()));
                 results.push(message);
             }
@@ -593,7 +594,7 @@ impl Agent {
                 sink(Event::MessageStart {
                     message: to_value(&abort)?,
                 });
-                self.finish_assistant(&abort, &mut run_messages, sink)?;
+                self.finish_assistant(&abort, sink)?;
                 sink(Event::TurnEnd {
                     message: Box::new(abort.clone()),
                     tool_results: vec![],
@@ -602,9 +603,15 @@ impl Agent {
             }
         };
 
-        sink(Event::AgentEnd {
-            messages: run_messages,
-        });
+        let messages = self.history[run_start.min(self.history.len())..]
+            .iter()
+            .map(|m| match m {
+                Message::User(u) => to_value(u),
+                Message::Assistant(a) => to_value(a),
+                Message::ToolResult(r) => to_value(r),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        sink(Event::AgentEnd { messages });
         // Entries are written as they complete; make them durable once per run.
         if let Err(e) = self.writer.sync() {
             sink(Event::Warning {
@@ -643,15 +650,11 @@ impl Agent {
     fn finish_assistant(
         &mut self,
         msg: &AssistantMessage,
-        run_messages: &mut Vec<Box<RawValue>>,
         sink: &mut (dyn FnMut(Event) + Send),
     ) -> Result<String> {
         let value = to_value(msg)?;
         let entry = self.persist(msg)?;
-        sink(Event::MessageEnd {
-            message: value.clone(),
-        });
-        run_messages.push(value);
+        sink(Event::MessageEnd { message: value });
         self.history.push(Message::Assistant(msg.clone()));
         Ok(entry)
     }
@@ -672,10 +675,12 @@ impl Agent {
         // Pi's `partial` snapshot of the message being streamed.
         let mut partial = start;
         let mut partial_args: Vec<(usize, String)> = Vec::new();
+        // The history is lent, not copied: the provider serialises the
+        // request before `stream` returns.
         let request = ChatRequest {
             system_prompt: self.system_prompt.clone(),
-            messages: self.history.clone(),
-            tools: self.llm_tools.clone(),
+            messages: Cow::Borrowed(&self.history),
+            tools: Cow::Borrowed(&self.llm_tools),
             max_tokens: self.max_tokens,
             temperature: None,
             thinking: self.thinking,
@@ -822,11 +827,15 @@ impl Agent {
     }
 
     /// Run one tool on a blocking thread; `cancel` kills a running `bash`.
+    /// Its partial results reach the sink as `tool_execution_update` events
+    /// while it runs, all of them before this returns.
     async fn execute(
         &self,
+        id: &str,
         name: &str,
         args: &Value,
         cancel: &CancellationToken,
+        sink: &mut (dyn FnMut(Event) + Send),
     ) -> Result<ToolResult> {
         if !self.offers(name) {
             return Ok(ToolResult::error(format!("Tool {name} not found")));
@@ -840,15 +849,50 @@ impl Agent {
                 tc.cancel();
             }))
         };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ToolUpdate>();
         let toolbox = self.toolbox.clone();
-        let name = name.to_owned();
-        let args = args.clone();
-        tokio::task::spawn_blocking(move || toolbox.call_with_cancel(&name, &args, &tool_cancel))
-            .await
-            .map_err(|e| CoreError::Task {
-                what: "tool",
-                message: e.to_string(),
-            })
+        let tool = name.to_owned();
+        let tool_args = args.clone();
+        let mut running = tokio::task::spawn_blocking(move || {
+            let send = move |u: ToolUpdate| {
+                let _ = tx.send(u);
+            };
+            toolbox.call_with_updates(&tool, &tool_args, &tool_cancel, Some(&send))
+        });
+        let update = |u: ToolUpdate| Event::ToolExecutionUpdate {
+            tool_call_id: id.to_owned(),
+            tool_name: name.to_owned(),
+            args: args.clone(),
+            partial_result: partial_result(u),
+        };
+        let joined = loop {
+            tokio::select! {
+                biased;
+                Some(u) = rx.recv() => sink(update(u)),
+                joined = &mut running => break joined,
+            }
+        };
+        // Updates sent just before the tool returned.
+        while let Ok(u) = rx.try_recv() {
+            sink(update(u));
+        }
+        joined.map_err(|e| CoreError::Task {
+            what: "tool",
+            message: e.to_string(),
+        })
+    }
+}
+
+/// A tool's partial result in the shape of `tool_execution_end`'s `result`.
+fn partial_result(u: ToolUpdate) -> ToolExecutionResult {
+    let as_result = ToolResult {
+        content: u.content,
+        details: u.details,
+        is_error: false,
+    };
+    ToolExecutionResult {
+        content: as_result.to_message("", "", 0).content,
+        details: as_result.details,
     }
 }
 

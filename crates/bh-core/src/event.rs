@@ -1,6 +1,6 @@
 //! Events of a run, shaped like Pi's `--mode json` stream
 //! (`agent_start, turn_start, message_start/update/end,
-//! tool_execution_start/end, turn_end, agent_end`), plus Better Harness's own
+//! tool_execution_start/update/end, turn_end, agent_end`), plus Better Harness's own
 //! `checkpoint`, `warning` and `run_end`.
 
 use bh_protocol::message::{AssistantMessage, ToolResultMessage};
@@ -72,7 +72,8 @@ pub struct AssistantMessageEvent {
     pub partial: Box<RawValue>,
 }
 
-/// The result part of `tool_execution_end` (`content`, `details?`).
+/// The result part of `tool_execution_end` and the `partialResult` of
+/// `tool_execution_update` (`content`, `details?`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolExecutionResult {
     pub content: Vec<bh_protocol::message::ContentBlock>,
@@ -105,6 +106,15 @@ pub enum Event {
         tool_call_id: String,
         tool_name: String,
         args: Value,
+    },
+    /// A running tool's output so far (`bash`): Pi's `partialResult`, the
+    /// tail truncated as the final result will be.
+    #[serde(rename_all = "camelCase")]
+    ToolExecutionUpdate {
+        tool_call_id: String,
+        tool_name: String,
+        args: Value,
+        partial_result: ToolExecutionResult,
     },
     #[serde(rename_all = "camelCase")]
     ToolExecutionEnd {

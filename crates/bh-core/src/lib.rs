@@ -32,8 +32,10 @@
 //!   (the CLI: the whole headless command; interactive: each prompt).
 //! * Event order follows Pi: the `toolResult` messages of a turn are appended
 //!   to the file as each tool ends, and their `message_start`/`message_end`
-//!   events come after all `tool_execution_*` events of the turn. Bash output
-//!   is not streamed (`tool_execution_update` is never emitted).
+//!   events come after all `tool_execution_*` events of the turn. A running
+//!   `bash` streams its output as `tool_execution_update` events (Pi's
+//!   `partialResult`: the truncated tail so far, at most every 100 ms), all
+//!   before the call's `tool_execution_end`.
 //! * A run that is stopped (cancellation, a hard limit) ends with an assistant
 //!   message with `stopReason: "aborted"` and `errorMessage` naming the reason
 //!   (`"Request was aborted"`, `"Tool call limit reached (N tool calls)"`,
@@ -42,7 +44,7 @@
 //! * Model and tool failures are messages, not errors: `Err` from a run
 //!   means the session could not be written.
 //! * Events ([`Event`]) serialise to Pi's `--mode json` lines (`agent_start`,
-//!   `turn_start`, `message_start/update/end`, `tool_execution_start/end`,
+//!   `turn_start`, `message_start/update/end`, `tool_execution_start/update/end`,
 //!   `turn_end`, `agent_end`; `message_update` carries Pi's
 //!   `assistantMessageEvent` with its `partial` snapshot and the same
 //!   snapshot as `message`), plus

@@ -8,8 +8,8 @@ use eventsource_stream::Event;
 use reqwest::StatusCode;
 use serde_json::{Map, Value, json};
 
-use crate::convert::{normalize_id_anthropic, transform_messages};
-use crate::http::{Flow, StreamFailure, Wire};
+use crate::convert::{normalize_id_anthropic, transform_borrowed};
+use crate::http::{Built, Flow, StreamFailure, Wire};
 use crate::turn::Turn;
 use crate::types::{
     ChatRequest, Message, ModelSpec, StopReason, ThinkingLevel, block_extra_str, is_redacted, known,
@@ -78,15 +78,52 @@ fn user_block(b: &ContentBlock) -> Option<Value> {
 /// Build the `messages` array (Pi's `convertMessages`), with `cache_control` on the
 /// last user block.
 pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
-    let messages = transform_messages(&req.messages, model, &normalize_id_anthropic);
-    let mut out: Vec<Value> = Vec::new();
+    let mut out = Vec::new();
+    each_message(model, req, &mut |m| out.push(m));
+    out
+}
+
+/// [`convert_messages`] one message at a time (the last one is held back for
+/// its `cache_control`), so that the request body can be written without
+/// holding the whole array as JSON values.
+fn each_message(model: &ModelSpec, req: &ChatRequest, emit: &mut dyn FnMut(Value)) {
+    let mut last: Option<Value> = None;
+    each_message_plain(model, req, &mut |m| {
+        if let Some(previous) = last.replace(m) {
+            emit(previous);
+        }
+    });
+    if let Some(mut last) = last {
+        cache_last_user_block(&mut last);
+        emit(last);
+    }
+}
+
+/// `cache_control` on the last block of the last message when it is a user message.
+fn cache_last_user_block(last: &mut Value) {
+    if last["role"] != "user" {
+        return;
+    }
+    let cc = json!({"type": "ephemeral"});
+    if let Some(s) = last["content"].as_str().map(str::to_owned) {
+        last["content"] = json!([{"type": "text", "text": s, "cache_control": cc}]);
+    } else if let Some(arr) = last["content"].as_array_mut()
+        && let Some(b) = arr.last_mut()
+        && let Some(o) = b.as_object_mut()
+    {
+        o.insert("cache_control".into(), cc);
+    }
+}
+
+fn each_message_plain(model: &ModelSpec, req: &ChatRequest, emit: &mut dyn FnMut(Value)) {
+    let messages = transform_borrowed(&req.messages, model, &normalize_id_anthropic);
     let mut i = 0;
     while i < messages.len() {
-        match &messages[i] {
+        match &*messages[i] {
             Message::User(u) => match &u.content {
                 Content::Text(s) => {
                     if !s.trim().is_empty() {
-                        out.push(json!({"role": "user", "content": s}));
+                        emit(json!({"role": "user", "content": s}));
                     }
                 }
                 Content::Blocks(blocks) => {
@@ -99,7 +136,7 @@ pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
                         })
                         .collect();
                     if !blocks.is_empty() {
-                        out.push(json!({"role": "user", "content": blocks}));
+                        emit(json!({"role": "user", "content": blocks}));
                     }
                 }
             },
@@ -144,12 +181,12 @@ pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
                     }
                 }
                 if !blocks.is_empty() {
-                    out.push(json!({"role": "assistant", "content": blocks}));
+                    emit(json!({"role": "assistant", "content": blocks}));
                 }
             }
             Message::ToolResult(_) => {
                 let mut results = Vec::new();
-                while let Some(Message::ToolResult(r)) = messages.get(i) {
+                while let Some(Message::ToolResult(r)) = messages.get(i).map(|m| &**m) {
                     results.push(json!({
                         "type": "tool_result",
                         "tool_use_id": r.tool_call_id,
@@ -159,26 +196,11 @@ pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
                     i += 1;
                 }
                 i -= 1;
-                out.push(json!({"role": "user", "content": results}));
+                emit(json!({"role": "user", "content": results}));
             }
         }
         i += 1;
     }
-    // cache_control on the last user message
-    if let Some(last) = out.last_mut()
-        && last["role"] == "user"
-    {
-        let cc = json!({"type": "ephemeral"});
-        if let Some(s) = last["content"].as_str().map(str::to_owned) {
-            last["content"] = json!([{"type": "text", "text": s, "cache_control": cc}]);
-        } else if let Some(arr) = last["content"].as_array_mut()
-            && let Some(b) = arr.last_mut()
-            && let Some(o) = b.as_object_mut()
-        {
-            o.insert("cache_control".into(), cc);
-        }
-    }
-    out
 }
 
 fn thinking_budget(level: ThinkingLevel) -> u64 {
@@ -193,6 +215,35 @@ fn thinking_budget(level: ThinkingLevel) -> u64 {
 
 /// Build the request body (Pi's `buildParams`).
 pub fn build_body(model: &ModelSpec, req: &ChatRequest) -> Value {
+    let mut p = params(model, req);
+    p.insert(
+        "messages".into(),
+        Value::Array(convert_messages(model, req)),
+    );
+    Value::Object(p)
+}
+
+/// [`build_body`] serialised, byte for byte, without building the `messages`
+/// array as JSON values first.
+pub fn body_bytes(model: &ModelSpec, req: &ChatRequest) -> Result<Vec<u8>, serde_json::Error> {
+    body_bytes_sized(model, req, 0)
+}
+
+/// [`body_bytes`] into a buffer of `capacity` bytes to begin with.
+pub(crate) fn body_bytes_sized(
+    model: &ModelSpec,
+    req: &ChatRequest,
+    capacity: usize,
+) -> Result<Vec<u8>, serde_json::Error> {
+    crate::body::write(
+        &params(model, req),
+        &|emit| each_message(model, req, emit),
+        capacity,
+    )
+}
+
+/// The body without its messages (`messages` is a `null` placeholder).
+fn params(model: &ModelSpec, req: &ChatRequest) -> Map<String, Value> {
     let mut p = Map::new();
     let mut max = req
         .max_tokens
@@ -223,10 +274,7 @@ pub fn build_body(model: &ModelSpec, req: &ChatRequest) -> Value {
         }
     }
     p.insert("model".into(), json!(model.id));
-    p.insert(
-        "messages".into(),
-        Value::Array(convert_messages(model, req)),
-    );
+    p.insert("messages".into(), Value::Null);
     p.insert("max_tokens".into(), json!(max));
     p.insert("stream".into(), json!(true));
     if let Some(sp) = &req.system_prompt {
@@ -267,7 +315,7 @@ pub fn build_body(model: &ModelSpec, req: &ChatRequest) -> Value {
     if let Some(t) = thinking {
         p.insert("thinking".into(), t);
     }
-    Value::Object(p)
+    p
 }
 
 /// The streaming parser.
@@ -325,11 +373,7 @@ fn retryable_error_type(data: &Value) -> bool {
 }
 
 impl Wire for AnthropicWire {
-    fn build(
-        &self,
-        model: &ModelSpec,
-        req: &ChatRequest,
-    ) -> (String, Vec<(String, String)>, Value) {
+    fn build(&self, model: &ModelSpec, req: &ChatRequest, capacity: usize) -> Built {
         let base = model.base_url.trim_end_matches('/');
         let url = if base.ends_with("/v1") {
             format!("{base}/messages")
@@ -349,7 +393,7 @@ impl Wire for AnthropicWire {
                 INTERLEAVED_THINKING_BETA.to_owned(),
             ));
         }
-        (url, headers, build_body(model, req))
+        (url, headers, body_bytes_sized(model, req, capacity))
     }
 
     fn reset(&mut self) {

@@ -78,131 +78,75 @@ pub fn transform_messages(
     model: &ModelSpec,
     normalize: &dyn Fn(&str) -> String,
 ) -> Vec<Message> {
-    let mut id_map: HashMap<String, String> = HashMap::new();
-    let mut transformed = Vec::with_capacity(messages.len());
-    for m in messages {
-        match m {
-            Message::User(u) => {
-                let mut u = u.clone();
-                if !model.input_images
-                    && let Content::Blocks(b) = &u.content
-                {
-                    u.content =
-                        Content::Blocks(replace_images(b, NON_VISION_USER_IMAGE_PLACEHOLDER));
-                }
-                transformed.push(Message::User(u));
-            }
-            Message::ToolResult(r) => {
-                let mut r = r.clone();
-                if !model.input_images {
-                    r.content = replace_images(&r.content, NON_VISION_TOOL_IMAGE_PLACEHOLDER);
-                }
-                if let Some(n) = id_map.get(&r.tool_call_id) {
-                    r.tool_call_id = n.clone();
-                }
-                transformed.push(Message::ToolResult(r));
-            }
-            Message::Assistant(a) => {
-                let same = model.is_same_model(a);
-                let mut a = a.clone();
-                let mut content = Vec::with_capacity(a.content.len());
-                for b in a.content.drain(..) {
-                    match b {
-                        ContentBlock::Known(KnownBlock::Thinking {
-                            thinking,
-                            mut extra,
-                        }) => {
-                            if is_redacted(&extra) {
-                                if same {
-                                    content.push(ContentBlock::Known(KnownBlock::Thinking {
-                                        thinking,
-                                        extra,
-                                    }));
-                                }
-                                continue;
-                            }
-                            let has_sig = block_extra_str(&extra, "thinkingSignature")
-                                .is_some_and(|s| !s.is_empty());
-                            if same && has_sig {
-                                content.push(ContentBlock::Known(KnownBlock::Thinking {
-                                    thinking,
-                                    extra,
-                                }));
-                            } else if thinking.trim().is_empty() {
-                            } else if same {
-                                extra.remove("thinkingSignature");
-                                content.push(ContentBlock::Known(KnownBlock::Thinking {
-                                    thinking,
-                                    extra,
-                                }));
-                            } else {
-                                content.push(ContentBlock::text(thinking));
-                            }
-                        }
-                        ContentBlock::Known(KnownBlock::Text { text, extra }) => {
-                            if same {
-                                content.push(ContentBlock::Known(KnownBlock::Text { text, extra }));
-                            } else {
-                                content.push(ContentBlock::text(text));
-                            }
-                        }
-                        ContentBlock::Known(KnownBlock::ToolCall {
-                            id,
-                            name,
-                            arguments,
-                            mut extra,
-                        }) => {
-                            let mut id2 = id.clone();
-                            if !same {
-                                extra.remove("thoughtSignature");
-                                id2 = normalize(&id);
-                                if id2 != id {
-                                    id_map.insert(id.clone(), id2.clone());
-                                }
-                            }
-                            content.push(ContentBlock::Known(KnownBlock::ToolCall {
-                                id: id2,
-                                name,
-                                arguments,
-                                extra,
-                            }));
-                        }
-                        other => content.push(other),
-                    }
-                }
-                a.content = content;
-                transformed.push(Message::Assistant(a));
-            }
+    transform_borrowed(messages, model, normalize)
+        .into_iter()
+        .map(Msg::into_owned)
+        .collect()
+}
+
+fn has_images(content: &[ContentBlock]) -> bool {
+    content
+        .iter()
+        .any(|b| matches!(known(b), Some(KnownBlock::Image { .. })))
+}
+
+/// Whether the first pass would leave a same-model assistant message as it is.
+fn same_model_unchanged(a: &bh_protocol::message::AssistantMessage) -> bool {
+    a.content.iter().all(|b| match b {
+        ContentBlock::Known(KnownBlock::Thinking { thinking, extra }) => {
+            is_redacted(extra)
+                || block_extra_str(extra, "thinkingSignature").is_some_and(|s| !s.is_empty())
+                || (!thinking.trim().is_empty() && !extra.contains_key("thinkingSignature"))
+        }
+        _ => true,
+    })
+}
+
+/// A message prepared for a wire: borrowed from the history when the
+/// transformation leaves it as it is (16 bytes, not a `Message`'s 300+).
+#[derive(Debug)]
+pub(crate) enum Msg<'a> {
+    Borrowed(&'a Message),
+    Owned(Box<Message>),
+}
+
+impl Msg<'_> {
+    fn into_owned(self) -> Message {
+        match self {
+            Msg::Borrowed(m) => m.clone(),
+            Msg::Owned(m) => *m,
         }
     }
+}
 
-    // Second pass: skip failed turns, pair every tool call with a result.
-    let mut result = Vec::with_capacity(transformed.len());
+impl std::ops::Deref for Msg<'_> {
+    type Target = Message;
+    fn deref(&self) -> &Message {
+        match self {
+            Msg::Borrowed(m) => m,
+            Msg::Owned(m) => m,
+        }
+    }
+}
+
+/// [`transform_messages`] without copies: messages the transformation leaves
+/// as they are stay borrowed, so a request never clones the whole history.
+/// One pass (the two passes of Pi's function fused), one vector of [`Msg`].
+pub(crate) fn transform_borrowed<'a>(
+    messages: &'a [Message],
+    model: &ModelSpec,
+    normalize: &dyn Fn(&str) -> String,
+) -> Vec<Msg<'a>> {
+    let mut id_map: HashMap<String, String> = HashMap::new();
+    let mut result: Vec<Msg<'a>> = Vec::with_capacity(messages.len() + 1);
     let mut pending: Vec<(String, String)> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
-    let flush = |result: &mut Vec<Message>,
-                 pending: &mut Vec<(String, String)>,
-                 seen: &mut HashSet<String>| {
-        for (id, name) in pending.drain(..) {
-            if !seen.contains(&id) {
-                result.push(Message::ToolResult(ToolResultMessage {
-                    role: "toolResult".to_owned(),
-                    tool_call_id: id,
-                    tool_name: name,
-                    content: vec![ContentBlock::text("No result provided")],
-                    details: None,
-                    is_error: true,
-                    timestamp: now_ms(),
-                    extra: BTreeMap::new(),
-                }));
-            }
-        }
-        seen.clear();
-    };
-    for m in transformed {
-        match m {
+    for m in messages {
+        let m = transform_one(m, model, normalize, &mut id_map);
+        // Second pass: skip failed turns, pair every tool call with a result.
+        match &*m {
             Message::Assistant(a) => {
-                flush(&mut result, &mut pending, &mut seen);
+                flush_missing(&mut result, &mut pending, &mut seen);
                 if a.stop_reason == "error" || a.stop_reason == "aborted" {
                     continue;
                 }
@@ -216,7 +160,7 @@ pub fn transform_messages(
                         _ => None,
                     })
                     .collect();
-                result.push(Message::Assistant(a));
+                result.push(m);
             }
             Message::ToolResult(r) => {
                 // Bh addition to Pi: an orphan result (no matching call in the preceding
@@ -224,16 +168,150 @@ pub fn transform_messages(
                 if pending.iter().any(|(id, _)| *id == r.tool_call_id)
                     && seen.insert(r.tool_call_id.clone())
                 {
-                    result.push(Message::ToolResult(r));
+                    result.push(m);
                 }
             }
-            Message::User(u) => {
-                flush(&mut result, &mut pending, &mut seen);
+            Message::User(_) => {
+                flush_missing(&mut result, &mut pending, &mut seen);
                 pending.clear();
-                result.push(Message::User(u));
+                result.push(m);
             }
         }
     }
-    flush(&mut result, &mut pending, &mut seen);
+    flush_missing(&mut result, &mut pending, &mut seen);
     result
+}
+
+/// A synthetic error result for every pending call that got none.
+fn flush_missing(
+    result: &mut Vec<Msg<'_>>,
+    pending: &mut Vec<(String, String)>,
+    seen: &mut HashSet<String>,
+) {
+    for (id, name) in pending.drain(..) {
+        if !seen.contains(&id) {
+            result.push(Msg::Owned(Box::new(Message::ToolResult(
+                ToolResultMessage {
+                    role: "toolResult".to_owned(),
+                    tool_call_id: id,
+                    tool_name: name,
+                    content: vec![ContentBlock::text("No result provided")],
+                    details: None,
+                    is_error: true,
+                    timestamp: now_ms(),
+                    extra: BTreeMap::new(),
+                },
+            ))));
+        }
+    }
+    seen.clear();
+}
+
+/// The first pass of Pi's `transformMessages` for one message.
+fn transform_one<'a>(
+    m: &'a Message,
+    model: &ModelSpec,
+    normalize: &dyn Fn(&str) -> String,
+    id_map: &mut HashMap<String, String>,
+) -> Msg<'a> {
+    let owned = |m: Message| Msg::Owned(Box::new(m));
+    match m {
+        Message::User(u) => match &u.content {
+            Content::Blocks(b) if !model.input_images && has_images(b) => {
+                let mut u = u.clone();
+                u.content = Content::Blocks(replace_images(b, NON_VISION_USER_IMAGE_PLACEHOLDER));
+                owned(Message::User(u))
+            }
+            _ => Msg::Borrowed(m),
+        },
+        Message::ToolResult(r) => {
+            let images = !model.input_images && has_images(&r.content);
+            let renamed = id_map.get(&r.tool_call_id);
+            if !images && renamed.is_none() {
+                return Msg::Borrowed(m);
+            }
+            let mut r = r.clone();
+            if images {
+                r.content = replace_images(&r.content, NON_VISION_TOOL_IMAGE_PLACEHOLDER);
+            }
+            if let Some(n) = renamed {
+                r.tool_call_id = n.clone();
+            }
+            owned(Message::ToolResult(r))
+        }
+        Message::Assistant(a) => {
+            let same = model.is_same_model(a);
+            if same && same_model_unchanged(a) {
+                return Msg::Borrowed(m);
+            }
+            let mut a = a.clone();
+            let mut content = Vec::with_capacity(a.content.len());
+            for b in a.content.drain(..) {
+                match b {
+                    ContentBlock::Known(KnownBlock::Thinking {
+                        thinking,
+                        mut extra,
+                    }) => {
+                        if is_redacted(&extra) {
+                            if same {
+                                content.push(ContentBlock::Known(KnownBlock::Thinking {
+                                    thinking,
+                                    extra,
+                                }));
+                            }
+                            continue;
+                        }
+                        let has_sig = block_extra_str(&extra, "thinkingSignature")
+                            .is_some_and(|s| !s.is_empty());
+                        if same && has_sig {
+                            content.push(ContentBlock::Known(KnownBlock::Thinking {
+                                thinking,
+                                extra,
+                            }));
+                        } else if thinking.trim().is_empty() {
+                        } else if same {
+                            extra.remove("thinkingSignature");
+                            content.push(ContentBlock::Known(KnownBlock::Thinking {
+                                thinking,
+                                extra,
+                            }));
+                        } else {
+                            content.push(ContentBlock::text(thinking));
+                        }
+                    }
+                    ContentBlock::Known(KnownBlock::Text { text, extra }) => {
+                        if same {
+                            content.push(ContentBlock::Known(KnownBlock::Text { text, extra }));
+                        } else {
+                            content.push(ContentBlock::text(text));
+                        }
+                    }
+                    ContentBlock::Known(KnownBlock::ToolCall {
+                        id,
+                        name,
+                        arguments,
+                        mut extra,
+                    }) => {
+                        let mut id2 = id.clone();
+                        if !same {
+                            extra.remove("thoughtSignature");
+                            id2 = normalize(&id);
+                            if id2 != id {
+                                id_map.insert(id.clone(), id2.clone());
+                            }
+                        }
+                        content.push(ContentBlock::Known(KnownBlock::ToolCall {
+                            id: id2,
+                            name,
+                            arguments,
+                            extra,
+                        }));
+                    }
+                    other => content.push(other),
+                }
+            }
+            a.content = content;
+            owned(Message::Assistant(a))
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! cancellation and idle timeout. A wire only builds the request body and interprets
 //! SSE events.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use eventsource_stream::{Event, Eventsource};
@@ -84,6 +85,68 @@ pub(crate) enum Flow {
     Done,
 }
 
+/// What [`Wire::build`] returns: URL, extra headers and the JSON body.
+pub(crate) type Built = (
+    String,
+    Vec<(String, String)>,
+    Result<Vec<u8>, serde_json::Error>,
+);
+
+/// A request ready to be sent (and re-sent on retries): everything the
+/// history contributed is already serialised, so the caller's history is not
+/// needed (nor copied) while the response streams.
+pub(crate) struct Prepared {
+    request: reqwest::RequestBuilder,
+    body_error: Option<String>,
+}
+
+/// Serialise the request now, synchronously, from the borrowed history.
+/// `last_body` is the size of the previous body, updated here: the next
+/// body starts with room for a little more (a conversation only grows).
+pub(crate) fn prepare<W: Wire>(
+    client: &reqwest::Client,
+    model: &ModelSpec,
+    wire: &W,
+    req: &ChatRequest,
+    last_body: &AtomicUsize,
+) -> Prepared {
+    let last = last_body.load(Ordering::Relaxed);
+    let (url, wire_headers, body) = wire.build(model, req, last + last / 8 + 4096);
+    if let Ok(b) = &body {
+        last_body.store(b.len(), Ordering::Relaxed);
+    }
+    let mut headers = HeaderMap::new();
+    for (k, v) in wire_headers
+        .iter()
+        .map(|(k, v)| (k, v))
+        .chain(model.headers.iter())
+    {
+        if let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            headers.insert(k, v);
+        }
+    }
+    let (body, body_error) = match body {
+        Ok(b) => (b, None),
+        Err(e) => (
+            Vec::new(),
+            Some(format!("Could not serialise the request: {e}")),
+        ),
+    };
+    let request = client
+        .post(url)
+        .headers(headers)
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(body);
+    Prepared {
+        request,
+        body_error,
+    }
+}
+
 /// A failure reported inside the stream.
 pub(crate) struct StreamFailure {
     pub message: String,
@@ -91,9 +154,9 @@ pub(crate) struct StreamFailure {
 }
 
 pub(crate) trait Wire: Send {
-    /// URL, extra headers and JSON body.
-    fn build(&self, model: &ModelSpec, req: &ChatRequest)
-    -> (String, Vec<(String, String)>, Value);
+    /// URL, extra headers and the JSON body's bytes (`capacity`: the
+    /// expected body size).
+    fn build(&self, model: &ModelSpec, req: &ChatRequest, capacity: usize) -> Built;
     /// Reset parser state before an attempt.
     fn reset(&mut self);
     fn on_event(&mut self, ev: &Event, turn: &mut Turn) -> Result<Flow, StreamFailure>;
@@ -117,35 +180,22 @@ enum Attempt {
 }
 
 pub(crate) async fn run<W: Wire>(
-    client: reqwest::Client,
-    model: ModelSpec,
     retry: RetryPolicy,
-    req: ChatRequest,
+    prepared: Prepared,
     cancel: CancellationToken,
     mut wire: W,
     mut turn: Turn,
 ) {
-    let (url, wire_headers, body) = wire.build(&model, &req);
-    let mut headers = HeaderMap::new();
-    for (k, v) in wire_headers
-        .iter()
-        .map(|(k, v)| (k, v))
-        .chain(model.headers.iter())
-    {
-        if let (Ok(k), Ok(v)) = (
-            HeaderName::from_bytes(k.as_bytes()),
-            HeaderValue::from_str(v),
-        ) {
-            headers.insert(k, v);
-        }
+    if let Some(message) = prepared.body_error {
+        turn.fail(StopReason::Error, message);
+        turn.end_all();
+        turn.finish();
+        return;
     }
-    let body = body.to_string();
+    let request = prepared.request;
     let mut attempt: u32 = 0;
     loop {
-        let outcome = one_attempt(
-            &client, &url, &headers, &body, &retry, &cancel, &mut wire, &mut turn, attempt,
-        )
-        .await;
+        let outcome = one_attempt(&request, &retry, &cancel, &mut wire, &mut turn, attempt).await;
         match outcome {
             Attempt::Finished => break,
             Attempt::Retry { delay, reason } => {
@@ -170,12 +220,8 @@ pub(crate) async fn run<W: Wire>(
     turn.finish();
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn one_attempt<W: Wire>(
-    client: &reqwest::Client,
-    url: &str,
-    headers: &HeaderMap,
-    body: &str,
+    request: &reqwest::RequestBuilder,
     retry: &RetryPolicy,
     cancel: &CancellationToken,
     wire: &mut W,
@@ -188,13 +234,15 @@ async fn one_attempt<W: Wire>(
         Attempt::Finished
     };
     wire.reset();
-    let send = client
-        .post(url)
-        .headers(headers.clone())
-        .header("content-type", "application/json")
-        .header("accept", "text/event-stream")
-        .body(body.to_owned())
-        .send();
+    // A byte body clones by reference count: retries do not copy it.
+    let Some(request) = request.try_clone() else {
+        turn.fail(
+            StopReason::Error,
+            "the request cannot be re-sent".to_owned(),
+        );
+        return Attempt::Finished;
+    };
+    let send = request.send();
     let resp = tokio::select! {
         _ = cancel.cancelled() => return aborted(turn),
         r = send => r,

@@ -58,6 +58,7 @@
 //! ```
 
 mod anthropic;
+mod body;
 mod config;
 mod convert;
 mod error;
@@ -87,11 +88,13 @@ pub use types::{
 /// Wire-level request builders and mappings, exposed for tests and debugging.
 pub mod wire {
     pub mod openai {
-        pub use crate::openai::{build_body, convert_messages, map_finish_reason, parse_usage};
+        pub use crate::openai::{
+            body_bytes, build_body, convert_messages, map_finish_reason, parse_usage,
+        };
     }
     pub mod anthropic {
         pub use crate::anthropic::{
-            ANTHROPIC_VERSION, build_body, convert_messages, map_stop_reason,
+            ANTHROPIC_VERSION, body_bytes, build_body, convert_messages, map_stop_reason,
         };
     }
 }

@@ -9,8 +9,8 @@ use eventsource_stream::Event;
 use reqwest::StatusCode;
 use serde_json::{Map, Value, json};
 
-use crate::convert::{normalize_id_openai, transform_messages};
-use crate::http::{Flow, StreamFailure, Wire};
+use crate::convert::{normalize_id_openai, transform_borrowed};
+use crate::http::{Built, Flow, StreamFailure, Wire};
 use crate::quirks::MaxTokensField;
 use crate::turn::Turn;
 use crate::types::{
@@ -64,29 +64,38 @@ pub fn parse_usage(raw: &Value, model: &ModelSpec) -> Usage {
 
 /// Build the `messages` array (Pi's `convertMessages`).
 pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
+    let mut out = Vec::new();
+    each_message(model, req, &mut |m| out.push(m));
+    out
+}
+
+/// [`convert_messages`] one message at a time, so that the request body can be
+/// written without holding the whole array as JSON values.
+fn each_message(model: &ModelSpec, req: &ChatRequest, emit: &mut dyn FnMut(Value)) {
     let q = &model.quirks;
     let provider = model.provider.clone();
     let normalize = move |id: &str| normalize_id_openai(id, &provider);
-    let messages = transform_messages(&req.messages, model, &normalize);
-    let mut out = Vec::new();
+    let messages = transform_borrowed(&req.messages, model, &normalize);
     if let Some(sp) = &req.system_prompt {
         let role = if model.reasoning && q.supports_developer_role {
             "developer"
         } else {
             "system"
         };
-        out.push(json!({"role": role, "content": sp}));
+        emit(json!({"role": role, "content": sp}));
     }
     let mut last_was_tool = false;
     let mut i = 0;
     while i < messages.len() {
-        match &messages[i] {
+        match &*messages[i] {
             Message::User(u) => {
                 if q.requires_assistant_after_tool_result && last_was_tool {
-                    out.push(json!({"role": "assistant", "content": "I have processed the tool results."}));
+                    emit(
+                        json!({"role": "assistant", "content": "I have processed the tool results."}),
+                    );
                 }
                 match &u.content {
-                    Content::Text(s) => out.push(json!({"role": "user", "content": s})),
+                    Content::Text(s) => emit(json!({"role": "user", "content": s})),
                     Content::Blocks(blocks) => {
                         let parts: Vec<Value> = blocks
                             .iter()
@@ -102,7 +111,7 @@ pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
                             })
                             .collect();
                         if !parts.is_empty() {
-                            out.push(json!({"role": "user", "content": parts}));
+                            emit(json!({"role": "user", "content": parts}));
                         }
                     }
                 }
@@ -179,13 +188,13 @@ pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
                     _ => false,
                 };
                 if has_content || has_calls {
-                    out.push(Value::Object(msg));
+                    emit(Value::Object(msg));
                     last_was_tool = false;
                 }
             }
             Message::ToolResult(_) => {
                 let mut images = Vec::new();
-                while let Some(Message::ToolResult(r)) = messages.get(i) {
+                while let Some(Message::ToolResult(r)) = messages.get(i).map(|m| &**m) {
                     let text = r
                         .content
                         .iter()
@@ -207,7 +216,7 @@ pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
                     {
                         o.insert("name".into(), json!(r.tool_name));
                     }
-                    out.push(m);
+                    emit(m);
                     if model.input_images {
                         for b in &r.content {
                             if let Some(KnownBlock::Image {
@@ -226,31 +235,58 @@ pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
                     last_was_tool = true;
                 } else {
                     if q.requires_assistant_after_tool_result {
-                        out.push(json!({"role": "assistant", "content": "I have processed the tool results."}));
+                        emit(
+                            json!({"role": "assistant", "content": "I have processed the tool results."}),
+                        );
                     }
                     let mut parts = vec![
                         json!({"type": "text", "text": "Attached image(s) from tool result:"}),
                     ];
                     parts.extend(images);
-                    out.push(json!({"role": "user", "content": parts}));
+                    emit(json!({"role": "user", "content": parts}));
                     last_was_tool = false;
                 }
             }
         }
         i += 1;
     }
-    out
 }
 
 /// Build the full request body (Pi's `buildParams`).
 pub fn build_body(model: &ModelSpec, req: &ChatRequest) -> Value {
-    let q = &model.quirks;
-    let mut p = Map::new();
-    p.insert("model".into(), json!(model.id));
+    let mut p = params(model, req);
     p.insert(
         "messages".into(),
         Value::Array(convert_messages(model, req)),
     );
+    Value::Object(p)
+}
+
+/// [`build_body`] serialised, byte for byte, without building the `messages`
+/// array as JSON values first.
+pub fn body_bytes(model: &ModelSpec, req: &ChatRequest) -> Result<Vec<u8>, serde_json::Error> {
+    body_bytes_sized(model, req, 0)
+}
+
+/// [`body_bytes`] into a buffer of `capacity` bytes to begin with.
+pub(crate) fn body_bytes_sized(
+    model: &ModelSpec,
+    req: &ChatRequest,
+    capacity: usize,
+) -> Result<Vec<u8>, serde_json::Error> {
+    crate::body::write(
+        &params(model, req),
+        &|emit| each_message(model, req, emit),
+        capacity,
+    )
+}
+
+/// The body without its messages (`messages` is a `null` placeholder).
+fn params(model: &ModelSpec, req: &ChatRequest) -> Map<String, Value> {
+    let q = &model.quirks;
+    let mut p = Map::new();
+    p.insert("model".into(), json!(model.id));
+    p.insert("messages".into(), Value::Null);
     p.insert("stream".into(), json!(true));
     if q.supports_usage_in_streaming {
         p.insert("stream_options".into(), json!({"include_usage": true}));
@@ -296,7 +332,7 @@ pub fn build_body(model: &ModelSpec, req: &ChatRequest) -> Value {
         };
         p.insert("reasoning_effort".into(), json!(effort));
     }
-    Value::Object(p)
+    p
 }
 
 fn has_tool_history(messages: &[Message]) -> bool {
@@ -494,17 +530,13 @@ impl OpenAiWire {
 }
 
 impl Wire for OpenAiWire {
-    fn build(
-        &self,
-        model: &ModelSpec,
-        req: &ChatRequest,
-    ) -> (String, Vec<(String, String)>, Value) {
+    fn build(&self, model: &ModelSpec, req: &ChatRequest, capacity: usize) -> Built {
         let url = format!("{}/chat/completions", model.base_url.trim_end_matches('/'));
         let mut headers = Vec::new();
         if let Some(k) = model.api_key.as_deref().filter(|k| !k.is_empty()) {
             headers.push(("authorization".to_owned(), format!("Bearer {k}")));
         }
-        (url, headers, build_body(model, req))
+        (url, headers, body_bytes_sized(model, req, capacity))
     }
 
     fn reset(&mut self) {

@@ -1,5 +1,8 @@
 //! The provider trait and the HTTP provider for both wires.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
 use bh_protocol::message::AssistantMessage;
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -7,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::anthropic::AnthropicWire;
 use crate::error::LlmError;
-use crate::http::{RetryPolicy, run};
+use crate::http::{RetryPolicy, prepare, run};
 use crate::openai::OpenAiWire;
 use crate::turn::Turn;
 use crate::types::{Api, ChatRequest, EventStream, ModelSpec, StopReason, StreamEvent};
@@ -76,6 +79,8 @@ pub struct HttpProvider {
     client: reqwest::Client,
     model: ModelSpec,
     retry: RetryPolicy,
+    /// Size of the last request body, to size the next one.
+    last_body: Arc<AtomicUsize>,
 }
 
 impl HttpProvider {
@@ -92,6 +97,7 @@ impl HttpProvider {
             client,
             model,
             retry: RetryPolicy::default(),
+            last_body: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -115,22 +121,26 @@ impl Provider for HttpProvider {
         let (tx, rx) = mpsc::unbounded_channel();
         let cancel = link_consumer(&cancel, &tx);
         let turn = Turn::new(&self.model, tx);
-        let client = self.client.clone();
-        let model = self.model.clone();
         let retry = self.retry.clone();
         let done = cancel.clone();
-        match model.api {
+        // The body is written here, from the borrowed history; the task only
+        // holds its bytes.
+        match self.model.api {
             Api::AnthropicMessages => {
-                let wire = AnthropicWire::new(&model);
+                let wire = AnthropicWire::new(&self.model);
+                let prepared = prepare(&self.client, &self.model, &wire, &request, &self.last_body);
+                drop(request);
                 tokio::spawn(async move {
-                    run(client, model, retry, request, cancel, wire, turn).await;
+                    run(retry, prepared, cancel, wire, turn).await;
                     done.cancel();
                 });
             }
             Api::OpenAiCompletions | Api::Scripted => {
-                let wire = OpenAiWire::new(&model);
+                let wire = OpenAiWire::new(&self.model);
+                let prepared = prepare(&self.client, &self.model, &wire, &request, &self.last_body);
+                drop(request);
                 tokio::spawn(async move {
-                    run(client, model, retry, request, cancel, wire, turn).await;
+                    run(retry, prepared, cancel, wire, turn).await;
                     done.cancel();
                 });
             }

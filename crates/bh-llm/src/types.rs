@@ -1,5 +1,6 @@
 //! Provider-neutral request, model and event types.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::time::Duration;
@@ -261,12 +262,16 @@ fn bash_execution_to_text(v: &Value) -> String {
     text
 }
 
-/// One model call.
+/// One model call. The history and tools are borrowed from the caller
+/// (`Cow::Borrowed(&history)`), so a request costs no copy of the
+/// conversation: a provider serialises what it needs before
+/// [`crate::Provider::stream`] returns. Tests can own them
+/// (`vec![…].into()`).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChatRequest {
+pub struct ChatRequest<'a> {
     pub system_prompt: Option<String>,
-    pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    pub messages: Cow<'a, [Message]>,
+    pub tools: Cow<'a, [ToolSpec]>,
     /// Defaults to `min(model.max_tokens, 32000)` as Pi does.
     pub max_tokens: Option<u64>,
     pub temperature: Option<f64>,

@@ -16,7 +16,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -33,11 +32,18 @@ use crate::file_tools::js_num;
 use crate::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, format_size, truncate_tail_bytes,
 };
-use crate::{CancelToken, ToolResult, ToolboxOptions};
+use crate::{CancelToken, ContentBlock, OnUpdate, ToolResult, ToolUpdate, ToolboxOptions};
 
 /// How long the reader keeps draining the pipe after the shell exited, if a
 /// process that escaped the group still holds it open.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// At most one partial-output update per this interval (Pi's
+/// `BASH_UPDATE_THROTTLE_MS`).
+const UPDATE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How long the reader waits for output before looking at the clock again.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Collects output: everything in memory up to `4 × max_bytes`, then spilled
 /// to the log file with only a tail kept in memory.
@@ -118,14 +124,38 @@ impl Acc {
         }
     }
 
-    fn finish(mut self) -> (Truncation, Option<PathBuf>, usize) {
-        let tr = truncate_tail_bytes(
+    /// The tail kept so far, truncated as the final result will be.
+    fn truncation(&self) -> Truncation {
+        truncate_tail_bytes(
             &self.full,
             self.newlines + 1,
             self.total_bytes,
             DEFAULT_MAX_LINES,
             self.max_bytes,
-        );
+        )
+    }
+
+    /// Pi's partial result: the truncated tail as text; `details` has the
+    /// truncation once the output is truncated, and the full output's path
+    /// (saved as soon as it is truncated, as Pi does).
+    fn snapshot(&mut self) -> ToolUpdate {
+        let tr = self.truncation();
+        let mut details = serde_json::Map::new();
+        if tr.truncated {
+            self.spill();
+            details.insert("truncation".into(), tr.to_value());
+        }
+        if let Some((_, p)) = &self.file {
+            details.insert("fullOutputPath".into(), json!(p.display().to_string()));
+        }
+        ToolUpdate {
+            content: vec![ContentBlock::Text { text: tr.content }],
+            details: Some(Value::Object(details)),
+        }
+    }
+
+    fn finish(mut self) -> (Truncation, Option<PathBuf>, usize) {
+        let tr = self.truncation();
         if tr.truncated {
             self.spill();
         }
@@ -159,18 +189,64 @@ fn kill_group(pgid: Pid) {
     let _ = killpg(pgid, Signal::SIGKILL);
 }
 
-fn read_loop(rd: OwnedFd, exited: Arc<AtomicBool>, mut acc: Acc) -> Acc {
+/// Partial-output updates, throttled to one per [`UPDATE_INTERVAL`].
+struct Updates<'a> {
+    on_update: Option<OnUpdate<'a>>,
+    last: Option<Instant>,
+    dirty: bool,
+}
+
+impl Updates<'_> {
+    /// Time until the pending update is due (`None`: nothing pending).
+    fn due_in(&self) -> Option<Duration> {
+        if !self.dirty || self.on_update.is_none() {
+            return None;
+        }
+        Some(self.last.map_or(Duration::ZERO, |t| {
+            UPDATE_INTERVAL.saturating_sub(t.elapsed())
+        }))
+    }
+
+    /// Send the pending update if it is due (or `now`).
+    fn flush(&mut self, acc: &mut Acc, now: bool) {
+        let Some(on_update) = self.on_update else {
+            return;
+        };
+        if self.dirty && (now || self.due_in() == Some(Duration::ZERO)) {
+            self.dirty = false;
+            self.last = Some(Instant::now());
+            on_update(acc.snapshot());
+        }
+    }
+}
+
+fn read_loop(
+    rd: OwnedFd,
+    exited: &AtomicBool,
+    mut acc: Acc,
+    on_update: Option<OnUpdate<'_>>,
+) -> Acc {
+    let mut updates = Updates {
+        on_update,
+        last: None,
+        dirty: false,
+    };
     let mut buf = vec![0u8; 64 * 1024];
     let mut exited_at: Option<Instant> = None;
     loop {
+        updates.flush(&mut acc, false);
         if exited.load(Ordering::SeqCst) {
             let t = *exited_at.get_or_insert_with(Instant::now);
             if t.elapsed() > DRAIN_GRACE {
                 break;
             }
         }
+        let wait = updates
+            .due_in()
+            .map_or(POLL_INTERVAL, |d| d.min(POLL_INTERVAL));
+        let wait_ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
         let mut fds = [PollFd::new(rd.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(50u16)) {
+        match poll(&mut fds, PollTimeout::from(wait_ms)) {
             Ok(0) => {
                 if exited.load(Ordering::SeqCst) && exited_at.is_some() {
                     // No data for a poll interval after the group was killed.
@@ -184,11 +260,16 @@ fn read_loop(rd: OwnedFd, exited: Arc<AtomicBool>, mut acc: Acc) -> Acc {
         }
         match nix::unistd::read(rd.as_fd(), &mut buf) {
             Ok(0) => break,
-            Ok(n) => acc.push(&buf[..n]),
+            Ok(n) => {
+                acc.push(&buf[..n]);
+                updates.dirty = true;
+            }
             Err(Errno::EINTR) | Err(Errno::EAGAIN) => continue,
             Err(_) => break,
         }
     }
+    // The output as it ends, if not sent yet (Pi's `finishOutput`).
+    updates.flush(&mut acc, true);
     acc
 }
 
@@ -197,6 +278,7 @@ pub fn run(
     opts: &ToolboxOptions,
     args: &Value,
     cancel: &CancelToken,
+    on_update: Option<OnUpdate<'_>>,
 ) -> Result<ToolResult, String> {
     let mut a = Args::new("bash", args);
     let command = a.str_req("command");
@@ -226,6 +308,13 @@ pub fn run(
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
     }
     die_with_parent(&mut cmd);
+    if let Some(on_update) = on_update {
+        // Pi's first update, before any output.
+        on_update(ToolUpdate {
+            content: vec![],
+            details: None,
+        });
+    }
     let spawned = cmd.spawn();
     drop(cmd); // closes our copies of the pipe's write end
     let mut child = spawned.map_err(|e| {
@@ -236,40 +325,43 @@ pub fn run(
     })?;
     let pgid = Pid::from_raw(child.id() as i32);
 
-    let exited = Arc::new(AtomicBool::new(false));
-    let acc = Acc::new(opts.output_dir.clone(), DEFAULT_MAX_BYTES);
-    let reader = {
-        let exited = exited.clone();
-        std::thread::spawn(move || read_loop(rd, exited, acc))
-    };
+    let exited = AtomicBool::new(false);
+    let (outcome, acc) = std::thread::scope(|scope| {
+        let reader = {
+            let acc = Acc::new(opts.output_dir.clone(), DEFAULT_MAX_BYTES);
+            let exited = &exited;
+            scope.spawn(move || read_loop(rd, exited, acc, on_update))
+        };
 
-    let start = Instant::now();
-    let mut nap = Duration::from_micros(200);
-    let outcome = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Outcome::Exited(st.code()),
-            Ok(None) => {}
-            Err(_) => break Outcome::Exited(None),
-        }
-        if cancel.is_cancelled() {
-            kill_group(pgid);
-            let _ = child.wait();
-            break Outcome::Aborted;
-        }
-        if timeout.is_some_and(|t| start.elapsed() >= t) {
-            kill_group(pgid);
-            let _ = child.wait();
-            break Outcome::TimedOut;
-        }
-        std::thread::sleep(nap);
-        nap = (nap * 2).min(Duration::from_millis(10));
-    };
-    // Background jobs die with the shell; this also lets the pipe reach EOF.
-    kill_group(pgid);
-    exited.store(true, Ordering::SeqCst);
-    let acc = reader
-        .join()
-        .unwrap_or_else(|_| Acc::new(opts.output_dir.clone(), DEFAULT_MAX_BYTES));
+        let start = Instant::now();
+        let mut nap = Duration::from_micros(200);
+        let outcome = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Outcome::Exited(st.code()),
+                Ok(None) => {}
+                Err(_) => break Outcome::Exited(None),
+            }
+            if cancel.is_cancelled() {
+                kill_group(pgid);
+                let _ = child.wait();
+                break Outcome::Aborted;
+            }
+            if timeout.is_some_and(|t| start.elapsed() >= t) {
+                kill_group(pgid);
+                let _ = child.wait();
+                break Outcome::TimedOut;
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(10));
+        };
+        // Background jobs die with the shell; this also lets the pipe reach EOF.
+        kill_group(pgid);
+        exited.store(true, Ordering::SeqCst);
+        let acc = reader
+            .join()
+            .unwrap_or_else(|_| Acc::new(opts.output_dir.clone(), DEFAULT_MAX_BYTES));
+        (outcome, acc)
+    });
     let (tr, full_path, last_line_bytes) = acc.finish();
 
     let format = |empty: &str| -> (String, Option<Value>) {
@@ -329,7 +421,7 @@ pub fn run(
             match code {
                 Some(c) if c != 0 => Err(append(text, format!("Command exited with code {c}"))),
                 _ => Ok(ToolResult {
-                    content: vec![crate::ContentBlock::Text { text }],
+                    content: vec![ContentBlock::Text { text }],
                     details,
                     is_error: false,
                 }),

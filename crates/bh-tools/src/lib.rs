@@ -157,6 +157,36 @@ impl ToolResult {
     }
 }
 
+/// A partial result of a running tool, Pi's `onUpdate` payload (the
+/// `partialResult` of `tool_execution_update`): `content` and `details` as Pi
+/// shapes them. Only `bash` sends updates: first `{"content":[]}` when it
+/// starts, then the output so far, truncated to its tail by the same limits
+/// as the final result (2000 lines / 50 KB, without the final notice), with
+/// `details` `{}` or `{truncation, fullOutputPath}` once truncated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolUpdate {
+    pub content: Vec<ContentBlock>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+impl ToolUpdate {
+    /// The text blocks joined with newlines.
+    pub fn text_content(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                ContentBlock::Image { .. } => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Receives a running tool's [`ToolUpdate`]s, from the tool's own threads.
+pub type OnUpdate<'a> = &'a (dyn Fn(ToolUpdate) + Send + Sync);
+
 /// Which tools a toolbox offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
@@ -298,6 +328,20 @@ impl Toolbox {
 
     /// Runs a tool that can be cancelled (only `bash` checks the token while running).
     pub fn call_with_cancel(&self, name: &str, args: &Value, cancel: &CancelToken) -> ToolResult {
+        self.call_with_updates(name, args, cancel, None)
+    }
+
+    /// [`Toolbox::call_with_cancel`] that also reports partial results while
+    /// the tool runs (`bash`: its output so far, at most every 100 ms and
+    /// once more before it returns if anything changed since). The result is
+    /// the same as without `on_update`.
+    pub fn call_with_updates(
+        &self,
+        name: &str,
+        args: &Value,
+        cancel: &CancelToken,
+        on_update: Option<OnUpdate<'_>>,
+    ) -> ToolResult {
         let Some(spec) = self.specs().iter().find(|s| s.name == name) else {
             return ToolResult::error(format!("Tool {name} not found"));
         };
@@ -311,7 +355,7 @@ impl Toolbox {
             "ls" => file_tools::ls(&self.root, args),
             "grep" => search::grep(&self.root, args),
             "find" => search::find(&self.root, args),
-            "bash" => bash::run(&self.root, &self.opts, args, cancel),
+            "bash" => bash::run(&self.root, &self.opts, args, cancel, on_update),
             _ => Err(format!("Tool {name} not found")),
         };
         result.unwrap_or_else(ToolResult::error)

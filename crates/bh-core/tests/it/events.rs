@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bh_core::{Event, Limits};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::fx;
+use crate::support::{fx, messages};
 
 const PI_EVENTS: &str = include_str!("../fixtures/pi-0.73.1-s02-json-events.jsonl");
 
@@ -83,13 +83,16 @@ async fn events_have_pis_json_mode_shapes_and_order() {
         .map(|e| serde_json::to_value(e).unwrap())
         .collect();
 
-    // The same sequence of event types, deltas collapsed (chunking differs).
+    // The same sequence of event types, deltas collapsed (chunking differs),
+    // and runs of bash output updates collapsed (their number depends on timing).
     let seq = |lines: &[Value]| -> Vec<String> {
         let mut v: Vec<String> = Vec::new();
         for l in lines {
             let t = l["type"].as_str().unwrap().to_owned();
-            // Pi streams bash output as tool_execution_update; we do not.
-            if t == "session" || t == "message_update" || t == "tool_execution_update" {
+            if t == "session" || t == "message_update" {
+                continue;
+            }
+            if t == "tool_execution_update" && v.last() == Some(&t) {
                 continue;
             }
             v.push(t);
@@ -125,11 +128,74 @@ async fn events_have_pis_json_mode_shapes_and_order() {
         }
     }
 
-    // The header line is the CLI's; bash output is not streamed.
-    for t in theirs
-        .keys()
-        .filter(|t| *t != "session" && *t != "tool_execution_update")
-    {
+    // The header line is the CLI's.
+    for t in theirs.keys().filter(|t| *t != "session") {
         assert!(mine.contains_key(t), "we never emit {t}");
+    }
+}
+
+#[tokio::test]
+async fn bash_output_streams_as_tool_execution_updates_before_the_tool_ends() {
+    // The command waits for a file that only the sink creates, on seeing the
+    // update that carries "a": the update must arrive while bash still runs.
+    let script = r#"
+{"toolCalls": [{"name": "bash", "arguments": {"command": "printf a; while [ ! -e go ]; do sleep 0.01; done; printf b", "timeout": 60}}]}
+{"text": "done"}
+"#;
+    let fx = fx();
+    let go = fx.repo.join("go");
+    let mut agent = fx.agent(script, Limits::default());
+    let mut events = Vec::new();
+    agent
+        .run("run it", &CancellationToken::new(), &mut |e| {
+            if let Event::ToolExecutionUpdate { partial_result, .. } = &e
+                && partial_result.content.len() == 1
+                && serde_json::to_value(&partial_result.content[0]).unwrap()["text"] == "a"
+            {
+                std::fs::write(&go, "").unwrap();
+            }
+            events.push(serde_json::to_value(&e).unwrap());
+        })
+        .await
+        .unwrap();
+    let index = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred).unwrap();
+    let start = index(&|e| e["type"] == "tool_execution_start");
+    let end = index(&|e| e["type"] == "tool_execution_end");
+    let updates: Vec<(usize, &Value)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["type"] == "tool_execution_update")
+        .collect();
+    // Pi's shape, between the start and the end of the call.
+    let (first_at, first) = updates[0];
+    assert_eq!(
+        first,
+        &json!({
+            "type": "tool_execution_update",
+            "toolCallId": events[start]["toolCallId"],
+            "toolName": "bash",
+            "args": events[start]["args"],
+            "partialResult": {"content": []}
+        })
+    );
+    assert!(start < first_at && updates.iter().all(|(i, _)| *i < end));
+    let texts: Vec<&Value> = updates[1..]
+        .iter()
+        .map(|(_, u)| &u["partialResult"]["content"][0]["text"])
+        .collect();
+    assert_eq!(texts.first(), Some(&&json!("a")), "{texts:?}");
+    assert_eq!(texts.last(), Some(&&json!("ab")), "{texts:?}");
+    assert_eq!(
+        updates.last().unwrap().1["partialResult"]["details"],
+        json!({})
+    );
+    // The result is unchanged: the whole output, no details but the checkpoint.
+    let ab = json!([{"type": "text", "text": "ab"}]);
+    assert_eq!(events[end]["result"]["content"], ab);
+    let msgs = messages(agent.session_path());
+    assert_eq!(msgs[2]["content"], ab);
+    for details in [&events[end]["result"]["details"], &msgs[2]["details"]] {
+        let keys: Vec<&String> = details.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["checkpoint"]);
     }
 }

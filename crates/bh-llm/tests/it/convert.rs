@@ -25,7 +25,7 @@ fn expected(name: &str) -> Value {
 fn check_case(name: &str) {
     let model = fake_model("http://127.0.0.1:1");
     let req = ChatRequest {
-        messages: history(name),
+        messages: history(name).into(),
         ..ChatRequest::default()
     };
     let got = openai::convert_messages(&model, &req);
@@ -72,7 +72,7 @@ fn tool_specs_match_pi_shape() {
     let body = openai::build_body(
         &model,
         &ChatRequest {
-            tools: vec![spec],
+            tools: vec![spec].into(),
             ..ChatRequest::default()
         },
     );
@@ -90,7 +90,7 @@ fn openai_history_to_anthropic() {
     // The s02 history was produced by fake/fake-model on the OpenAI wire: its thinking
     // (signature "reasoning_content") is foreign to Claude and becomes text.
     let req = ChatRequest {
-        messages: history("s02-tools"),
+        messages: history("s02-tools").into(),
         ..ChatRequest::default()
     };
     let msgs = anthropic::convert_messages(&claude(), &req);
@@ -126,7 +126,7 @@ fn foreign_tool_ids_are_normalised_and_results_follow() {
     .map(|v| Message::from_agent_message(v).unwrap().unwrap())
     .collect();
     let req = ChatRequest {
-        messages,
+        messages: messages.into(),
         ..ChatRequest::default()
     };
     let msgs = anthropic::convert_messages(&claude(), &req);
@@ -166,7 +166,7 @@ fn orphan_results_are_dropped_and_images_downgraded() {
     .map(|v| Message::from_agent_message(v).unwrap().unwrap())
     .collect();
     let req = ChatRequest {
-        messages,
+        messages: messages.into(),
         ..ChatRequest::default()
     };
     let msgs = openai::convert_messages(&model, &req);
@@ -202,7 +202,7 @@ fn summaries_and_bash_become_user_text() {
     .unwrap();
     assert!(hidden.is_none());
     let req = ChatRequest {
-        messages: vec![c, b, x],
+        messages: vec![c, b, x].into(),
         ..ChatRequest::default()
     };
     let msgs = openai::convert_messages(&fake_model("http://x"), &req);
@@ -218,4 +218,59 @@ fn summaries_and_bash_become_user_text() {
             "Ran `ls`\n```\na\n```\n\nCommand exited with code 2",
         ]
     );
+}
+
+/// The bytes the HTTP driver sends (written message by message from the
+/// borrowed history) equal the serialised `build_body` value, for both wires,
+/// every recorded history, foreign and own models, with and without images,
+/// system prompt, tools and thinking.
+#[test]
+fn streamed_bodies_equal_the_json_value_bodies() {
+    let mut models = Vec::new();
+    for reasoning in [false, true] {
+        for images in [false, true] {
+            let mut o = fake_model("http://x");
+            o.reasoning = reasoning;
+            o.input_images = images;
+            models.push(o);
+            let mut a = claude();
+            a.reasoning = reasoning;
+            a.input_images = images;
+            models.push(a);
+        }
+    }
+    let tools = crate::tools();
+    for name in ["s02-tools", "s07-custom", "s12-image", "s09-errors"] {
+        let messages = history(name);
+        for model in &models {
+            for thinking in [bh_llm::ThinkingLevel::Off, bh_llm::ThinkingLevel::High] {
+                for (system, tools) in [(None, &tools[..0]), (Some("Be brief."), &tools[..])] {
+                    let req = ChatRequest {
+                        system_prompt: system.map(str::to_owned),
+                        messages: messages.as_slice().into(),
+                        tools: tools.into(),
+                        thinking,
+                        ..ChatRequest::default()
+                    };
+                    let (value, bytes) = match model.api {
+                        Api::AnthropicMessages => (
+                            anthropic::build_body(model, &req),
+                            anthropic::body_bytes(model, &req).unwrap(),
+                        ),
+                        _ => (
+                            openai::build_body(model, &req),
+                            openai::body_bytes(model, &req).unwrap(),
+                        ),
+                    };
+                    assert_eq!(
+                        String::from_utf8(bytes).unwrap(),
+                        serde_json::to_string(&value).unwrap(),
+                        "{name} {} images={} thinking={thinking:?}",
+                        model.id,
+                        model.input_images
+                    );
+                }
+            }
+        }
+    }
 }

@@ -75,18 +75,18 @@ pub fn tools() -> Vec<ToolSpec> {
     ]
 }
 
-pub fn request(text: &str) -> ChatRequest {
+pub fn request(text: &str) -> ChatRequest<'static> {
     ChatRequest {
         system_prompt: Some("You are a test.".into()),
-        messages: vec![Message::user_text(text, 1)],
-        tools: tools(),
+        messages: vec![Message::user_text(text, 1)].into(),
+        tools: tools().into(),
         ..ChatRequest::default()
     }
 }
 
 pub async fn run_with(
     p: &dyn Provider,
-    req: ChatRequest,
+    req: ChatRequest<'_>,
     cancel: CancellationToken,
 ) -> (Vec<StreamEvent>, AssistantMessage) {
     let mut s = p.stream(req, cancel);
@@ -108,7 +108,7 @@ pub async fn run_with(
     (events, last)
 }
 
-pub async fn run(p: &dyn Provider, req: ChatRequest) -> (Vec<StreamEvent>, AssistantMessage) {
+pub async fn run(p: &dyn Provider, req: ChatRequest<'_>) -> (Vec<StreamEvent>, AssistantMessage) {
     run_with(p, req, CancellationToken::new()).await
 }
 

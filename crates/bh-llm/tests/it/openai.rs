@@ -391,9 +391,9 @@ async fn multi_turn_history_requests_keep_invariants() {
     let p = http(fake_model(&server.base), fast_retry(0));
     let mut req = request("start");
     let (_, a1) = run(&p, req.clone()).await;
-    req.messages.push(Message::Assistant(a1));
+    req.messages.to_mut().push(Message::Assistant(a1));
     // only one result: the other must be synthesised
-    req.messages.push(
+    req.messages.to_mut().push(
         Message::from_agent_message(&json!({"role": "toolResult", "toolCallId": "call_1",
             "toolName": "read", "content": [{"type": "text", "text": "A"}], "isError": false, "timestamp": 2}))
         .unwrap()

@@ -419,3 +419,116 @@ fn bash_cancel_and_background_cleanup() {
     std::thread::sleep(Duration::from_millis(200));
     assert!(!pid_alive(pid));
 }
+
+/// Runs `command` reporting updates; returns them with the result.
+fn bash_with_updates(
+    tb: &bh_tools::Toolbox,
+    command: &str,
+    on_each: &(dyn Fn(&bh_tools::ToolUpdate) + Send + Sync),
+) -> (Vec<bh_tools::ToolUpdate>, bh_tools::ToolResult) {
+    let updates = std::sync::Mutex::new(Vec::new());
+    let record = |u: bh_tools::ToolUpdate| {
+        on_each(&u);
+        updates.lock().unwrap().push(u);
+    };
+    let r = tb.call_with_updates(
+        "bash",
+        &json!({ "command": command, "timeout": 60 }),
+        &CancelToken::new(),
+        Some(&record),
+    );
+    (updates.into_inner().unwrap(), r)
+}
+
+#[test]
+fn bash_streams_its_output_while_it_runs() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Interactive);
+    // The command waits for a file that only the update carrying "a" creates:
+    // the update must arrive while the command still runs.
+    let go = sb.root.join("go");
+    let (updates, r) = bash_with_updates(
+        &tb,
+        "printf a; while [ ! -e go ]; do sleep 0.01; done; printf b",
+        &|u| {
+            if u.text_content() == "a" {
+                std::fs::write(&go, "").unwrap();
+            }
+        },
+    );
+    assert!(!r.is_error, "{}", r.text_content());
+    // The final result is what it always was.
+    assert_eq!(
+        r,
+        call(&tb, "bash", json!({"command": "printf a; printf b"}))
+    );
+    assert_eq!(r.text_content(), "ab");
+    // Pi's shapes: `{"content":[]}` first, then the output so far.
+    assert_eq!(
+        serde_json::to_value(&updates[0]).unwrap(),
+        json!({"content": []})
+    );
+    let texts: Vec<String> = updates[1..].iter().map(|u| u.text_content()).collect();
+    assert_eq!(texts.first().map(String::as_str), Some("a"), "{texts:?}");
+    assert_eq!(texts.last().map(String::as_str), Some("ab"), "{texts:?}");
+    assert_eq!(
+        serde_json::to_value(updates.last().unwrap()).unwrap(),
+        json!({"content": [{"type": "text", "text": "ab"}], "details": {}})
+    );
+    // Without a callback nothing changes either.
+    let plain = tb.call_with_updates(
+        "bash",
+        &json!({"command": "printf a; printf b"}),
+        &CancelToken::new(),
+        None,
+    );
+    assert_eq!(plain, r);
+}
+
+#[test]
+fn bash_updates_keep_the_truncation_limits() {
+    let sb = Sandbox::new();
+    let tb = sb.toolbox(Profile::Interactive);
+    let limits = |updates: &[bh_tools::ToolUpdate]| {
+        for u in updates {
+            let t = u.text_content();
+            assert!(t.len() <= 50 * 1024, "{} bytes", t.len());
+            assert!(t.split('\n').count() <= 2000, "{} lines", t.lines().count());
+        }
+    };
+    // Lines: 3000 short lines, streamed in bursts.
+    let (updates, r) = bash_with_updates(
+        &tb,
+        "for i in $(seq 1 3000); do echo \"line $i\"; if [ $((i % 1000)) = 0 ]; then sleep 0.05; fi; done",
+        &|_| {},
+    );
+    limits(&updates);
+    let last = updates.last().unwrap();
+    let details = last.details.as_ref().unwrap();
+    assert_eq!(details["truncation"]["truncatedBy"], "lines");
+    assert_eq!(details["truncation"]["totalLines"], 3001);
+    assert_eq!(
+        details["fullOutputPath"],
+        r.details.as_ref().unwrap()["fullOutputPath"]
+    );
+    // The last update is the final text without its notice.
+    let final_text = r.text_content();
+    assert!(final_text.starts_with(&last.text_content()));
+    assert!(
+        final_text[last.text_content().len()..]
+            .starts_with("\n\n[Showing lines 1002-3001 of 3001.")
+    );
+    // Bytes: one 200 KB line is cut to its last 50 KB.
+    let (updates, r) = bash_with_updates(
+        &tb,
+        "head -c 100000 /dev/zero | tr '\\0' x; sleep 0.05; head -c 100000 /dev/zero | tr '\\0' y",
+        &|_| {},
+    );
+    limits(&updates);
+    let last = updates.last().unwrap();
+    assert_eq!(
+        last.details.as_ref().unwrap()["truncation"]["lastLinePartial"],
+        true
+    );
+    assert!(r.text_content().starts_with(&last.text_content()));
+}
