@@ -555,7 +555,15 @@ pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<(), CliError> {
     let (toolbox, checkpoints) = runtime_parts(&args, ctx, &cwd, &mut |message| {
         printer.event(Event::Warning { message })
     })?;
-    let config = agent_config(&args, provider, Some(tools), &cwd, toolbox, checkpoints, writer);
+    let config = agent_config(
+        &args,
+        provider,
+        Some(tools),
+        &cwd,
+        toolbox,
+        checkpoints,
+        writer,
+    );
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

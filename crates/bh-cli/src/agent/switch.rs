@@ -92,7 +92,9 @@ pub(super) async fn command(
             return Ok(());
         }
         Err(e) => {
-            return Err(CliError::usage(e.render().to_string().trim_end().to_owned()));
+            return Err(CliError::usage(
+                e.render().to_string().trim_end().to_owned(),
+            ));
         }
     };
     let mut live = Live {
@@ -266,11 +268,7 @@ impl Live<'_> {
             .map_err(|e| {
                 CliError::new(
                     e.kind,
-                    format!(
-                        "{}; the session stays in {}",
-                        e.message,
-                        self.cwd.display()
-                    ),
+                    format!("{}; the session stays in {}", e.message, self.cwd.display()),
                 )
             })?;
         let opts = self.enter_options(name.clone())?;
@@ -331,13 +329,12 @@ impl Live<'_> {
         }
         let new_cwd = canonical_dir(&out.worktree).map_err(discard)?;
         let tools = super::tool_list(self.args).map_err(discard)?;
-        let (toolbox, checkpoints) =
-            runtime_parts(self.args, self.ctx, &new_cwd, &mut |w| {
-                eprintln!("bh: warning: {w}")
-            })
-            .map_err(discard)?;
-        let consumed = bh_worktree::consume(&self.runner, &target)
-            .map_err(|e| discard(cli_err(e)))?;
+        let (toolbox, checkpoints) = runtime_parts(self.args, self.ctx, &new_cwd, &mut |w| {
+            eprintln!("bh: warning: {w}")
+        })
+        .map_err(discard)?;
+        let consumed =
+            bh_worktree::consume(&self.runner, &target).map_err(|e| discard(cli_err(e)))?;
         if let ConsumeOutcome::Caveat { problems, .. } = &consumed {
             eprintln!(
                 "bh: warning: the move into {} did not land as planned: {}",
