@@ -20,6 +20,13 @@
 //! stopped on its own, 7 (`limit`) when a hard limit fired, 8 (`interrupted`)
 //! on Ctrl-C (the first aborts the turn, a second exits at once), 9
 //! (`worker_failed`) when the model call failed.
+//!
+//! Interactive on a terminal without a prompt, or with `-i` (then commands
+//! and prompts are read line by line from stdin, which is how the tests drive
+//! it). `/worktree create|enter|dispose|list` moves the live session between
+//! the main checkout and managed worktrees in-process (module `switch`): tools,
+//! checkpoint store, session file and system prompt follow the new cwd. The
+//! process's own current directory is only used to resolve command-line paths.
 
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};

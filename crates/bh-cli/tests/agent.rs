@@ -1,7 +1,9 @@
 //! `bh agent` through the built binary: a scripted (or mock-HTTP) model edits a
 //! real Git repository; the session file is valid and in Pi's shapes, a
 //! checkpoint exists before each mutation, limits fire with their exit code,
-//! and (when Node and Pi are available) the real Pi loads the file.
+//! and (when Node and Pi are available) the real Pi loads the file. The
+//! interactive mode is fed through stdin with `-i`; `/worktree` moves of the
+//! live session are tested end to end there.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
