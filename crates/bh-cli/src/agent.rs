@@ -20,6 +20,13 @@
 //! stopped on its own, 7 (`limit`) when a hard limit fired, 8 (`interrupted`)
 //! on Ctrl-C (the first aborts the turn, a second exits at once), 9
 //! (`worker_failed`) when the model call failed.
+//!
+//! Interactive on a terminal without a prompt, or with `-i` (then commands
+//! and prompts are read line by line from stdin, which is how the tests drive
+//! it). `/worktree create|enter|dispose|list` moves the live session between
+//! the main checkout and managed worktrees in-process (module `switch`): tools,
+//! checkpoint store, session file and system prompt follow the new cwd. The
+//! process's own current directory is only used to resolve command-line paths.
 
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -41,6 +48,8 @@ use tokio_util::sync::CancellationToken;
 use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind};
 use crate::units::parse_duration;
+
+mod switch;
 
 const DEFAULT_SYSTEM_PROMPT: &str = "You are an expert coding assistant. You help users with \
 coding tasks by reading files, executing commands, editing code, and writing new files. \
@@ -113,7 +122,7 @@ fn config_file(ctx: &Ctx) -> Option<PathBuf> {
     Some(base.join("better-harness").join("config.toml"))
 }
 
-fn agent_dir(ctx: &Ctx) -> Result<PathBuf, CliError> {
+pub(crate) fn agent_dir(ctx: &Ctx) -> Result<PathBuf, CliError> {
     if let Some(dir) = std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
         return Ok(abs(ctx, Path::new(&dir)));
     }
@@ -133,7 +142,7 @@ fn abs(ctx: &Ctx, p: &Path) -> PathBuf {
     }
 }
 
-fn session_error(e: bh_session::SessionError) -> CliError {
+pub(crate) fn session_error(e: bh_session::SessionError) -> CliError {
     use bh_session::SessionError as E;
     let kind = match &e {
         E::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
@@ -147,7 +156,7 @@ fn session_error(e: bh_session::SessionError) -> CliError {
     CliError::new(kind, e.to_string())
 }
 
-fn canonical_dir(p: &Path) -> Result<PathBuf, CliError> {
+pub(crate) fn canonical_dir(p: &Path) -> Result<PathBuf, CliError> {
     let dir = std::fs::canonicalize(p).map_err(|e| {
         CliError::new(
             ErrorKind::NotFound,
@@ -342,7 +351,7 @@ pub(crate) fn build_provider(
     Ok(Arc::new(p))
 }
 
-fn tool_list(args: &AgentArgs) -> Result<Vec<&'static bh_tools::ToolSpec>, CliError> {
+pub(crate) fn tool_list(args: &AgentArgs) -> Result<Vec<&'static bh_tools::ToolSpec>, CliError> {
     let all = Profile::Interactive.specs();
     let Some(list) = &args.tools else {
         return Ok(all.to_vec());
@@ -454,6 +463,70 @@ fn outcome_error(out: &RunOutcome) -> Option<CliError> {
     }
 }
 
+/// The parts of the runtime that belong to one working directory: the tools
+/// confined to `cwd` and the checkpoint store of `cwd` (in the state dir;
+/// `None` with `--no-checkpoints`, or with a warning when it cannot be opened).
+pub(crate) fn runtime_parts(
+    args: &AgentArgs,
+    ctx: &Ctx,
+    cwd: &Path,
+    warn: &mut dyn FnMut(String),
+) -> Result<(Arc<Toolbox>, Option<Arc<Store>>), CliError> {
+    let toolbox = Toolbox::new(ToolboxOptions::new(
+        cwd,
+        Profile::Interactive,
+        ctx.state_dir.join("tool-output"),
+    ))
+    .map_err(|e| CliError::new(ErrorKind::Refused, e.to_string()))?;
+    let checkpoints = if args.no_checkpoints {
+        None
+    } else {
+        match Store::open_in(&ctx.git(), cwd, &StoreOptions::new(&ctx.state_dir)) {
+            Ok(store) => Some(Arc::new(store)),
+            Err(e) => {
+                warn(format!(
+                    "checkpoints are off in {}: cannot open the store: {e}",
+                    cwd.display()
+                ));
+                None
+            }
+        }
+    };
+    Ok((Arc::new(toolbox), checkpoints))
+}
+
+/// The agent's configuration around `cwd` (the system prompt names it).
+pub(crate) fn agent_config(
+    args: &AgentArgs,
+    provider: Arc<dyn Provider>,
+    tools: Option<Vec<&'static bh_tools::ToolSpec>>,
+    cwd: &Path,
+    toolbox: Arc<Toolbox>,
+    checkpoints: Option<Arc<Store>>,
+    session: SessionWriter,
+) -> AgentConfig {
+    AgentConfig {
+        provider,
+        toolbox,
+        tools,
+        session,
+        checkpoints,
+        system_prompt: Some(args.system_prompt.clone().unwrap_or_else(|| {
+            format!(
+                "{DEFAULT_SYSTEM_PROMPT}\nCurrent working directory: {}",
+                cwd.display()
+            )
+        })),
+        thinking: bh_llm::ThinkingLevel::Off,
+        max_tokens: None,
+        limits: Limits {
+            max_tool_calls: args.max_tool_calls,
+            timeout: args.timeout,
+            max_turns: args.max_turns,
+        },
+    }
+}
+
 pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<(), CliError> {
     let mut prompts: Vec<String> = args.prompt.iter().cloned().collect();
     prompts.extend(args.prompts.iter().cloned());
@@ -486,45 +559,18 @@ pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<(), CliError> {
             printer.line(h);
         }
     }
-    let checkpoints = if args.no_checkpoints {
-        None
-    } else {
-        match Store::open_in(&ctx.git(), &cwd, &StoreOptions::new(&ctx.state_dir)) {
-            Ok(store) => Some(Arc::new(store)),
-            Err(e) => {
-                printer.event(Event::Warning {
-                    message: format!("checkpoints are off: cannot open the store: {e}"),
-                });
-                None
-            }
-        }
-    };
-    let toolbox = Toolbox::new(ToolboxOptions::new(
-        &cwd,
-        Profile::Interactive,
-        ctx.state_dir.join("tool-output"),
-    ))
-    .map_err(|e| CliError::new(ErrorKind::Refused, e.to_string()))?;
-    let config = AgentConfig {
+    let (toolbox, checkpoints) = runtime_parts(&args, ctx, &cwd, &mut |message| {
+        printer.event(Event::Warning { message })
+    })?;
+    let config = agent_config(
+        &args,
         provider,
-        toolbox: Arc::new(toolbox),
-        tools: Some(tools),
-        session: writer,
+        Some(tools),
+        &cwd,
+        toolbox,
         checkpoints,
-        system_prompt: Some(args.system_prompt.clone().unwrap_or_else(|| {
-            format!(
-                "{DEFAULT_SYSTEM_PROMPT}\nCurrent working directory: {}",
-                cwd.display()
-            )
-        })),
-        thinking: bh_llm::ThinkingLevel::Off,
-        max_tokens: None,
-        limits: Limits {
-            max_tool_calls: args.max_tool_calls,
-            timeout: args.timeout,
-            max_turns: args.max_turns,
-        },
-    };
+        writer,
+    );
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -534,7 +580,7 @@ pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<(), CliError> {
     let result = runtime.block_on(async move {
         let mut agent = Agent::new(config).map_err(|e| CliError::internal(e.to_string()))?;
         if interactive {
-            return interactive_loop(&mut agent, ctx, &args, &cwd).await;
+            return interactive_loop(&mut agent, ctx, &args, cwd).await;
         }
         let cancel = CancellationToken::new();
         let _signals = watch_ctrl_c(cancel.clone());
@@ -589,7 +635,7 @@ fn watch_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// Ctrl-C in the REPL: the running turn's token and the presses since the
+/// Ctrl-C in the REPL: the running turn's (or `/worktree` move's) token and the presses since the
 /// last prompt (the second press exits).
 #[derive(Default)]
 struct CtrlC {
@@ -603,17 +649,26 @@ const HELP: &str = "\
 /checkpoints             list the project's checkpoints
 /restore ID [PATH…]      restore files from a checkpoint (a pre-restore checkpoint is taken first)
 /model PROVIDER/MODEL    switch models
+/worktree create NAME [--from REV] [--branch B | --detach]
+                         create a managed worktree and move the session into it
+/worktree enter NAME     move the session into a managed worktree
+/worktree dispose [--force]
+                         move the session back to the main checkout, then dispose
+                         the worktree it was in (refuses dirty or unmerged work)
+/worktree list           every worktree, as `bh worktree list`
 /session                 show the session file
 /quit                    exit (also Ctrl-D, or Ctrl-C twice)";
 
 /// A line-based interactive session: streamed answers, `/tree`, `/fork`,
-/// `/checkpoints`, `/restore`, `/model`, `/quit`; Ctrl-C aborts the running
-/// turn, a second Ctrl-C exits.
+/// `/checkpoints`, `/restore`, `/model`, `/worktree`, `/quit`; Ctrl-C aborts
+/// the running turn (or a `/worktree` move being prepared), a second Ctrl-C
+/// exits. The working directory is the session's, never the process's: a
+/// `/worktree` move changes it (see [`switch`]).
 async fn interactive_loop(
     agent: &mut Agent,
     ctx: &Ctx,
     args: &AgentArgs,
-    cwd: &Path,
+    mut cwd: PathBuf,
 ) -> Result<(), CliError> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     std::thread::spawn(move || {
@@ -638,7 +693,7 @@ async fn interactive_loop(
                     }
                     Some(t) => {
                         t.cancel();
-                        eprintln!("\n(aborting the turn; Ctrl-C again to exit)");
+                        eprintln!("\n(aborting; Ctrl-C again to exit)");
                     }
                     None => eprintln!("\n(Ctrl-C again to exit)"),
                 }
@@ -668,7 +723,24 @@ async fn interactive_loop(
             let mut words = cmd.split_whitespace();
             let name = words.next().unwrap_or("");
             let rest: Vec<&str> = words.collect();
-            match command(agent, ctx, args, cwd, name, &rest) {
+            if name == "worktree" {
+                // Moves the live session; Ctrl-C cancels the preparation.
+                let cancel = CancellationToken::new();
+                if let Ok(mut st) = state.lock() {
+                    st.turn = Some(cancel.clone());
+                    st.presses = 0;
+                }
+                let result = switch::command(agent, &mut cwd, ctx, args, &rest, &cancel).await;
+                if let Ok(mut st) = state.lock() {
+                    st.turn = None;
+                    st.presses = 0;
+                }
+                if let Err(e) = result {
+                    eprintln!("bh: {}", e.message);
+                }
+                continue;
+            }
+            match command(agent, ctx, args, &cwd, name, &rest) {
                 Ok(true) => break,
                 Ok(false) => {}
                 Err(e) => eprintln!("bh: {}", e.message),

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use bh_session::SessionError;
 use bh_worktree::{
-    ConsumeOutcome, CreateOptions, DisposeOptions, EnterOptions, WorktreeError, WorktreeInfo,
+    ConsumeOutcome, CreateOptions, CreateOutcome, DisposeOptions, DisposeOutcome, EnterOptions,
+    WorktreeError, WorktreeInfo,
 };
 use clap::Subcommand;
 use serde_json::json;
@@ -113,7 +114,7 @@ fn repo_dir(ctx: &Ctx, repo: Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| ctx.cwd.clone())
 }
 
-fn cli_err(err: WorktreeError) -> CliError {
+pub(crate) fn cli_err(err: WorktreeError) -> CliError {
     let kind = match &err {
         WorktreeError::Checkpoint(_) => {
             if let WorktreeError::Checkpoint(e) = err {
@@ -180,21 +181,31 @@ fn create(
         detach,
         session: session.map(|s| abs(ctx, &s).display().to_string()),
         cwd: repo_dir(ctx, repo),
-        // Post-create commands (installers, builds) get the caller's
-        // environment, minus GIT_* (a hook's GIT_DIR would aim them elsewhere).
-        command_env: std::env::vars_os()
-            .filter(|(k, _)| !k.as_encoded_bytes().starts_with(b"GIT_"))
-            .collect(),
+        command_env: command_env(),
     };
     let out = bh_worktree::create(&ctx.git(), &opts).map_err(cli_err)?;
-    let r = &out.receipt;
     if ctx.json {
         return print_json(&json!({
-            "worktree": r,
+            "worktree": out.receipt,
             "receipt": out.receipt_path,
             "log": out.log,
         }));
     }
+    print_created(&out);
+    Ok(())
+}
+
+/// The environment of post-create commands (installers, builds): the
+/// caller's, minus `GIT_*` (a hook's `GIT_DIR` would aim them elsewhere).
+pub(crate) fn command_env() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os()
+        .filter(|(k, _)| !k.as_encoded_bytes().starts_with(b"GIT_"))
+        .collect()
+}
+
+/// The human report of `create` (also `/worktree create` in `bh agent`).
+pub(crate) fn print_created(out: &CreateOutcome) {
+    let r = &out.receipt;
     let what = match (&r.branch, r.created_branch) {
         (Some(b), true) => format!("new branch {b} at {}", short(&r.base)),
         (Some(b), false) => format!("branch {b} at {}", short(&r.base)),
@@ -215,14 +226,14 @@ fn create(
             out.log.display()
         );
     }
-    Ok(())
 }
 
 fn count(n: Option<u64>) -> String {
     n.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into())
 }
 
-fn list(ctx: &Ctx, repo: Option<PathBuf>) -> Result<(), CliError> {
+/// Also `/worktree list` in `bh agent` (never `--json` there).
+pub(crate) fn list(ctx: &Ctx, repo: Option<PathBuf>) -> Result<(), CliError> {
     let all = bh_worktree::list(&ctx.git(), &repo_dir(ctx, repo)).map_err(cli_err)?;
     if ctx.json {
         return print_json(&json!({ "worktrees": all }));
@@ -315,6 +326,12 @@ fn dispose(ctx: &Ctx, name: String, force: bool, repo: Option<PathBuf>) -> Resul
     if ctx.json {
         return print_json(&serde_json::to_value(&out).map_err(CliError::internal)?);
     }
+    print_disposed(&out);
+    Ok(())
+}
+
+/// The human report of `dispose` (also `/worktree dispose` in `bh agent`).
+pub(crate) fn print_disposed(out: &DisposeOutcome) {
     println!("disposed worktree {} ({})", out.name, out.path.display());
     println!(
         "checkpoint {} (restore: bh checkpoint restore {} --project {} after re-adding the worktree there)",
@@ -340,7 +357,6 @@ fn dispose(ctx: &Ctx, name: String, force: bool, repo: Option<PathBuf>) -> Resul
         (Some(b), false, Some(why)) => println!("branch {b} kept ({why})"),
         _ => {}
     }
-    Ok(())
 }
 
 fn consume(ctx: &Ctx, target: PathBuf) -> Result<(), CliError> {

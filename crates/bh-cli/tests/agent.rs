@@ -1,7 +1,9 @@
 //! `bh agent` through the built binary: a scripted (or mock-HTTP) model edits a
 //! real Git repository; the session file is valid and in Pi's shapes, a
 //! checkpoint exists before each mutation, limits fire with their exit code,
-//! and (when Node and Pi are available) the real Pi loads the file.
+//! and (when Node and Pi are available) the real Pi loads the file. The
+//! interactive mode is fed through stdin with `-i`; `/worktree` moves of the
+//! live session are tested end to end there.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -857,6 +859,475 @@ fn a_hosted_model_without_its_key_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("set ANTHROPIC_API_KEY"));
     // Nothing was written.
     assert!(env.sessions().is_empty());
+}
+
+// ----- /worktree: moving the live session -------------------------------------
+
+/// Feeds `input` to `cmd` (a `bh agent -i …`) and waits: (exit code, stdout, stderr).
+fn run_repl(mut cmd: Command, input: &str) -> (i32, String, String) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `bh agent -i --cwd <repo> ARGS` standing in `<root>/elsewhere`: the
+/// session's cwd is the repository, so nothing may depend on the process's
+/// current directory.
+fn repl_elsewhere(env: &Env, args: &[&str]) -> Command {
+    let elsewhere = env.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let mut cmd = env.bh();
+    cmd.current_dir(&elsewhere)
+        .args(["agent", "-i", "--cwd"])
+        .arg(&env.repo)
+        .args(args);
+    cmd
+}
+
+/// The session the REPL ended in (its last `session:` line on stderr).
+fn final_session(stderr: &str) -> PathBuf {
+    PathBuf::from(
+        stderr
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("session: "))
+            .unwrap_or_else(|| panic!("no session line: {stderr}")),
+    )
+}
+
+fn lines_of(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect()
+}
+
+fn custom_count(path: &Path, custom_type: &str) -> usize {
+    lines_of(path)
+        .iter()
+        .filter(|v| v["customType"] == custom_type)
+        .count()
+}
+
+fn session_files(env: &Env, cwd: &Path) -> Vec<PathBuf> {
+    let dir = bh_session::session_dir_for_cwd(&env.agent_dir, cwd.to_str().unwrap());
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| p.extension().is_some_and(|x| x == "jsonl"));
+    v.sort();
+    v
+}
+
+fn text_turn(text: &str) -> String {
+    [
+        chunk(json!({"role": "assistant", "content": text}), None),
+        chunk(json!({}), Some("stop")),
+        usage(10, 2),
+    ]
+    .concat()
+}
+
+#[test]
+fn worktree_create_edit_and_dispose_move_one_continuous_session() {
+    let env = env();
+    let wt = env.root.join("repo.worktrees/feat");
+    let write_turn = [
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_w", "type": "function",
+                "function": {"name": "write", "arguments": "{\"path\": \"notes/wt.txt\", \"content\": \"in the worktree\\n\"}"}}]}),
+            None,
+        ),
+        chunk(json!({}), Some("tool_calls")),
+        usage(20, 5),
+    ]
+    .concat();
+    let (base, seen) = serve(vec![
+        text_turn("Hello."),
+        write_turn,
+        text_turn("Written."),
+        text_turn("Back."),
+    ]);
+    let source = env.root.join("s.jsonl");
+    let input = "hi\n/worktree create feat\nwrite it\n/worktree list\n/worktree dispose\n\
+                 /worktree dispose --force\nafter\n/quit\n";
+    let mut cmd = repl_elsewhere(
+        &env,
+        &[
+            "--model",
+            "openai/gpt-test",
+            "--base-url",
+            &base,
+            "--session",
+        ],
+    );
+    cmd.arg(&source).env("OPENAI_API_KEY", "sk-test");
+    let (code, stdout, stderr) = run_repl(cmd, input);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("created worktree feat at {}", wt.display())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("session moved into the worktree {}", wt.display())),
+        "{stdout}"
+    );
+    // The edit landed in the worktree: dirty there, not in the main checkout
+    // nor in the process's own directory.
+    let feat_row = stdout
+        .lines()
+        .find(|l| l.starts_with("feat "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(feat_row.split_whitespace().nth(3), Some("1"), "{feat_row}");
+    let main_row = stdout.lines().find(|l| l.starts_with("(main)")).unwrap();
+    assert_eq!(main_row.split_whitespace().nth(3), Some("0"), "{main_row}");
+    assert!(!env.repo.join("notes").exists());
+    assert!(!env.root.join("elsewhere/notes").exists());
+    // The plain dispose refused before moving anything, naming the worktree.
+    assert!(
+        stderr.contains(&format!(
+            "{} has 1 uncommitted or untracked file(s)",
+            wt.display()
+        )) && stderr.contains(&format!("the session stays in {}", wt.display())),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "session moved back to the main checkout {}",
+            env.repo.display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("disposed worktree feat"), "{stdout}");
+    assert!(stdout.contains("branch feat deleted (merged)"), "{stdout}");
+    assert!(!wt.exists());
+
+    // The write was checkpointed in the worktree's own store, and the
+    // disposal's checkpoint holds the file.
+    let stores: Vec<PathBuf> = std::fs::read_dir(env.state.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("feat-")
+        })
+        .collect();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    let shown = Command::new("git")
+        .arg("--git-dir")
+        .arg(stores[0].join("git"))
+        .args(["show", "refs/bh/last:notes/wt.txt"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&shown.stdout), "in the worktree\n");
+
+    // One continuous session, ending in the main checkout's session folder.
+    let last = final_session(&stderr);
+    assert_eq!(session_files(&env, &env.repo), vec![last.clone()]);
+    let s = assert_valid(&last);
+    assert_eq!(
+        s.header().unwrap().cwd.as_deref(),
+        Some(env.repo.to_str().unwrap())
+    );
+    let in_wt = session_files(&env, &wt);
+    assert_eq!(in_wt.len(), 1, "{in_wt:?}");
+    assert_eq!(
+        s.header().unwrap().parent_session.as_deref(),
+        in_wt[0].to_str()
+    );
+    assert_eq!(custom_count(&last, bh_worktree::ORIENTATION_TYPE), 2);
+    assert_eq!(custom_count(&last, bh_worktree::VERIFICATION_TYPE), 2);
+    assert_eq!(custom_count(&in_wt[0], bh_worktree::ORIENTATION_TYPE), 1);
+    // The source was never written by the moves.
+    assert_eq!(custom_count(&source, bh_worktree::ORIENTATION_TYPE), 0);
+    assert_eq!(messages(&source).len(), 2);
+    // Every turn, in order, on the active path; no turn was added by a move.
+    let roles: Vec<String> = s
+        .context(None)
+        .unwrap()
+        .messages
+        .iter()
+        .map(|m| {
+            let v: Value = serde_json::from_str(m.message.get()).unwrap();
+            v["role"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "custom",
+            "user",
+            "assistant",
+            "toolResult",
+            "assistant",
+            "custom",
+            "user",
+            "assistant"
+        ]
+    );
+    let users: Vec<Value> = messages(&last)
+        .into_iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"][0]["text"].clone())
+        .collect();
+    assert_eq!(users, [json!("hi"), json!("write it"), json!("after")]);
+
+    // The next model request after each move saw its orientation, once, and
+    // the system prompt names the new working directory.
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 4);
+    let body = |i: usize| serde_json::to_string(&seen[i].1["messages"]).unwrap();
+    let moved_in = "[better-harness] This session moved from";
+    let came_back = "[better-harness] This session came back from the worktree";
+    assert!(!body(0).contains("[better-harness]"));
+    assert_eq!(body(1).matches(moved_in).count(), 1, "{}", body(1));
+    assert!(body(1).contains(&format!("to the worktree {}", wt.display())));
+    assert!(body(1).contains(&format!("Current working directory: {}", wt.display())));
+    assert_eq!(body(3).matches(moved_in).count(), 1);
+    assert_eq!(body(3).matches(came_back).count(), 1, "{}", body(3));
+    assert!(body(3).contains(&format!(
+        "Current working directory: {}",
+        env.repo.display()
+    )));
+
+    // The real Pi loads it with the same context.
+    let Some((node, cli)) = find_pi() else {
+        eprintln!("skipped the real-Pi check: Node or Pi not found (set BH_PI_BIN)");
+        return;
+    };
+    let (ok, pi, pi_err) = pi_messages(&node, &cli, &last);
+    assert!(ok, "pi rpc failed: {pi_err}");
+    let out = env
+        .bh()
+        .args(["--json", "session", "context"])
+        .arg(&last)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pi.len(), 10, "pi: {pi:?}");
+    assert_eq!(pi, ours["messages"].as_array().cloned().unwrap_or_default());
+}
+
+#[test]
+fn worktree_moves_carry_a_session_without_turns_and_a_moved_leaf() {
+    let env = env();
+    std::fs::write(
+        env.root.join("talk.jsonl"),
+        "{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n",
+    )
+    .unwrap();
+    let source = env.root.join("t.jsonl");
+    // No turns yet: the move carries the model entries and adds one orientation.
+    let (code, stdout, stderr) = run_repl(
+        repl_elsewhere(
+            &env,
+            &[
+                "--script",
+                "../talk.jsonl",
+                "--session",
+                source.to_str().unwrap(),
+            ],
+        ),
+        "/worktree create z\nfirst\nsecond\n/quit\n",
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("(whole-tree, 2 entries carried)"),
+        "{stdout}"
+    );
+    let z = final_session(&stderr);
+    let s = assert_valid(&z);
+    assert_eq!(s.context(None).unwrap().messages.len(), 5);
+    assert_eq!(messages(&source).len(), 0);
+
+    // Resume it, move the leaf back to the first answer with /tree (in memory
+    // only), then move: what is carried is the conversation at that leaf.
+    let first_answer = lines_of(&z)
+        .into_iter()
+        .find(|v| v["message"]["role"] == "assistant")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = env.bh().args(["worktree", "create", "y"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let before = std::fs::read(&z).unwrap();
+    let mut cmd = env.bh();
+    cmd.args(["agent", "-i", "--script", "../talk.jsonl", "--session"])
+        .arg(&z);
+    let (code, stdout, stderr) = run_repl(
+        cmd,
+        &format!("/tree {first_answer}\n/worktree enter y\n/quit\n"),
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("(from-entry,"), "{stdout}");
+    assert_eq!(
+        std::fs::read(&z).unwrap(),
+        before,
+        "the source is never written"
+    );
+    let y = final_session(&stderr);
+    assert_eq!(
+        y.parent().unwrap(),
+        bh_session::session_dir_for_cwd(
+            &env.agent_dir,
+            env.root.join("repo.worktrees/y").to_str().unwrap()
+        )
+    );
+    let s = assert_valid(&y);
+    let texts: Vec<String> = s
+        .context(None)
+        .unwrap()
+        .messages
+        .iter()
+        .map(|m| m.message.get().to_owned())
+        .collect();
+    // orientation(z), first, one, orientation(y): "second"/"two" stay behind.
+    assert_eq!(texts.len(), 4, "{texts:?}");
+    assert!(texts[1].contains("first") && texts[2].contains("one"));
+    assert!(texts[3].contains("repo.worktrees/y"));
+    assert!(!texts.iter().any(|t| t.contains("second")));
+}
+
+#[test]
+fn failed_or_cancelled_worktree_moves_leave_the_session_as_it_was() {
+    let env = env();
+    let source = env.root.join("f.jsonl");
+    // A session with a turn, written before the REPL starts.
+    let (code, _, err) = env.agent_json(&[
+        "--session",
+        source.to_str().unwrap(),
+        "--script",
+        "../script.jsonl",
+        "-p",
+        "go",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let before = std::fs::read(&source).unwrap();
+    std::fs::create_dir_all(env.repo.join(".better-harness")).unwrap();
+    std::fs::write(
+        env.repo.join(".better-harness/worktree.toml"),
+        "post_create = [\"exit 3\"]\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_repl(
+        repl_elsewhere(
+            &env,
+            &[
+                "--script",
+                "../script.jsonl",
+                "--session",
+                source.to_str().unwrap(),
+            ],
+        ),
+        "/worktree enter nope\n/worktree create bad\n/worktree dispose\n/worktree\n/session\n/quit\n",
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.contains("no worktree named \"nope\""), "{stderr}");
+    assert!(
+        stderr.contains("post-create command 1 (\"exit 3\") failed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "/worktree dispose works inside a managed worktree; {} is not one",
+            env.repo.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Usage: /worktree <COMMAND>"), "{stderr}");
+    assert_eq!(final_session(&stderr), source);
+    assert!(stdout.contains(source.to_str().unwrap()), "{stdout}");
+    assert_eq!(std::fs::read(&source).unwrap(), before);
+    assert!(!env.root.join("repo.worktrees/bad").exists());
+    assert!(walk(&env.agent_dir.join("sessions")).is_empty());
+
+    // Ctrl-C while the worktree is being provisioned: it is created, the
+    // session does not move, no prepared session is left.
+    std::fs::write(
+        env.repo.join(".better-harness/worktree.toml"),
+        "post_create = [\"touch ../slow.started; sleep 2\"]\n",
+    )
+    .unwrap();
+    let mut child = env
+        .bh()
+        .args(["agent", "-i", "--script", "../script.jsonl", "--session"])
+        .arg(&source)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"/worktree create slow\n").unwrap();
+    stdin.flush().unwrap();
+    let marker = env.root.join("repo.worktrees/slow.started");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "post-create never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    stdin.write_all(b"/session\n/quit\n").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("cancelled: worktree slow was created at")
+            && stderr.contains(&format!("the session stays in {}", env.repo.display())),
+        "{stderr}"
+    );
+    assert_eq!(final_session(&stderr), source);
+    assert_eq!(std::fs::read(&source).unwrap(), before);
+    assert!(env.root.join("repo.worktrees/slow").is_dir());
+    assert!(walk(&env.agent_dir.join("sessions")).is_empty());
+}
+
+/// Every file under `dir` (none when it does not exist).
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 const BASH_SCRIPT: &str = r#"

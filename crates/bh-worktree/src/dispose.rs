@@ -80,12 +80,33 @@ pub fn dispose(runner: &GitRunner, opts: &DisposeOptions) -> Result<DisposeOutco
     validate_name(&opts.name)?;
     let project = Project::discover(runner, &opts.cwd)?;
     let claim = Claim::acquire(&project.claim_path(&opts.name), &opts.name, "dispose")?;
-    let result = dispose_claimed(&project, opts);
+    let result = preflight(&project, opts).and_then(|p| dispose_claimed(&project, opts, p));
     drop(claim);
     result
 }
 
-fn dispose_claimed(project: &Project, opts: &DisposeOptions) -> Result<DisposeOutcome> {
+/// The refusals of [`dispose`] (unknown, main, locked, dirty, unmerged, each
+/// unless forced where `dispose` allows it), without changing anything: lets
+/// a caller refuse before it moves a live session out of the worktree. The
+/// state can still change before `dispose` runs, which checks again.
+pub fn check_dispose(runner: &GitRunner, opts: &DisposeOptions) -> Result<()> {
+    validate_name(&opts.name)?;
+    let project = Project::discover(runner, &opts.cwd)?;
+    preflight(&project, opts).map(|_| ())
+}
+
+/// What [`preflight`] found about the worktree to dispose.
+struct Preflight {
+    receipt_path: PathBuf,
+    receipt: Option<Receipt>,
+    path: PathBuf,
+    branch: Option<String>,
+    head: Option<String>,
+    dirty: u64,
+    merged: Vec<String>,
+}
+
+fn preflight(project: &Project, opts: &DisposeOptions) -> Result<Preflight> {
     let name = &opts.name;
     let receipt_path = project.receipt_path(name);
     let receipt = Receipt::load(&receipt_path)?;
@@ -138,6 +159,34 @@ fn dispose_claimed(project: &Project, opts: &DisposeOptions) -> Result<DisposeOu
             )));
         }
     }
+    Ok(Preflight {
+        receipt_path,
+        receipt,
+        path,
+        branch,
+        head,
+        dirty,
+        merged,
+    })
+}
+
+fn dispose_claimed(
+    project: &Project,
+    opts: &DisposeOptions,
+    pre: Preflight,
+) -> Result<DisposeOutcome> {
+    let name = &opts.name;
+    let Preflight {
+        receipt_path,
+        receipt,
+        path,
+        branch,
+        head,
+        dirty,
+        merged,
+    } = pre;
+    let main = project.repo();
+    let repo = project.repo_at(&path);
 
     // Checkpoint first: non-ignored files into the shadow store, ignored ones copied.
     let store = Store::open(project.runner(), &path, &StoreOptions::new(&opts.state_dir))?;

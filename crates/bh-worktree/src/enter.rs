@@ -100,6 +100,39 @@ pub fn handoff_path(target: &Path) -> PathBuf {
     target.with_file_name(name)
 }
 
+/// Deletes a prepared target session that will not be used (a cancelled or
+/// failed switch): the file, its handoff record (pending, claimed or
+/// consumed), and its session folder when that is left empty. Missing files
+/// are not an error.
+pub fn discard(target: &Path) -> Result<()> {
+    let gone = |r: std::io::Result<()>, p: &Path| match r {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WorktreeError::io(p, e)),
+        _ => Ok(()),
+    };
+    gone(std::fs::remove_file(target), target)?;
+    let Some(dir) = target.parent() else {
+        return Ok(());
+    };
+    let mut prefix = target.file_name().unwrap_or_default().to_owned();
+    prefix.push(".handoff");
+    let prefix = prefix.as_encoded_bytes().to_vec();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(WorktreeError::io(dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| WorktreeError::io(dir, e))?;
+        if entry.file_name().as_encoded_bytes().starts_with(&prefix) {
+            let p = entry.path();
+            gone(std::fs::remove_file(&p), &p)?;
+        }
+    }
+    // Only succeeds when nothing else is in it.
+    let _ = std::fs::remove_dir(dir);
+    Ok(())
+}
+
 fn sibling(target: &Path, suffix: &str) -> PathBuf {
     let mut name = target.file_name().unwrap_or_default().to_owned();
     name.push(suffix);
@@ -110,13 +143,56 @@ pub fn enter(runner: &GitRunner, opts: &EnterOptions) -> Result<EnterOutcome> {
     validate_name(&opts.name)?;
     let project = Project::discover(runner, &opts.cwd)?;
     let claim = Claim::acquire(&project.claim_path(&opts.name), &opts.name, "enter")?;
-    let result = enter_claimed(&project, opts);
+    let result = managed_destination(&project, &opts.name)
+        .and_then(|dest| enter_claimed(&project, opts, &dest));
     drop(claim);
     result
 }
 
-fn enter_claimed(project: &Project, opts: &EnterOptions) -> Result<EnterOutcome> {
-    let name = &opts.name;
+/// Like [`enter`], but carries the session back into the **main checkout**
+/// (the first worktree of the repository). `opts.name` names the managed
+/// worktree the session leaves: its claim is held during the move (so it is
+/// not disposed under it) and the handoff records it. `disposing` says, in
+/// the orientation, that the worktree left is about to be disposed.
+/// Refused when `opts.cwd` already is the main checkout.
+pub fn enter_main(
+    runner: &GitRunner,
+    opts: &EnterOptions,
+    disposing: bool,
+) -> Result<EnterOutcome> {
+    validate_name(&opts.name)?;
+    let project = Project::discover(runner, &opts.cwd)?;
+    if same_path(&opts.cwd, &project.main) {
+        return Err(WorktreeError::Refused(format!(
+            "{} already is the main checkout",
+            opts.cwd.display()
+        )));
+    }
+    let claim = Claim::acquire(&project.claim_path(&opts.name), &opts.name, "enter")?;
+    let result = main_destination(&project, &opts.name, disposing)
+        .and_then(|dest| enter_claimed(&project, opts, &dest));
+    drop(claim);
+    result
+}
+
+/// Where a session is carried.
+struct Destination {
+    /// Recorded in the handoff: the worktree entered, or (back to main) the one left.
+    name: String,
+    path: PathBuf,
+    branch: Option<String>,
+    base: Option<String>,
+    receipt: Option<(PathBuf, Receipt)>,
+    kind: Move,
+}
+
+#[derive(Clone, Copy)]
+enum Move {
+    IntoWorktree,
+    BackToMain { disposing: bool },
+}
+
+fn managed_destination(project: &Project, name: &str) -> Result<Destination> {
     let receipt_path = project.receipt_path(name);
     let receipt = Receipt::load(&receipt_path)?;
     if let Some(r) = &receipt
@@ -136,10 +212,53 @@ fn enter_claimed(project: &Project, opts: &EnterOptions) -> Result<EnterOutcome>
     let wt = worktrees
         .iter()
         .find(|w| same_path(&w.path, &wanted) && w.prunable.is_none())
-        .ok_or_else(|| WorktreeError::NotFound { name: name.clone() })?;
-    let target_cwd = wt.path.display().to_string();
-    let branch = wt.branch.as_deref().map(short_branch);
-    let base = receipt.as_ref().map(|r| r.base.clone());
+        .ok_or_else(|| WorktreeError::NotFound {
+            name: name.to_owned(),
+        })?;
+    Ok(Destination {
+        name: name.to_owned(),
+        path: wt.path.clone(),
+        branch: wt.branch.as_deref().map(short_branch),
+        base: receipt.as_ref().map(|r| r.base.clone()),
+        receipt: receipt.map(|r| (receipt_path, r)),
+        kind: Move::IntoWorktree,
+    })
+}
+
+fn main_destination(project: &Project, left: &str, disposing: bool) -> Result<Destination> {
+    let worktrees = project.repo().worktrees()?;
+    let main = worktrees
+        .iter()
+        .find(|w| !w.bare && same_path(&w.path, &project.main))
+        .ok_or_else(|| WorktreeError::Missing {
+            what: "main checkout".into(),
+            detail: project.main.display().to_string(),
+        })?;
+    if !main.path.is_dir() {
+        return Err(WorktreeError::Missing {
+            what: "main checkout".into(),
+            detail: format!("{} does not exist", main.path.display()),
+        });
+    }
+    Ok(Destination {
+        name: left.to_owned(),
+        path: main.path.clone(),
+        branch: main.branch.as_deref().map(short_branch),
+        base: None,
+        receipt: None,
+        kind: Move::BackToMain { disposing },
+    })
+}
+
+fn enter_claimed(
+    project: &Project,
+    opts: &EnterOptions,
+    dest: &Destination,
+) -> Result<EnterOutcome> {
+    let name = &dest.name;
+    let target_cwd = dest.path.display().to_string();
+    let branch = dest.branch.clone();
+    let base = dest.base.clone();
 
     // The source: a missing or empty file is a session with no entries.
     let mut bytes = match std::fs::read(&opts.session) {
@@ -244,6 +363,7 @@ fn enter_claimed(project: &Project, opts: &EnterOptions) -> Result<EnterOutcome>
 
     let (left_behind, left_behind_count) = left_behind(project, &source_cwd);
     let text = orientation_text(
+        dest.kind,
         &source_cwd,
         &target_cwd,
         branch.as_deref(),
@@ -251,13 +371,22 @@ fn enter_claimed(project: &Project, opts: &EnterOptions) -> Result<EnterOutcome>
         &left_behind,
         left_behind_count,
     );
-    let details = json!({
-        "from": { "cwd": source_cwd, "session": source_abs },
-        "to": { "cwd": target_cwd, "name": name, "branch": branch, "base": base,
-                "provisioning": receipt.as_ref().map(|r| r.state.as_str()).unwrap_or("unmanaged") },
-        "leftBehind": { "count": left_behind_count, "paths": left_behind },
-        "carry": carry,
-    });
+    let details = match dest.kind {
+        Move::IntoWorktree => json!({
+            "from": { "cwd": source_cwd, "session": source_abs },
+            "to": { "cwd": target_cwd, "name": name, "branch": branch, "base": base,
+                    "provisioning": dest.receipt.as_ref().map(|(_, r)| r.state.as_str()).unwrap_or("unmanaged") },
+            "leftBehind": { "count": left_behind_count, "paths": left_behind },
+            "carry": carry,
+        }),
+        Move::BackToMain { disposing } => json!({
+            "from": { "cwd": source_cwd, "session": source_abs, "name": name },
+            "to": { "cwd": target_cwd, "main": true, "branch": branch },
+            "leftBehind": { "count": left_behind_count, "paths": left_behind },
+            "carry": carry,
+            "disposing": disposing,
+        }),
+    };
     let orientation_id = (|| -> Result<String> {
         let mut w = SessionWriter::open(&target)?;
         Ok(w.append_custom_message(ORIENTATION_TYPE, json!(text), true, Some(details))?)
@@ -276,30 +405,32 @@ fn enter_claimed(project: &Project, opts: &EnterOptions) -> Result<EnterOutcome>
         version: 1,
         operation_id: uuid::Uuid::now_v7().to_string(),
         name: name.clone(),
-        worktree: wt.path.clone(),
+        worktree: dest.path.clone(),
         common_dir: project.common_dir.clone(),
         target_session: target.clone(),
         source_session: source_abs,
         source_cwd: source_cwd.clone(),
-        receipt: receipt.as_ref().map(|_| receipt_path.clone()),
-        receipt_sha256: match &receipt {
-            Some(_) => file_sha256(&receipt_path)?,
+        receipt: dest.receipt.as_ref().map(|(p, _)| p.clone()),
+        receipt_sha256: match &dest.receipt {
+            Some((p, _)) => file_sha256(p).map_err(cleanup)?,
             None => None,
         },
         orientation_id: orientation_id.clone(),
         created_at: jiff::Timestamp::now().to_string(),
     };
     let hpath = handoff_path(&target);
-    let bytes = serde_json::to_vec_pretty(&handoff).map_err(|e| WorktreeError::Format {
-        path: hpath.clone(),
-        message: e.to_string(),
-    });
-    bh_session::write::create_new_file(&hpath, &bytes?).map_err(|e| cleanup(e.into()))?;
+    let bytes = serde_json::to_vec_pretty(&handoff)
+        .map_err(|e| WorktreeError::Format {
+            path: hpath.clone(),
+            message: e.to_string(),
+        })
+        .map_err(cleanup)?;
+    bh_session::write::create_new_file(&hpath, &bytes).map_err(|e| cleanup(e.into()))?;
 
     Ok(EnterOutcome {
         target,
         handoff: hpath,
-        worktree: wt.path.clone(),
+        worktree: dest.path.clone(),
         source_cwd,
         branch,
         base,
@@ -339,6 +470,7 @@ fn left_behind(project: &Project, source_cwd: &str) -> (Vec<String>, Option<u64>
 }
 
 fn orientation_text(
+    kind: Move,
     from: &str,
     to: &str,
     branch: Option<&str>,
@@ -346,11 +478,23 @@ fn orientation_text(
     left: &[String],
     left_count: Option<u64>,
 ) -> String {
-    let mut t = format!(
-        "[better-harness] This session moved from {from} to the worktree {to}. \
-         From now on work only in {to}: the old root {from} is off-limits — do not read, edit or run commands there. \
-         Repository-relative paths now refer to {to}.\n"
-    );
+    let mut t = match kind {
+        Move::IntoWorktree => format!(
+            "[better-harness] This session moved from {from} to the worktree {to}. \
+             From now on work only in {to}: the old root {from} is off-limits — do not read, edit or run commands there. \
+             Repository-relative paths now refer to {to}.\n"
+        ),
+        Move::BackToMain { disposing } => format!(
+            "[better-harness] This session came back from the worktree {from} to the main checkout {to}. \
+             From now on work only in {to}: the worktree {from} is off-limits{} — do not read, edit or run commands there. \
+             Repository-relative paths now refer to {to}.\n",
+            if disposing {
+                " (it is being disposed)"
+            } else {
+                ""
+            }
+        ),
+    };
     match branch {
         Some(b) => t.push_str(&format!("Branch: {b}.")),
         None => t.push_str("HEAD is detached (no branch)."),
@@ -359,19 +503,28 @@ fn orientation_text(
         t.push_str(&format!(" Base commit: {base}."));
     }
     t.push('\n');
+    let (old, here) = match kind {
+        Move::IntoWorktree => ("the old root", "this worktree"),
+        Move::BackToMain { .. } => ("the worktree", "the main checkout"),
+    };
     match left_count {
-        Some(0) => t.push_str("No uncommitted work stayed behind in the old root.\n"),
+        Some(0) => t.push_str(&format!("No uncommitted work stayed behind in {old}.\n")),
         Some(n) => {
             t.push_str(&format!(
-                "{n} uncommitted file(s) stayed behind in the old root and are NOT in this worktree: {}",
+                "{n} uncommitted file(s) stayed behind in {old} and are NOT in {here}: {}",
                 left.join(", ")
             ));
             if (n as usize) > left.len() {
                 t.push_str(", …");
             }
+            if let Move::BackToMain { disposing: true } = kind {
+                t.push_str(" (the disposal checkpoints them first)");
+            }
             t.push('\n');
         }
-        None => t.push_str("Uncommitted work in the old root could not be determined.\n"),
+        None => t.push_str(&format!(
+            "Uncommitted work in {old} could not be determined.\n"
+        )),
     }
     t.push_str("Check `git status` here before redoing any work.");
     t

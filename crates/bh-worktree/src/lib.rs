@@ -13,11 +13,15 @@
 //!   provisioning state, dirty and unpushed counts.
 //! * [`enter()`] forks a Pi session into the worktree's cwd and ends it in one
 //!   visible orientation entry; a handoff record next to the target is
-//!   consumed exactly once by [`consume()`].
+//!   consumed exactly once by [`consume()`]. [`enter_main()`] carries a session
+//!   back into the main checkout the same way; [`discard()`] deletes a prepared
+//!   target (and its handoff) when the switch is cancelled or fails.
 //! * [`dispose()`] checkpoints everything (non-ignored files through
 //!   `bh-checkpoint`, ignored files copied into the state dir), refuses dirty or
 //!   unmerged work unless forced, removes the worktree and deletes the branch
-//!   only if it created it and the branch is merged.
+//!   only if it created it and the branch is merged. [`check_dispose()`] runs
+//!   the same refusals without changing anything (to refuse before moving a
+//!   live session out of the worktree).
 //!
 //! Library rules: never prints, never reads the environment; the caller passes
 //! the state dir, Pi's agent dir and the environment of post-create commands.
@@ -33,10 +37,10 @@ mod receipt;
 
 pub use claim::Claim;
 pub use create::{CreateOptions, CreateOutcome, create};
-pub use dispose::{DisposeOptions, DisposeOutcome, IgnoredCapture, dispose};
+pub use dispose::{DisposeOptions, DisposeOutcome, IgnoredCapture, check_dispose, dispose};
 pub use enter::{
     ConsumeOutcome, EnterOptions, EnterOutcome, Handoff, ORIENTATION_TYPE, VERIFICATION_TYPE,
-    consume, enter, handoff_path,
+    consume, discard, enter, enter_main, handoff_path,
 };
 pub use error::{Result, WorktreeError};
 pub use list::{WorktreeInfo, list};

@@ -13,7 +13,8 @@ use bh_git::GitRunner;
 use bh_session::{Session, SessionWriter};
 use bh_worktree::{
     ConsumeOutcome, CreateOptions, DisposeOptions, EnterOptions, ORIENTATION_TYPE, Stage, State,
-    VERIFICATION_TYPE, WorktreeError, consume, create, dispose, enter, handoff_path, list,
+    VERIFICATION_TYPE, WorktreeError, check_dispose, consume, create, discard, dispose, enter,
+    enter_main, handoff_path, list,
 };
 use serde_json::json;
 
@@ -827,6 +828,168 @@ fn a_handoff_whose_receipt_changed_leaves_a_visible_caveat() {
         consume(&f.runner(), &out.target).unwrap(),
         ConsumeOutcome::NotPending
     );
+}
+
+#[test]
+fn enter_main_carries_the_session_back_with_its_own_orientation() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("b")).unwrap();
+    let wt = f.wt("b");
+    let (src, _) = source_session(&f, 2);
+    let into = enter(&f.runner(), &enter_opts(&f, "b", &src, None)).unwrap();
+    assert!(matches!(
+        consume(&f.runner(), &into.target).unwrap(),
+        ConsumeOutcome::Verified { .. }
+    ));
+    write(&wt.join("wip.txt"), "work in progress\n");
+    let before = fs::read(&into.target).unwrap();
+
+    let mut o = enter_opts(&f, "b", &into.target, None);
+    o.cwd = wt.clone();
+    let back = enter_main(&f.runner(), &o, true).unwrap();
+    assert_eq!(
+        fs::read(&into.target).unwrap(),
+        before,
+        "the source is never written"
+    );
+    assert_eq!(back.worktree, f.repo);
+    assert_eq!(back.source_cwd, wt.display().to_string());
+    assert_eq!(back.carry, "whole-tree");
+    assert_eq!(back.left_behind, vec!["wip.txt"]);
+    assert!(back.target.starts_with(bh_session::session_dir_for_cwd(
+        &f.agent(),
+        &f.repo.display().to_string()
+    )));
+    let s = Session::load(&back.target).unwrap();
+    assert!(s.is_valid());
+    assert_eq!(
+        s.header().unwrap().cwd.as_deref(),
+        Some(f.repo.to_str().unwrap())
+    );
+    assert_eq!(
+        s.header().unwrap().parent_session.as_deref(),
+        into.target.to_str()
+    );
+    // One orientation per move: the way in (carried) and the way back.
+    assert_eq!(orientations(&s), 2);
+    let leaf = s.leaf().unwrap();
+    assert_eq!(leaf.id, back.orientation_id);
+    let line: serde_json::Value = serde_json::from_slice(s.line_text(leaf)).unwrap();
+    let text = line["content"].as_str().unwrap();
+    assert!(text.contains("came back from the worktree"), "{text}");
+    assert!(text.contains("main checkout"), "{text}");
+    assert!(text.contains("being disposed"), "{text}");
+    assert!(text.contains("Branch: main."), "{text}");
+    assert!(text.contains("wip.txt"), "{text}");
+    assert_eq!(line["details"]["disposing"], true);
+    assert_eq!(line["details"]["from"]["name"], "b");
+    // The handoff verifies against the main checkout.
+    let h: bh_worktree::Handoff =
+        serde_json::from_slice(&fs::read(handoff_path(&back.target)).unwrap()).unwrap();
+    assert_eq!(h.worktree, f.repo);
+    assert_eq!(h.receipt, None);
+    assert!(matches!(
+        consume(&f.runner(), &back.target).unwrap(),
+        ConsumeOutcome::Verified { .. }
+    ));
+    // Carried with in-memory entries, the source file untouched.
+    let leaf_id = Session::load(&into.target)
+        .unwrap()
+        .leaf()
+        .unwrap()
+        .id
+        .clone();
+    o.unflushed = vec![
+        json!({"type": "message", "id": "beef0101", "parentId": leaf_id, "timestamp": "2026-01-01T00:00:00.000Z",
+               "message": {"role": "user", "content": "not flushed yet", "timestamp": 1_767_225_600_000u64}}),
+    ];
+    let back = enter_main(&f.runner(), &o, false).unwrap();
+    assert_eq!(fs::read(&into.target).unwrap(), before);
+    let s = Session::load(&back.target).unwrap();
+    assert!(s.is_valid());
+    assert_eq!(s.leaf().unwrap().parent_id.as_deref(), Some("beef0101"));
+    let line: serde_json::Value = serde_json::from_slice(s.line_text(s.leaf().unwrap())).unwrap();
+    assert!(!line["content"].as_str().unwrap().contains("being disposed"));
+}
+
+#[test]
+fn enter_main_refuses_from_the_main_checkout_and_bad_names() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("r")).unwrap();
+    let (src, _) = source_session(&f, 2);
+    let err = enter_main(&f.runner(), &enter_opts(&f, "r", &src, None), false).unwrap_err();
+    assert!(
+        matches!(&err, WorktreeError::Refused(m) if m.contains("main checkout")),
+        "{err}"
+    );
+    let err = enter_main(&f.runner(), &enter_opts(&f, "../x", &src, None), false).unwrap_err();
+    assert!(matches!(err, WorktreeError::InvalidName { .. }), "{err}");
+    let dir = bh_session::session_dir_for_cwd(&f.agent(), &f.repo.display().to_string());
+    assert_eq!(
+        fs::read_dir(dir).unwrap().count(),
+        1,
+        "only the source session"
+    );
+}
+
+#[test]
+fn check_dispose_refuses_as_dispose_does_and_changes_nothing() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("k")).unwrap();
+    let wt = f.wt("k");
+    check_dispose(&f.runner(), &f.dispose_opts("k", false)).unwrap();
+    write(&wt.join("new.txt"), "x");
+    let err = check_dispose(&f.runner(), &f.dispose_opts("k", false)).unwrap_err();
+    assert!(
+        matches!(&err, WorktreeError::Refused(m) if m.contains("uncommitted")),
+        "{err}"
+    );
+    check_dispose(&f.runner(), &f.dispose_opts("k", true)).unwrap();
+    commit_in(&f, &wt, "work");
+    let err = check_dispose(&f.runner(), &f.dispose_opts("k", false)).unwrap_err();
+    assert!(
+        matches!(&err, WorktreeError::Refused(m) if m.contains("not merged")),
+        "{err}"
+    );
+    let err = check_dispose(&f.runner(), &f.dispose_opts("nope", true)).unwrap_err();
+    assert!(matches!(err, WorktreeError::NotFound { .. }), "{err}");
+    assert!(wt.exists() && f.registered(&wt));
+    assert!(f.receipt("k")["state"] == "ready");
+    assert!(
+        !f.state().join("checkpoints").exists(),
+        "checks take nothing"
+    );
+}
+
+#[test]
+fn discard_deletes_a_prepared_target_and_its_handoff_records() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("d")).unwrap();
+    let (src, _) = source_session(&f, 2);
+    let before = fs::read(&src).unwrap();
+    let dir = bh_session::session_dir_for_cwd(&f.agent(), &f.wt("d").display().to_string());
+
+    // Pending handoff.
+    let out = enter(&f.runner(), &enter_opts(&f, "d", &src, None)).unwrap();
+    assert!(handoff_path(&out.target).exists());
+    discard(&out.target).unwrap();
+    assert!(!out.target.exists() && !handoff_path(&out.target).exists());
+    assert!(!dir.exists(), "the emptied session folder goes too");
+
+    // Consumed handoff; another session of the folder stays.
+    let keep = enter(&f.runner(), &enter_opts(&f, "d", &src, None)).unwrap();
+    let out = enter(&f.runner(), &enter_opts(&f, "d", &src, None)).unwrap();
+    consume(&f.runner(), &out.target).unwrap();
+    discard(&out.target).unwrap();
+    let left: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.contains(&keep.target) && left.contains(&keep.handoff));
+    // Idempotent, and the source was never touched.
+    discard(&out.target).unwrap();
+    assert_eq!(fs::read(&src).unwrap(), before);
 }
 
 // ---------------------------------------------------------------- claims
