@@ -169,6 +169,9 @@ mod imp {
     /// More directories than this and the project is not watched.
     const MAX_WATCHES: usize = 16_384;
 
+    /// Paths changed by fast snapshots before an ordinary one is due.
+    const MAX_PENDING_INDEX: usize = 10_000;
+
     /// Tree entries kept in memory between snapshots (cleared when full).
     const MAX_CACHED_ENTRIES: usize = 65_536;
 
@@ -214,8 +217,10 @@ mod imp {
         pending_index: BTreeMap<Vec<u8>, Option<(u32, String)>>,
         /// The project cannot be watched (file system, watch limit).
         disabled: bool,
-        /// Tree objects read or written lately, by id (trees are immutable).
-        trees: HashMap<String, TreeEntries>,
+        /// The last known tree of each directory the fast path touched: its
+        /// id and entries. Replaced, not accumulated, so memory follows the
+        /// size of the touched directories, not the number of snapshots.
+        trees: HashMap<Vec<u8>, (String, TreeEntries)>,
         cached_entries: usize,
         stats: LiveStats,
     }
@@ -617,7 +622,12 @@ mod imp {
                     }
                 }
             }
-            self.armed_mut()?.base = checkpoint.clone();
+            let pending = self.pending_index.len();
+            let armed = self.armed_mut()?;
+            armed.base = checkpoint.clone();
+            // Keep the entries owed to the shadow index bounded: an ordinary
+            // snapshot now and then writes them.
+            armed.stale = pending > MAX_PENDING_INDEX;
             Ok(SnapshotOutcome {
                 checkpoint,
                 created: true,
@@ -760,51 +770,70 @@ mod imp {
             Ok(changes)
         }
 
-        /// The entries of many tree objects, asked for all at once.
-        fn read_trees(&mut self, oids: &[String]) -> std::result::Result<Vec<TreeEntries>, Miss> {
-            let missing: Vec<&String> = oids
-                .iter()
-                .filter(|o| !self.trees.contains_key(*o))
-                .collect();
+        /// The entries of many `(directory, tree id)`s, the ones not cached
+        /// asked for all at once. Cached entries are taken out of the cache:
+        /// the caller puts back the directory's next version.
+        fn read_trees(
+            &mut self,
+            wanted: &[(Vec<u8>, String)],
+        ) -> std::result::Result<Vec<TreeEntries>, Miss> {
+            let mut out: Vec<Option<TreeEntries>> = Vec::with_capacity(wanted.len());
+            let mut missing = Vec::new();
+            for (i, (dir, oid)) in wanted.iter().enumerate() {
+                match self.trees.remove(dir) {
+                    Some((cached, entries)) if cached == *oid => {
+                        self.cached_entries -= entries.len();
+                        out.push(Some(entries));
+                    }
+                    other => {
+                        if let Some((_, entries)) = other {
+                            self.cached_entries -= entries.len();
+                        }
+                        out.push(None);
+                        missing.push(i);
+                    }
+                }
+            }
             if !missing.is_empty() {
                 let h = self.helpers()?;
-                let mut fetched = Vec::with_capacity(missing.len());
                 // Requests are 41 bytes: a chunk cannot fill the request pipe
                 // while git waits for its answers to be read.
                 for chunk in missing.chunks(512) {
-                    for oid in chunk {
-                        h.cat.stdin.write_all(oid.as_bytes())?;
+                    for &i in chunk {
+                        h.cat.stdin.write_all(wanted[i].1.as_bytes())?;
                         h.cat.stdin.write_all(b"\n")?;
                     }
                     h.cat.stdin.flush()?;
-                    for oid in chunk {
+                    for &i in chunk {
+                        let oid = &wanted[i].1;
                         let Some((_, kind, body)) = read_object(&mut h.cat)? else {
                             return Err(miss(format!("tree {oid} missing")));
                         };
                         if kind != "tree" {
                             return Err(miss(format!("{oid} is a {kind}")));
                         }
-                        let entries = parse_tree(&body)
-                            .ok_or_else(|| miss(format!("tree {oid} unreadable")))?;
-                        fetched.push(((*oid).clone(), entries));
+                        out[i] = Some(
+                            parse_tree(&body)
+                                .ok_or_else(|| miss(format!("tree {oid} unreadable")))?,
+                        );
                     }
                 }
-                for (oid, entries) in fetched {
-                    self.remember_tree(oid, entries);
-                }
             }
-            oids.iter()
-                .map(|o| self.trees.get(o).cloned().ok_or_else(|| miss("tree cache")))
+            out.into_iter()
+                .map(|e| e.ok_or_else(|| miss("tree not read")))
                 .collect()
         }
 
-        fn remember_tree(&mut self, oid: String, entries: TreeEntries) {
+        fn remember_tree(&mut self, dir: Vec<u8>, oid: String, entries: TreeEntries) {
+            if let Some((_, old)) = self.trees.remove(&dir) {
+                self.cached_entries -= old.len();
+            }
             if self.cached_entries + entries.len() > MAX_CACHED_ENTRIES {
                 self.trees.clear();
                 self.cached_entries = 0;
             }
             self.cached_entries += entries.len();
-            self.trees.insert(oid, entries);
+            self.trees.insert(dir, (oid, entries));
         }
 
         /// `base` (a tree id, `None` = empty) with `changes` applied; `None`
@@ -843,14 +872,13 @@ mod imp {
                 oid_of.insert(Vec::new(), root.to_owned());
             }
             for level in &levels {
-                let known: Vec<(&Vec<u8>, String)> = level
+                let known: Vec<(Vec<u8>, String)> = level
                     .iter()
-                    .filter_map(|d| oid_of.get(d).map(|o| (d, o.clone())))
+                    .filter_map(|d| oid_of.get(d).map(|o| (d.clone(), o.clone())))
                     .collect();
-                let oids: Vec<String> = known.iter().map(|(_, o)| o.clone()).collect();
-                let read = self.read_trees(&oids)?;
+                let read = self.read_trees(&known)?;
                 for ((dir, _), entries) in known.into_iter().zip(read) {
-                    trees.insert(dir.clone(), entries);
+                    trees.insert(dir, entries);
                 }
                 for dir in level {
                     let entries = trees.entry(dir.clone()).or_default();
@@ -943,7 +971,7 @@ mod imp {
                     } else {
                         set_child(&mut trees, dir, Some(oid.clone()));
                     }
-                    self.remember_tree(oid, entries);
+                    self.remember_tree(dir.clone(), oid, entries);
                 }
             }
             Ok(root)
