@@ -582,16 +582,27 @@ pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
     match std::fs::rename(&pending, &claimed) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(ConsumeOutcome::NotPending);
+            if !reclaim_abandoned(target, &claimed)? {
+                return Ok(ConsumeOutcome::NotPending);
+            }
         }
         Err(e) => return Err(WorktreeError::io(&pending, e)),
     }
+    let done = sibling(target, ".handoff.consumed.json");
     let bytes = std::fs::read(&claimed).map_err(|e| WorktreeError::io(&claimed, e))?;
     let problems = match serde_json::from_slice::<Handoff>(&bytes) {
         Ok(h) => check_arrival(runner, &h, target),
         Err(e) => vec![format!("the handoff record is unreadable: {e}")],
     };
     let handoff: Option<Handoff> = serde_json::from_slice(&bytes).ok();
+    // A reclaimed record may already have its verdict in the session (its
+    // first claimer died between appending it and renaming the record).
+    if let Some(h) = &handoff
+        && verdict_recorded(target, &h.operation_id)?
+    {
+        let _ = std::fs::rename(&claimed, &done);
+        return Ok(ConsumeOutcome::NotPending);
+    }
     let mut w = SessionWriter::open(target)?;
     let outcome = if problems.is_empty() {
         let entry_id = w.append_custom(
@@ -621,9 +632,77 @@ pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
         )?;
         ConsumeOutcome::Caveat { entry_id, problems }
     };
-    let done = sibling(target, ".handoff.consumed.json");
     let _ = std::fs::rename(&claimed, &done);
     Ok(outcome)
+}
+
+/// A handoff claimed by a process that is gone (it died after claiming,
+/// before the record was marked consumed) is taken over by renaming it to
+/// `claimed`: one caller wins. A claimer that is alive — or a pid reused by
+/// another live process — is left alone.
+fn reclaim_abandoned(target: &Path, claimed: &Path) -> Result<bool> {
+    let Some(dir) = target.parent() else {
+        return Ok(false);
+    };
+    let mut prefix = target.file_name().unwrap_or_default().to_owned();
+    prefix.push(".handoff.claimed-");
+    let prefix = prefix.as_encoded_bytes().to_vec();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(WorktreeError::io(dir, e)),
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.as_encoded_bytes().strip_prefix(prefix.as_slice()) else {
+            continue;
+        };
+        let pid = rest
+            .iter()
+            .position(|b| *b == b'-')
+            .and_then(|end| std::str::from_utf8(&rest[..end]).ok())
+            .and_then(|p| p.parse::<i32>().ok());
+        let Some(pid) = pid.filter(|p| *p > 0) else {
+            continue;
+        };
+        if pid as u32 == std::process::id() || process_alive(pid) {
+            continue;
+        }
+        match std::fs::rename(entry.path(), claimed) {
+            Ok(()) => return Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(WorktreeError::io(entry.path(), e)),
+        }
+    }
+    Ok(false)
+}
+
+fn process_alive(pid: i32) -> bool {
+    use nix::errno::Errno;
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(Errno::ESRCH) => false,
+        // EPERM: it exists, owned by someone else.
+        Err(_) => true,
+    }
+}
+
+/// Whether the session already holds a verdict for `operation_id`.
+fn verdict_recorded(target: &Path, operation_id: &str) -> Result<bool> {
+    let session = Session::load(target)?;
+    Ok(session.entries().iter().any(|e| {
+        e.custom_type.as_deref() == Some(VERIFICATION_TYPE)
+            && serde_json::from_slice::<serde_json::Value>(session.line_text(e))
+                .ok()
+                .and_then(|v| {
+                    v.get("data")
+                        .or_else(|| v.get("details"))
+                        .and_then(|d| d.get("operationId"))
+                        .and_then(|o| o.as_str().map(str::to_owned))
+                })
+                .as_deref()
+                == Some(operation_id)
+    }))
 }
 
 fn check_arrival(runner: &GitRunner, h: &Handoff, target: &Path) -> Vec<String> {

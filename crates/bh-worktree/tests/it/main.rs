@@ -747,6 +747,74 @@ fn enter_refuses_unknown_and_unready_worktrees() {
     assert!(matches!(err, WorktreeError::Refused(_)), "{err}");
 }
 
+/// A pid that belonged to a process which has exited.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+fn with_suffix(target: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = target.file_name().unwrap().to_owned();
+    name.push(suffix);
+    target.with_file_name(name)
+}
+
+#[test]
+fn a_handoff_claimed_by_a_process_that_died_is_recovered_once() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("d")).unwrap();
+    let (src, _) = source_session(&f, 2);
+    let out = enter(&f.runner(), &enter_opts(&f, "d", &src, None)).unwrap();
+    let verdicts = |target: &std::path::Path| {
+        Session::load(target)
+            .unwrap()
+            .entries()
+            .iter()
+            .filter(|e| e.custom_type.as_deref() == Some(VERIFICATION_TYPE))
+            .count()
+    };
+    // It claimed the record and died before appending the verdict.
+    let pid = dead_pid();
+    let abandoned = with_suffix(&out.target, &format!(".handoff.claimed-{pid}-x.json"));
+    std::fs::rename(handoff_path(&out.target), &abandoned).unwrap();
+    assert!(matches!(
+        consume(&f.runner(), &out.target).unwrap(),
+        ConsumeOutcome::Verified { .. }
+    ));
+    assert!(!abandoned.exists());
+    assert_eq!(
+        consume(&f.runner(), &out.target).unwrap(),
+        ConsumeOutcome::NotPending
+    );
+    assert_eq!(verdicts(&out.target), 1);
+
+    // It appended the verdict and died before marking the record consumed:
+    // recovering finishes the bookkeeping without a second verdict.
+    let consumed = with_suffix(&out.target, ".handoff.consumed.json");
+    std::fs::rename(&consumed, &abandoned).unwrap();
+    assert_eq!(
+        consume(&f.runner(), &out.target).unwrap(),
+        ConsumeOutcome::NotPending
+    );
+    assert_eq!(verdicts(&out.target), 1);
+    assert!(consumed.exists() && !abandoned.exists());
+
+    // A claimer that is alive (this process) is left alone.
+    let live = with_suffix(
+        &out.target,
+        &format!(".handoff.claimed-{}-y.json", std::process::id()),
+    );
+    std::fs::rename(&consumed, &live).unwrap();
+    assert_eq!(
+        consume(&f.runner(), &out.target).unwrap(),
+        ConsumeOutcome::NotPending
+    );
+    assert!(live.exists());
+    assert!(Session::load(&out.target).unwrap().is_valid());
+}
+
 #[test]
 fn a_handoff_is_consumed_exactly_once_by_racing_threads() {
     let f = fx();
