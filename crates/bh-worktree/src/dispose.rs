@@ -76,6 +76,75 @@ pub(crate) fn merged_into(repo: &Repo, commit: &str, own: Option<&str>) -> Resul
         .collect())
 }
 
+/// Branches (as [`merged_into`]) holding `commit`'s whole change as one
+/// squash commit: some commit in `merge-base..branch` has the same
+/// `patch-id --stable` as `diff merge-base commit`. Named `REF (squashed)`.
+/// Read-only (no object is written). Branches already containing `commit`
+/// are not listed; at most 32 branches are examined.
+pub(crate) fn squash_merged_into(
+    repo: &Repo,
+    commit: &str,
+    own: Option<&str>,
+) -> Result<Vec<String>> {
+    let out = repo.run([
+        "for-each-ref",
+        "--format=%(refname)",
+        "--no-contains",
+        commit,
+        "--sort=-committerdate",
+        "--count=32",
+        "refs/heads/",
+        "refs/remotes/",
+    ])?;
+    let own = own.map(|b| format!("refs/heads/{b}"));
+    let patch_id = |diff: Vec<u8>| -> Result<Vec<String>> {
+        let out = repo.cmd(["patch-id", "--stable"]).stdin(diff).run()?.stdout;
+        Ok(String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| l.split(' ').next().map(str::to_owned))
+            .collect())
+    };
+    let mut found = Vec::new();
+    for r in String::from_utf8_lossy(&out).lines() {
+        if Some(r) == own.as_deref() || r.ends_with("/HEAD") {
+            continue;
+        }
+        let Ok(base) = repo.run_line(["merge-base", commit, r]) else {
+            continue;
+        };
+        let whole = repo.run([
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--binary",
+            &base,
+            commit,
+            "--",
+        ])?;
+        let Some(want) = patch_id(whole)?.into_iter().next() else {
+            // No change at all since the fork point: nothing to lose.
+            found.push(format!("{r} (no changes)"));
+            continue;
+        };
+        let range = format!("{base}..{r}");
+        let log = repo.run([
+            "log",
+            "-p",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--binary",
+            "--no-merges",
+            "--format=commit %H",
+            &range,
+            "--",
+        ])?;
+        if patch_id(log)?.contains(&want) {
+            found.push(format!("{r} (squashed)"));
+        }
+    }
+    Ok(found)
+}
+
 pub fn dispose(runner: &GitRunner, opts: &DisposeOptions) -> Result<DisposeOutcome> {
     validate_name(&opts.name)?;
     let project = Project::discover(runner, &opts.cwd)?;
@@ -141,10 +210,16 @@ fn preflight(project: &Project, opts: &DisposeOptions) -> Result<Preflight> {
     let head = wt.head.clone();
     let repo = project.repo_at(&path);
     let dirty = dirty_count(&repo)?;
-    let merged = match &head {
+    let mut merged = match &head {
         Some(h) => merged_into(&main, h, branch.as_deref())?,
         None => Vec::new(),
     };
+    if merged.is_empty()
+        && let Some(h) = &head
+    {
+        // Squash merges leave no ancestry; a failed check counts as unmerged.
+        merged = squash_merged_into(&main, h, branch.as_deref()).unwrap_or_default();
+    }
     if !opts.force {
         if dirty > 0 {
             return Err(WorktreeError::Refused(format!(
@@ -213,7 +288,17 @@ fn dispose_claimed(
                     None => (false, Some("already gone".to_owned())),
                     Some(tip) => {
                         if merged_into(&main, &tip, Some(b))?.is_empty() {
-                            (false, Some("not merged".to_owned()))
+                            let squashed =
+                                squash_merged_into(&main, &tip, Some(b)).unwrap_or_default();
+                            let reason = match squashed.first() {
+                                // Its commits exist nowhere else: keep them.
+                                Some(into) => format!(
+                                    "merged as a squash ({into}); its own commits are kept \
+                                     (git branch -D {b} deletes them)"
+                                ),
+                                None => "not merged".to_owned(),
+                            };
+                            (false, Some(reason))
                         } else {
                             main.delete_ref_cas(&refname, &tip)?;
                             (true, None)

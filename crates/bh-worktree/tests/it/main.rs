@@ -425,6 +425,44 @@ fn dispose_refuses_dirty_and_unmerged_work_without_force() {
 }
 
 #[test]
+fn dispose_counts_a_squash_merge_as_merged_but_keeps_the_branch() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("sq")).unwrap();
+    let wt = f.wt("sq");
+    write(&wt.join("one.txt"), "one\n");
+    commit_in(&f, &wt, "one");
+    write(&wt.join("two.txt"), "two\n");
+    commit_in(&f, &wt, "two");
+    let err = dispose(&f.runner(), &f.dispose_opts("sq", false)).unwrap_err();
+    assert!(
+        matches!(&err, WorktreeError::Refused(m) if m.contains("not merged")),
+        "{err}"
+    );
+    // main takes both commits as one squash commit (and moves on).
+    f.git(&["merge", "-q", "--squash", "sq"]);
+    f.git(&["commit", "-q", "-m", "squashed sq"]);
+    write(&f.repo.join("later.txt"), "later\n");
+    f.git(&["add", "later.txt"]);
+    f.git(&["commit", "-q", "-m", "later"]);
+    let out = dispose(&f.runner(), &f.dispose_opts("sq", false)).unwrap();
+    assert_eq!(
+        out.merged_into,
+        vec!["refs/heads/main (squashed)".to_owned()]
+    );
+    assert!(!wt.exists());
+    // Its own commits exist nowhere else: the branch is kept, and says why.
+    assert!(!out.branch_deleted);
+    assert!(
+        out.branch_kept
+            .as_deref()
+            .is_some_and(|r| r.contains("squash")),
+        "{:?}",
+        out.branch_kept
+    );
+    assert!(f.branch_exists("sq"));
+}
+
+#[test]
 fn dispose_checkpoints_everything_first_and_it_can_be_restored() {
     let f = fx();
     create(&f.runner(), &f.create_opts("c")).unwrap();
