@@ -9,7 +9,7 @@
 //! removed or moved, no `.gitignore` or `.git` touched, no overflow) it builds
 //! the new tree from the last checkpoint's tree and those files alone, through
 //! long-lived git processes (`cat-file --batch`, `hash-object --stdin-paths`,
-//! `mktree --batch`, `check-ignore --stdin`, `update-ref --stdin`), and
+//! `hash-object -t tree`, `check-ignore --stdin`, `update-ref --stdin`), and
 //! commits it exactly as an ordinary snapshot would. Anything unusual — a
 //! symlink, a file over the size cap, an unreadable file, another process
 //! having moved `refs/bh/last`, a changed exclude file, a helper that died —
@@ -350,7 +350,7 @@ mod imp {
                 self.helpers = Some(Helpers {
                     cat: spawn(&["cat-file", "--batch"])?,
                     blobs: spawn(&["hash-object", "-w", "--no-filters", "--stdin-paths"])?,
-                    trees: spawn(&["mktree", "-z", "--missing", "--batch"])?,
+                    trees: spawn(&["hash-object", "-t", "tree", "-w", "--stdin-paths"])?,
                     commits: spawn(&["hash-object", "-t", "commit", "-w", "--stdin-paths"])?,
                     refs: spawn(&["update-ref", "--stdin"])?,
                     ignore: spawn(&["check-ignore", "--stdin", "-z", "--no-index", "-v", "-n"])?,
@@ -839,7 +839,8 @@ mod imp {
         /// `base` (a tree id, `None` = empty) with `changes` applied; `None`
         /// when it ends up empty. Only the directories on changed paths are
         /// read and written, level by level: one pipelined `cat-file` round
-        /// per depth going down, one `mktree` batch per depth coming up.
+        /// per depth going down, one `hash-object -t tree` batch per depth
+        /// coming up.
         /// Records `(status, path)` of every real change.
         fn build_tree(
             &mut self,
@@ -923,10 +924,13 @@ mod imp {
                     }
                 }
             }
-            // Coming up: write each level in one batch, deepest first.
+            // Coming up: write each level in one batch, deepest first. Each
+            // tree is encoded here and handed to `hash-object -t tree` as a
+            // file (git checks the format; unlike `mktree` it does not look up
+            // every entry's object, which costs an open per loose object).
             let mut root = None;
+            let mut files = Vec::new();
             for level in levels.iter().rev() {
-                let mut input = Vec::new();
                 let mut written = Vec::new();
                 for dir in level {
                     let entries = trees.remove(dir).unwrap_or_default();
@@ -936,34 +940,28 @@ mod imp {
                         }
                         continue;
                     }
-                    for (name, (mode, oid)) in &entries {
-                        let kind = match *mode {
-                            0o040000 => "tree",
-                            0o160000 => "commit",
-                            _ => "blob",
-                        };
-                        input.extend_from_slice(format!("{mode:06o} {kind} {oid}\t").as_bytes());
-                        input.extend_from_slice(name);
-                        input.push(0);
-                    }
-                    input.push(0);
                     written.push((dir, entries));
                 }
                 if written.is_empty() {
                     continue;
                 }
-                let h = self.helpers()?;
                 let mut oids = Vec::with_capacity(written.len());
-                // Answers are 41 bytes each; the input is written from this
-                // thread, so keep each batch's answers within a pipe buffer.
-                let mut start = 0;
-                for (count, chunk_end) in batch_bounds(&input, 1024) {
-                    h.trees.stdin.write_all(&input[start..chunk_end])?;
+                for chunk in written.chunks(256) {
+                    for (i, (_, entries)) in chunk.iter().enumerate() {
+                        if files.len() <= i {
+                            files.push(self.store.git_dir.join(format!("bh-live-tree-{i}")));
+                        }
+                        fs::write(&files[i], encode_tree(entries)?)?;
+                    }
+                    let h = self.helpers()?;
+                    for file in &files[..chunk.len()] {
+                        h.trees.stdin.write_all(file.as_os_str().as_bytes())?;
+                        h.trees.stdin.write_all(b"\n")?;
+                    }
                     h.trees.stdin.flush()?;
-                    for _ in 0..count {
+                    for _ in 0..chunk.len() {
                         oids.push(read_oid(&mut h.trees)?);
                     }
-                    start = chunk_end;
                 }
                 for ((dir, entries), oid) in written.into_iter().zip(oids) {
                     if dir.is_empty() {
@@ -973,6 +971,9 @@ mod imp {
                     }
                     self.remember_tree(dir.clone(), oid, entries);
                 }
+            }
+            for file in files {
+                let _ = fs::remove_file(file);
             }
             Ok(root)
         }
@@ -1027,29 +1028,30 @@ mod imp {
         }
     }
 
-    /// Splits `mktree -z --batch` input (trees ended by an empty record) into
-    /// chunks of at most `per_chunk` trees: `(trees in chunk, end offset)`.
-    fn batch_bounds(input: &[u8], per_chunk: usize) -> Vec<(usize, usize)> {
-        let mut out = Vec::new();
-        let (mut count, mut prev_nul) = (0, true);
-        for (i, b) in input.iter().enumerate() {
-            if *b == 0 {
-                if prev_nul {
-                    count += 1;
-                    if count == per_chunk {
-                        out.push((count, i + 1));
-                        count = 0;
-                    }
-                }
-                prev_nul = true;
-            } else {
-                prev_nul = false;
+    /// A tree object's bytes: entries in git's order (a directory sorts as
+    /// if its name ended in `/`), each `mode SP name NUL oid(20 bytes)`.
+    fn encode_tree(entries: &TreeEntries) -> std::result::Result<Vec<u8>, Miss> {
+        let mut sorted: Vec<(&Vec<u8>, &(u32, String))> = entries.iter().collect();
+        let key = |name: &[u8], mode: u32| {
+            let mut k = name.to_vec();
+            if mode == 0o040000 {
+                k.push(b'/');
             }
+            k
+        };
+        sorted.sort_by_key(|(name, (mode, _))| key(name, *mode));
+        let mut out = Vec::with_capacity(entries.len() * 48);
+        for (name, (mode, oid)) in sorted {
+            out.extend_from_slice(format!("{mode:o} ").as_bytes());
+            out.extend_from_slice(name);
+            out.push(0);
+            let raw = hex::decode(oid).map_err(|_| miss(format!("odd object id {oid}")))?;
+            if raw.len() != 20 {
+                return Err(miss(format!("odd object id {oid}")));
+            }
+            out.extend_from_slice(&raw);
         }
-        if count > 0 {
-            out.push((count, input.len()));
-        }
-        out
+        Ok(out)
     }
 
     /// One `check-ignore -v -n -z` answer: `source line pattern path`, each
