@@ -289,7 +289,18 @@ fn an_agent_like_sequence_takes_the_fast_path() {
     fs::create_dir_all(p.join("a/x")).unwrap();
     check(&live, &reference, "deep directories made");
     check(&live, &reference, "deep directories made (re-armed)");
-    for (k, rel) in ["a/b/c/d/e.txt", "a/b/f.txt", "a/x/g.txt", "top.txt"]
+    // Names around "a/" in git's tree order ("a.txt" < "a/" < "a0").
+    for (k, rel) in [
+        "a/b/c/d/e.txt",
+        "a/b/f.txt",
+        "a/x/g.txt",
+        "top.txt",
+        "a.txt",
+        "a-b",
+        "a0",
+        "a/b.txt",
+        "a/b-",
+    ]
         .iter()
         .enumerate()
     {
