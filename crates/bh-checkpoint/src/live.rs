@@ -225,13 +225,18 @@ mod imp {
         stats: LiveStats,
     }
 
-    struct Armed {
+    /// The watch over the project's directories.
+    struct Watch {
         inotify: Inotify,
         dirs: HashMap<WatchDescriptor, WatchedDir>,
-        /// The checkpoint holding the work tree as of the last snapshot.
-        base: Checkpoint,
         /// The user's exclude files as they were when armed.
         excludes: Vec<Option<Vec<u8>>>,
+    }
+
+    struct Armed {
+        watch: Watch,
+        /// The checkpoint holding the work tree as of the last snapshot.
+        base: Checkpoint,
         /// The next snapshot must be an ordinary one.
         stale: bool,
     }
@@ -290,20 +295,29 @@ mod imp {
         /// The ordinary snapshot, armed first so that nothing it misses goes
         /// unseen. Caller holds the store lock.
         fn full(&mut self, request: &SnapshotRequest) -> Result<SnapshotOutcome> {
-            self.stats.full += 1;
             self.armed = None;
             self.store.clean_stale_locks()?;
             self.flush_pending_index()?;
             let index_existed = self.store.git_dir.join("index").exists();
-            let arming = if self.disabled { None } else { self.arm().ok() };
+            // The first snapshot is not armed: arming (a walk, a watch per
+            // directory, `ls-files`) only pays off when more follow, and a
+            // run that checkpoints once (an executor run) should not pay it.
+            let arming = if self.disabled || self.stats.full + self.stats.fast == 0 {
+                None
+            } else {
+                self.arm().ok()
+            };
+            self.stats.full += 1;
             let outcome = self.store.snapshot_locked(request, "snapshot")?;
-            if let Some(mut armed) = arming {
-                armed.base = outcome.checkpoint.clone();
-                // A seeded index (first snapshot) may track files in ignored
-                // directories the watch skipped; skipped files are not handled
-                // by the fast path at all.
-                armed.stale = !index_existed || !outcome.skipped.is_empty();
-                self.armed = Some(armed);
+            if let Some(watch) = arming {
+                self.armed = Some(Armed {
+                    watch,
+                    base: outcome.checkpoint.clone(),
+                    // A seeded index (first snapshot) may track files in
+                    // ignored directories the watch skipped; skipped files are
+                    // not handled by the fast path at all.
+                    stale: !index_existed || !outcome.skipped.is_empty(),
+                });
             }
             Ok(outcome)
         }
@@ -372,7 +386,7 @@ mod imp {
         }
 
         /// Watches every directory a snapshot can see.
-        fn arm(&mut self) -> std::result::Result<Armed, Miss> {
+        fn arm(&mut self) -> std::result::Result<Watch, Miss> {
             let project = self.store.project.clone();
             let fs_type = nix::sys::statfs::statfs(&project)
                 .map_err(|e| miss(format!("statfs: {e}")))?
@@ -462,24 +476,10 @@ mod imp {
                     }
                 }
             }
-            Ok(Armed {
+            Ok(Watch {
                 inotify,
                 dirs,
-                base: Checkpoint {
-                    commit: String::new(),
-                    id: String::new(),
-                    tree: String::new(),
-                    seq: 0,
-                    time_ms: 0,
-                    tool: String::new(),
-                    session: None,
-                    entry: None,
-                    files_changed: 0,
-                    skipped: 0,
-                    kind: String::new(),
-                },
                 excludes: self.exclude_contents(),
-                stale: true,
             })
         }
 
@@ -532,7 +532,7 @@ mod imp {
             let dirty = self.drain_events()?;
             let excludes = self.exclude_contents();
             let armed = self.armed.as_ref().ok_or_else(|| miss("not armed"))?;
-            if excludes != armed.excludes {
+            if excludes != armed.watch.excludes {
                 return Err(miss("exclude files changed"));
             }
             let base = armed.base.clone();
@@ -548,13 +548,7 @@ mod imp {
                 return Err(miss("refs/bh/last moved"));
             }
             if changes.is_empty() {
-                return Ok(SnapshotOutcome {
-                    checkpoint: base,
-                    created: false,
-                    changed: Vec::new(),
-                    skipped: Vec::new(),
-                    seeded: false,
-                });
+                return Ok(unchanged(base));
             }
             let mut changed = Vec::new();
             let base_tree = (base.tree != EMPTY_TREE).then_some(base.tree.as_str());
@@ -563,30 +557,18 @@ mod imp {
                 .unwrap_or_else(|| EMPTY_TREE.to_owned());
             if tree == base.tree {
                 self.armed_mut()?.base = base.clone();
-                return Ok(SnapshotOutcome {
-                    checkpoint: base,
-                    created: false,
-                    changed: Vec::new(),
-                    skipped: Vec::new(),
-                    seeded: false,
-                });
+                return Ok(unchanged(base));
             }
             changed.sort_by(|a: &(u8, Vec<u8>), b| a.1.cmp(&b.1));
             let time_ms = now_ms();
-            let new = NewMeta {
-                seq: base.seq + 1,
+            let new = NewMeta::for_request(
+                request,
+                base.seq + 1,
                 time_ms,
-                tool: if request.tool.is_empty() {
-                    "manual"
-                } else {
-                    &request.tool
-                },
-                session: request.session.as_deref(),
-                entry: request.entry.as_deref(),
-                files_changed: changed.len() as u64,
-                skipped: &[],
-                kind: "snapshot",
-            };
+                changed.len() as u64,
+                &[],
+                "snapshot",
+            );
             let commit = self.write_commit(&tree, &meta::message(&new), time_ms)?;
             let checkpoint =
                 meta::from_new(&commit, &tree, &new).ok_or_else(|| miss("odd commit id"))?;
@@ -655,7 +637,7 @@ mod imp {
             let armed = self.armed.as_mut().ok_or_else(|| miss("not armed"))?;
             let mut dirty = HashSet::new();
             loop {
-                let events = match armed.inotify.read_events() {
+                let events = match armed.watch.inotify.read_events() {
                     Ok(events) => events,
                     Err(nix::errno::Errno::EAGAIN) => break,
                     Err(e) => {
@@ -676,7 +658,7 @@ mod imp {
                         armed.stale = true;
                         return Err(miss(format!("structural event {:?}", ev.mask)));
                     }
-                    let Some(dir) = armed.dirs.get(&ev.wd) else {
+                    let Some(dir) = armed.watch.dirs.get(&ev.wd) else {
                         armed.stale = true;
                         return Err(miss("event for an unknown watch"));
                     };
@@ -1068,6 +1050,17 @@ mod imp {
         }
         let pattern = &fields[2];
         Ok(!pattern.is_empty() && pattern.first() != Some(&b'!'))
+    }
+
+    /// Nothing changed since `base`: it is reused, as an ordinary snapshot does.
+    fn unchanged(base: Checkpoint) -> SnapshotOutcome {
+        SnapshotOutcome {
+            checkpoint: base,
+            created: false,
+            changed: Vec::new(),
+            skipped: Vec::new(),
+            seeded: false,
+        }
     }
 
     fn read_oid(p: &mut GitProcess) -> std::result::Result<String, Miss> {

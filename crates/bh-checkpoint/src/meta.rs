@@ -51,6 +51,34 @@ pub(crate) struct NewMeta<'a> {
     pub kind: &'a str,
 }
 
+impl<'a> NewMeta<'a> {
+    /// What a snapshot taken for `request` records (`manual` when it names
+    /// no tool).
+    pub(crate) fn for_request(
+        request: &'a crate::snapshot::SnapshotRequest,
+        seq: u64,
+        time_ms: i64,
+        files_changed: u64,
+        skipped: &'a [Skipped],
+        kind: &'a str,
+    ) -> NewMeta<'a> {
+        NewMeta {
+            seq,
+            time_ms,
+            tool: if request.tool.is_empty() {
+                "manual"
+            } else {
+                &request.tool
+            },
+            session: request.session.as_deref(),
+            entry: request.entry.as_deref(),
+            files_changed,
+            skipped,
+            kind,
+        }
+    }
+}
+
 /// Keeps a trailer value on one line and bounded.
 fn clean(value: &str) -> String {
     let mut out: String = value

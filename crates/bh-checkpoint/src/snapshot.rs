@@ -113,20 +113,14 @@ impl Store {
             }
         };
         let time_ms = now_ms();
-        let new = NewMeta {
-            seq: last.as_ref().map_or(1, |c| c.seq + 1),
+        let new = NewMeta::for_request(
+            request,
+            last.as_ref().map_or(1, |c| c.seq + 1),
             time_ms,
-            tool: if request.tool.is_empty() {
-                "manual"
-            } else {
-                &request.tool
-            },
-            session: request.session.as_deref(),
-            entry: request.entry.as_deref(),
-            files_changed: changed.len() as u64,
-            skipped: &staged.skipped,
+            changed.len() as u64,
+            &staged.skipped,
             kind,
-        };
+        );
         let message = meta::message(&new);
         let date = format!("@{} +0000", time_ms / 1000);
         let commit = shadow

@@ -301,8 +301,8 @@ fn an_agent_like_sequence_takes_the_fast_path() {
         "a/b.txt",
         "a/b-",
     ]
-        .iter()
-        .enumerate()
+    .iter()
+    .enumerate()
     {
         fs::write(p.join(rel), format!("{k}\n")).unwrap();
     }
