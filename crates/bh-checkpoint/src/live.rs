@@ -21,9 +21,10 @@
 //! sees exactly the tracked set it would have seen without the fast path.
 //!
 //! Blind spots are those of every inotify-based monitor (git's fsmonitor
-//! included): writes through a shared `mmap` and changes made on another
-//! machine of a network file system. Network and FUSE file systems are
-//! therefore never watched.
+//! included): writes through a shared `mmap`, writes to a file through another
+//! hard link to it outside the project, and changes made on another machine of
+//! a network file system. Network and FUSE file systems are therefore never
+//! watched.
 
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -402,8 +403,15 @@ mod imp {
             }
             // Directories holding tracked files are watched even when ignored.
             let tracked = self.tracked_dirs()?;
-            let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-                .map_err(|e| miss(format!("inotify: {e}")))?;
+            let inotify = match Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) {
+                Ok(i) => i,
+                Err(e) => {
+                    // Out of inotify instances (or none at all): do not retry
+                    // (and re-list the index) on every snapshot.
+                    self.disabled = true;
+                    return Err(miss(format!("inotify: {e}")));
+                }
+            };
             let flags = AddWatchFlags::IN_CREATE
                 | AddWatchFlags::IN_DELETE
                 | AddWatchFlags::IN_MODIFY
