@@ -2,7 +2,6 @@
 
 use std::ffi::OsStr;
 use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -160,31 +159,10 @@ fn check_private(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes `data` to `path` atomically (temp file in the same folder + rename).
+/// Writes `data` to `path` atomically, private to the user (`bh_fs`).
 pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    res.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        CheckpointError::io(format!("cannot write {}", path.display()), e)
-    })
+    bh_fs::write_atomic(path, data, 0o600)
+        .map_err(|e| CheckpointError::io(format!("cannot write {}", path.display()), e))
 }
 
 impl Store {

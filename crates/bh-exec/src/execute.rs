@@ -14,7 +14,6 @@ use bh_llm::Provider;
 use bh_session::{ForkOptions, ForkTarget, Session, SessionWriter};
 use bh_tools::{Profile, Toolbox, ToolboxOptions};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::{ExecError, Plan, verify_plan};
@@ -69,37 +68,11 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ExecError {
 }
 
 fn execution_id(plan: &Plan) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let mut h = Sha256::new();
-    h.update(plan.plan_sha256.as_bytes());
-    h.update(nanos.to_le_bytes());
-    h.update(std::process::id().to_le_bytes());
-    format!(
-        "x{:x}-{}",
-        nanos / 1_000_000,
-        &hex::encode(h.finalize())[..8]
-    )
+    bh_fs::time_ordered_id("x", plan.plan_sha256.as_bytes())
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), ExecError> {
-    let text = serde_json::to_vec_pretty(value).map_err(|e| ExecError::Io {
-        context: format!("cannot serialise {}", path.display()),
-        source: std::io::Error::other(e),
-    })?;
-    let tmp = path.with_extension("json.tmp");
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io(format!("cannot write {}", tmp.display())))?;
-    f.write_all(&text)
-        .map_err(io(format!("cannot write {}", tmp.display())))?;
-    fs::rename(&tmp, path).map_err(io(format!("cannot write {}", path.display())))
+    bh_fs::write_json_atomic(path, value).map_err(io(format!("cannot write {}", path.display())))
 }
 
 /// The worktree's content as a tree, staged through a temporary index (the

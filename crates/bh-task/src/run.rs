@@ -3,7 +3,6 @@
 
 use std::ffi::OsString;
 use std::fs;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -268,36 +267,11 @@ fn clean_check(repo: &Repo, scratch: &Path) -> Result<Option<String>, PreflightE
 
 /// A fresh task id: time-ordered, unique per process and moment.
 pub fn new_task_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let mut h = Sha256::new();
-    h.update(nanos.to_le_bytes());
-    h.update(std::process::id().to_le_bytes());
-    format!(
-        "t{:x}-{}",
-        nanos / 1_000_000,
-        &hex::encode(h.finalize())[..8]
-    )
+    bh_fs::time_ordered_id("t", b"")
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), PreflightError> {
-    let text = serde_json::to_vec_pretty(value).map_err(|e| PreflightError::Io {
-        context: format!("cannot serialise {}", path.display()),
-        source: std::io::Error::other(e),
-    })?;
-    let tmp = path.with_extension("json.tmp");
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io(format!("cannot write {}", tmp.display())))?;
-    f.write_all(&text)
-        .map_err(io(format!("cannot write {}", tmp.display())))?;
-    fs::rename(&tmp, path).map_err(io(format!("cannot write {}", path.display())))
+    bh_fs::write_json_atomic(path, value).map_err(io(format!("cannot write {}", path.display())))
 }
 
 /// Runs one task session end to end. Errors are preflight/setup failures;

@@ -1,7 +1,6 @@
 //! Provisioning receipts: `<common>/better-harness/worktrees/<name>.json`,
 //! rewritten atomically (temp file in the same folder, fsync, rename).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -106,31 +105,11 @@ impl Receipt {
     }
 }
 
-/// Writes `bytes` to `path` through a temp file and a rename.
+/// Writes `bytes` to `path` atomically (`bh_fs`), creating its folder.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| WorktreeError::io(dir, e))?;
-    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
-    tmp_name.push(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        uuid::Uuid::now_v7()
-    ));
-    let tmp: PathBuf = dir.join(tmp_name);
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(WorktreeError::io(path, e));
-    }
-    Ok(())
+    bh_fs::write_atomic(path, bytes, 0o666).map_err(|e| WorktreeError::io(path, e))
 }
 
 /// SHA-256 of a file's bytes, `None` when it does not exist.

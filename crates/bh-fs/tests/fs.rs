@@ -1,0 +1,65 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashSet;
+use std::os::unix::fs::PermissionsExt;
+
+use bh_fs::{time_ordered_id, write_atomic, write_json_atomic};
+
+#[test]
+fn writes_replace_whole_files_and_leave_no_temporary_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    write_json_atomic(&path, &serde_json::json!({"a": 1})).unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&std::fs::read(&path).unwrap()).unwrap(),
+        serde_json::json!({"a": 1})
+    );
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    write_atomic(&path, b"second", 0o600).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"second");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+}
+
+#[test]
+fn concurrent_writers_never_tear_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x");
+    std::thread::scope(|s| {
+        for t in 0..8u8 {
+            let path = &path;
+            s.spawn(move || {
+                for _ in 0..50 {
+                    write_atomic(path, &[t; 4096], 0o644).unwrap();
+                }
+            });
+        }
+    });
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes.len(), 4096);
+    assert!(bytes.iter().all(|b| *b == bytes[0]));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn a_failed_write_names_the_problem_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = write_atomic(&dir.path().join("missing/x"), b"x", 0o600).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn ids_are_unique_and_ordered_by_time() {
+    let ids: Vec<String> = (0..1000).map(|_| time_ordered_id("t", b"salt")).collect();
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len());
+    assert!(ids.iter().all(|i| i.starts_with('t')));
+    let ms = |id: &str| u128::from_str_radix(id[1..].split('-').next().unwrap(), 16).unwrap();
+    assert!(ids.windows(2).all(|w| ms(&w[0]) <= ms(&w[1])));
+}
