@@ -112,14 +112,7 @@ impl ToolResult {
     }
     /// The text blocks joined with newlines.
     pub fn text_content(&self) -> String {
-        self.content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text { text } => Some(text.as_str()),
-                ContentBlock::Image { .. } => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        text_of(&self.content)
     }
     /// The `toolResult` message Pi would store for this result.
     pub fn to_message(
@@ -170,17 +163,22 @@ pub struct ToolUpdate {
     pub details: Option<Value>,
 }
 
+/// The text blocks of `content` joined with newlines (images left out).
+fn text_of(content: &[ContentBlock]) -> String {
+    content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            ContentBlock::Image { .. } => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 impl ToolUpdate {
     /// The text blocks joined with newlines.
     pub fn text_content(&self) -> String {
-        self.content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text { text } => Some(text.as_str()),
-                ContentBlock::Image { .. } => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        text_of(&self.content)
     }
 }
 

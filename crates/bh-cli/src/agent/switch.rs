@@ -190,15 +190,7 @@ impl Live<'_> {
                 ),
             ));
         }
-        let opts = self.enter_options(name)?;
-        let runner = self.runner.clone();
-        let moved = self
-            .switch(cancel, move || {
-                bh_worktree::enter(&runner, &opts).map_err(cli_err)
-            })
-            .await?;
-        print_moved(&moved, "into the worktree");
-        Ok(())
+        self.move_into(name, cancel).await
     }
 
     async fn enter(&mut self, name: String, cancel: &CancellationToken) -> Result<(), CliError> {
@@ -216,6 +208,15 @@ impl Live<'_> {
                 ),
             ));
         }
+        self.move_into(name, cancel).await
+    }
+
+    /// Moves the session into managed worktree `name`.
+    async fn move_into(
+        &mut self,
+        name: String,
+        cancel: &CancellationToken,
+    ) -> Result<(), CliError> {
         let opts = self.enter_options(name)?;
         let runner = self.runner.clone();
         let moved = self
