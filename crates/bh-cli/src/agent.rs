@@ -641,6 +641,10 @@ fn watch_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
 struct CtrlC {
     turn: Option<CancellationToken>,
     presses: u32,
+    /// A `/worktree` move is running: the second press waits for it to be
+    /// undone (its prepared session deleted) before exiting; a third exits.
+    moving: bool,
+    exit_after_move: bool,
 }
 
 const HELP: &str = "\
@@ -687,6 +691,10 @@ async fn interactive_loop(
                 let Ok(mut st) = state.lock() else { return };
                 st.presses += 1;
                 match &st.turn {
+                    _ if st.presses == 2 && st.moving => {
+                        st.exit_after_move = true;
+                        eprintln!("\n(exiting once the move is undone; Ctrl-C again to exit now)");
+                    }
                     _ if st.presses >= 2 => {
                         eprintln!();
                         std::process::exit(i32::from(ErrorKind::Interrupted.exit_code()));
@@ -729,14 +737,20 @@ async fn interactive_loop(
                 if let Ok(mut st) = state.lock() {
                     st.turn = Some(cancel.clone());
                     st.presses = 0;
+                    st.moving = true;
                 }
                 let result = switch::command(agent, &mut cwd, ctx, args, &rest, &cancel).await;
-                if let Ok(mut st) = state.lock() {
+                let exit = state.lock().map(|mut st| {
                     st.turn = None;
                     st.presses = 0;
-                }
+                    st.moving = false;
+                    std::mem::take(&mut st.exit_after_move)
+                });
                 if let Err(e) = result {
                     eprintln!("bh: {}", e.message);
+                }
+                if exit.unwrap_or(false) {
+                    std::process::exit(i32::from(ErrorKind::Interrupted.exit_code()));
                 }
                 continue;
             }

@@ -1311,6 +1311,52 @@ fn failed_or_cancelled_worktree_moves_leave_the_session_as_it_was() {
     assert_eq!(std::fs::read(&source).unwrap(), before);
     assert!(env.root.join("repo.worktrees/slow").is_dir());
     assert!(walk(&env.agent_dir.join("sessions")).is_empty());
+
+    // Ctrl-C twice during a move: it exits (8) only once the move is undone,
+    // still leaving the source as it was and no prepared session behind.
+    std::fs::write(
+        env.repo.join(".better-harness/worktree.toml"),
+        "post_create = [\"touch ../slow2.started; sleep 2\"]\n",
+    )
+    .unwrap();
+    let mut child = env
+        .bh()
+        .args(["agent", "-i", "--script", "../script.jsonl", "--session"])
+        .arg(&source)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"/worktree create slow2\n").unwrap();
+    stdin.flush().unwrap();
+    let marker = env.root.join("repo.worktrees/slow2.started");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "post-create never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..2 {
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{stderr}");
+    assert!(
+        stderr.contains("exiting once the move is undone"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&source).unwrap(), before);
+    assert!(walk(&env.agent_dir.join("sessions")).is_empty());
+    drop(stdin);
 }
 
 /// Every file under `dir` (none when it does not exist).
