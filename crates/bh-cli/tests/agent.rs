@@ -1266,39 +1266,7 @@ fn failed_or_cancelled_worktree_moves_leave_the_session_as_it_was() {
 
     // Ctrl-C while the worktree is being provisioned: it is created, the
     // session does not move, no prepared session is left.
-    std::fs::write(
-        env.repo.join(".better-harness/worktree.toml"),
-        "post_create = [\"touch ../slow.started; sleep 2\"]\n",
-    )
-    .unwrap();
-    let mut child = env
-        .bh()
-        .args(["agent", "-i", "--script", "../script.jsonl", "--session"])
-        .arg(&source)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"/worktree create slow\n").unwrap();
-    stdin.flush().unwrap();
-    let marker = env.root.join("repo.worktrees/slow.started");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !marker.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "post-create never ran"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    stdin.write_all(b"/session\n/quit\n").unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
+    let out = interrupt_slow_create(&env, &source, "slow", 1, b"/session\n/quit\n");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}{stderr}");
@@ -1314,40 +1282,7 @@ fn failed_or_cancelled_worktree_moves_leave_the_session_as_it_was() {
 
     // Ctrl-C twice during a move: it exits (8) only once the move is undone,
     // still leaving the source as it was and no prepared session behind.
-    std::fs::write(
-        env.repo.join(".better-harness/worktree.toml"),
-        "post_create = [\"touch ../slow2.started; sleep 2\"]\n",
-    )
-    .unwrap();
-    let mut child = env
-        .bh()
-        .args(["agent", "-i", "--script", "../script.jsonl", "--session"])
-        .arg(&source)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"/worktree create slow2\n").unwrap();
-    stdin.flush().unwrap();
-    let marker = env.root.join("repo.worktrees/slow2.started");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !marker.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "post-create never ran"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for _ in 0..2 {
-        Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = interrupt_slow_create(&env, &source, "slow2", 2, b"");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(8), "{stderr}");
     assert!(
@@ -1356,7 +1291,56 @@ fn failed_or_cancelled_worktree_moves_leave_the_session_as_it_was() {
     );
     assert_eq!(std::fs::read(&source).unwrap(), before);
     assert!(walk(&env.agent_dir.join("sessions")).is_empty());
+}
+
+/// `bh agent -i --session SOURCE`, `/worktree create NAME` with a post-create
+/// command that sleeps; `presses` SIGINTs once it runs, then `after` on stdin.
+fn interrupt_slow_create(
+    env: &Env,
+    source: &Path,
+    name: &str,
+    presses: usize,
+    after: &[u8],
+) -> std::process::Output {
+    std::fs::write(
+        env.repo.join(".better-harness/worktree.toml"),
+        format!("post_create = [\"touch ../{name}.started; sleep 2\"]\n"),
+    )
+    .unwrap();
+    let mut child = env
+        .bh()
+        .args(["agent", "-i", "--script", "../script.jsonl", "--session"])
+        .arg(source)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("/worktree create {name}\n").as_bytes())
+        .unwrap();
+    stdin.flush().unwrap();
+    let marker = env.root.join(format!("repo.worktrees/{name}.started"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "post-create never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..presses {
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The REPL may already have exited: a closed pipe is fine.
+    let _ = stdin.write_all(after);
     drop(stdin);
+    child.wait_with_output().unwrap()
 }
 
 /// Every file under `dir` (none when it does not exist).
