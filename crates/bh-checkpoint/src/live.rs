@@ -282,10 +282,9 @@ mod imp {
                         drop(lock);
                         return Ok(outcome);
                     }
-                    Err(_miss) => {
-                        // Helpers that failed may be mid-request: start afresh.
-                        self.helpers = None;
-                    }
+                    // `full` starts afresh (helpers that failed may be
+                    // mid-request).
+                    Err(_miss) => {}
                 }
             }
             let outcome = self.full(request);
@@ -297,6 +296,9 @@ mod imp {
         /// unseen. Caller holds the store lock.
         fn full(&mut self, request: &SnapshotRequest) -> Result<SnapshotOutcome> {
             self.armed = None;
+            // Fresh helpers: a long-lived `check-ignore` may hold ignore rules
+            // read before they changed, and arming asks it about directories.
+            self.helpers = None;
             self.store.clean_stale_locks()?;
             self.flush_pending_index()?;
             let index_existed = self.store.git_dir.join("index").exists();

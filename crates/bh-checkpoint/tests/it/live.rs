@@ -328,3 +328,39 @@ fn an_agent_like_sequence_takes_the_fast_path() {
         "value 0\n"
     );
 }
+
+#[test]
+fn ignore_rules_changed_between_ordinary_snapshots_are_seen() {
+    let f = fx();
+    let p = &f.project;
+    fs::create_dir_all(p.join("gen")).unwrap();
+    fs::write(p.join("gen/out.txt"), "gen\n").unwrap();
+    fs::write(p.join(".gitignore"), "gen/\n").unwrap();
+    fs::write(p.join("big.bin"), "more than the cap\n").unwrap();
+    let options = StoreOptions {
+        state_dir: f.root.join("capped"),
+        max_file_size: 12,
+    };
+    let live = LiveStore::new(Arc::new(Store::open(&f.runner, p, &options).unwrap()));
+    let reference = Store::open(
+        &f.runner,
+        p,
+        &StoreOptions {
+            state_dir: f.root.join("capped-reference"),
+            max_file_size: 12,
+        },
+    )
+    .unwrap();
+    // A skipped file keeps every snapshot ordinary (and armed anew).
+    check(&live, &reference, "first");
+    check(&live, &reference, "second, armed");
+    // The rules change while no fast snapshot looks: gen/ is no longer ignored.
+    fs::remove_file(p.join("big.bin")).unwrap();
+    fs::write(p.join(".gitignore"), "*.log\n").unwrap();
+    check(&live, &reference, "gen/ un-ignored");
+    // gen/ must now be watched: a change in it is seen.
+    fs::write(p.join("gen/out.txt"), "gen 2\n").unwrap();
+    let fast = live.stats().fast;
+    check(&live, &reference, "gen/out.txt changed");
+    assert_eq!(live.stats().fast, fast + 1, "{:?}", live.stats());
+}
