@@ -1,7 +1,8 @@
 //! Live snapshots: one store watched for the lifetime of an agent, so that a
 //! snapshot after a few files changed starts no git process.
 //!
-//! A [`LiveStore`] arms an inotify watch on every directory a snapshot can see
+//! From its second snapshot on (a single snapshot would not repay it), a
+//! [`LiveStore`] arms an inotify watch on every directory a snapshot can see
 //! (the project minus `.git`, the insides of nested repositories and ignored
 //! directories that hold no captured file), *then* takes an ordinary snapshot:
 //! from that moment every change to the work tree leaves an event. The next
@@ -38,7 +39,7 @@ use crate::store::Store;
 pub struct LiveStats {
     /// Snapshots built from watched changes alone.
     pub fast: u64,
-    /// Ordinary snapshots (the first one, and every fallback).
+    /// Ordinary snapshots (the first two, then every fallback).
     pub full: u64,
 }
 
@@ -195,7 +196,8 @@ mod imp {
         }
     }
 
-    /// Why the fast path was not taken (only ever logged by tests).
+    /// Why the fast path was not taken (for debugging; a miss is never an
+    /// error, it only means an ordinary snapshot).
     #[derive(Debug)]
     struct Miss(#[allow(dead_code)] String);
 
@@ -403,6 +405,9 @@ mod imp {
                 self.disabled = true;
                 return Err(miss("network or FUSE file system"));
             }
+            // Read before `check-ignore` reads them: a change from here on is
+            // a difference the fast path notices.
+            let excludes = self.exclude_contents();
             // Directories holding tracked files are watched even when ignored.
             let tracked = self.tracked_dirs()?;
             let inotify = match Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) {
@@ -489,7 +494,7 @@ mod imp {
             Ok(Watch {
                 inotify,
                 dirs,
-                excludes: self.exclude_contents(),
+                excludes,
             })
         }
 
