@@ -201,11 +201,9 @@ impl Exec {
         self.bh_cmd().args(args).output().unwrap()
     }
 
-    /// Plans with a scripted model, then runs; returns (exit code, JSON).
-    fn plan_and_run(&self, script: &str, extra: &[&str]) -> (i32, Value) {
-        fs::write(self.root.join("turns.jsonl"), script).unwrap();
-        let plan = self.root.join("plan.json");
-        let _ = fs::remove_file(&plan);
+    /// `bh exec plan` of the fixture (repo at `main`, session entry
+    /// `188efa0e`) with `prompt` and `model`, plus `extra`; must succeed.
+    fn plan(&self, prompt: &str, model: &str, extra: &[&str]) {
         let mut args = vec![
             "exec",
             "plan",
@@ -215,16 +213,13 @@ impl Exec {
             "main",
             "--session",
             "s.jsonl",
-        ];
-        args.extend([
             "--entry",
             "188efa0e",
             "--prompt",
-            "Add a greeting file",
+            prompt,
             "--model",
-        ]);
-        let model = format!("scripted/{}", self.root.join("turns.jsonl").display());
-        args.push(&model);
+            model,
+        ];
         args.extend(extra);
         let out = self.bh(&args);
         assert!(
@@ -232,6 +227,14 @@ impl Exec {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Plans with a scripted model, then runs; returns (exit code, JSON).
+    fn plan_and_run(&self, script: &str, extra: &[&str]) -> (i32, Value) {
+        fs::write(self.root.join("turns.jsonl"), script).unwrap();
+        let _ = fs::remove_file(self.root.join("plan.json"));
+        let model = format!("scripted/{}", self.root.join("turns.jsonl").display());
+        self.plan("Add a greeting file", &model, extra);
         let out = self.bh(&["--json", "exec", "run", "--plan", "plan.json", "--yes"]);
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
@@ -399,23 +402,7 @@ fn a_killed_run_leaves_the_user_untouched_and_gc_cleans_up() {
     )
     .unwrap();
     let model = format!("scripted/{}", e.root.join("turns.jsonl").display());
-    let out = e.bh(&[
-        "exec",
-        "plan",
-        "--repo",
-        "repo",
-        "--base",
-        "main",
-        "--session",
-        "s.jsonl",
-        "--entry",
-        "188efa0e",
-        "--prompt",
-        "go",
-        "--model",
-        &model,
-    ]);
-    assert!(out.status.success());
+    e.plan("go", &model, &[]);
     let mut child = e
         .bh_cmd()
         .args(["exec", "run", "--plan", "plan.json", "--yes"])
@@ -489,27 +476,7 @@ fn run_against_a_mock_openai_compatible_server() {
     ]
     .concat();
     let (base, seen) = serve(vec![t1, t2]);
-    let out = e.bh(&[
-        "exec",
-        "plan",
-        "--repo",
-        "repo",
-        "--base",
-        "main",
-        "--session",
-        "s.jsonl",
-        "--entry",
-        "188efa0e",
-        "--prompt",
-        "write m.txt",
-        "--model",
-        "openai/gpt-test",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    e.plan("write m.txt", "openai/gpt-test", &[]);
     let plan = fs::read_to_string(e.root.join("plan.json")).unwrap();
     assert!(
         !plan.contains("127.0.0.1") && !plan.contains("sk-test"),
@@ -588,27 +555,7 @@ fn providers_come_from_the_toml_config() {
         format!("[providers.local]\napi = \"openai-completions\"\nbase_url = \"{base}\"\napi_key = \"local-secret\"\n[[providers.local.models]]\nid = \"tiny\"\n"),
     )
     .unwrap();
-    let out = e.bh(&[
-        "exec",
-        "plan",
-        "--repo",
-        "repo",
-        "--base",
-        "main",
-        "--session",
-        "s.jsonl",
-        "--entry",
-        "188efa0e",
-        "--prompt",
-        "look",
-        "--model",
-        "local/tiny",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    e.plan("look", "local/tiny", &[]);
     let out = e
         .bh_cmd()
         .env("BH_CONFIG", &config)
