@@ -1,9 +1,9 @@
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bh_core::{Event, Limits, RunStop};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{assert_valid, fx, messages};
+use crate::support::{assert_valid, command_gone, fx, messages};
 
 #[tokio::test]
 async fn cancelling_aborts_the_streaming_turn_and_keeps_what_arrived() {
@@ -49,27 +49,32 @@ async fn cancelling_aborts_the_streaming_turn_and_keeps_what_arrived() {
 async fn cancelling_kills_a_running_bash() {
     let fx = fx();
     let script = r#"
-{"toolCalls": [{"name": "bash", "arguments": {"command": "sleep 30"}}]}
+{"toolCalls": [{"name": "bash", "arguments": {"command": "echo $$ > sleep.pid; exec sleep 30"}}]}
 {"text": "never"}
 "#;
     let mut agent = fx.agent(script, Limits::default());
     let cancel = CancellationToken::new();
     let c = cancel.clone();
-    let t = Instant::now();
+    let pid_file = fx.repo.join("sleep.pid");
     let out = agent
         .run("go", &cancel, &mut |e| {
             if matches!(e, Event::ToolExecutionStart { .. }) {
-                let c = c.clone();
+                let (c, pid_file) = (c.clone(), pid_file.clone());
+                // Cancel once the command runs (it has written its pid).
                 tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    while std::fs::read_to_string(&pid_file).map_or(true, |t| t.trim().is_empty()) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
                     c.cancel();
                 });
             }
         })
         .await
         .unwrap();
-    assert!(t.elapsed() < Duration::from_secs(10));
     assert_eq!(out.stop, RunStop::Cancelled);
+    // The running command was killed, not waited for.
+    assert!(fx.repo.join("sleep.pid").exists());
+    assert!(command_gone(&fx.repo, "sleep.pid"));
     let msgs = messages(agent.session_path());
     assert_eq!(msgs[2]["role"], "toolResult");
     assert_eq!(msgs[2]["isError"], true);

@@ -1,9 +1,9 @@
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bh_core::{LimitKind, Limits, RunStop};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{assert_valid, fx, messages};
+use crate::support::{assert_valid, command_gone, fx, messages};
 
 #[tokio::test]
 async fn tool_call_limit_fires_and_says_so() {
@@ -91,12 +91,10 @@ async fn time_limit_aborts_a_streaming_turn_keeping_partial_text() {
             ..Limits::default()
         },
     );
-    let t = Instant::now();
     let out = agent
         .run("go", &CancellationToken::new(), &mut |_| {})
         .await
         .unwrap();
-    assert!(t.elapsed() < Duration::from_secs(5));
     assert_eq!(out.stop, RunStop::Limit);
     assert_eq!(out.limit, Some(LimitKind::Time));
     let msgs = messages(agent.session_path());
@@ -112,7 +110,7 @@ async fn time_limit_aborts_a_streaming_turn_keeping_partial_text() {
 async fn time_limit_kills_a_running_bash_and_closes_the_turn() {
     let fx = fx();
     let script = r#"
-{"toolCalls": [{"name": "bash", "arguments": {"command": "sleep 30"}}, {"name": "write", "arguments": {"path": "late.txt", "content": "x"}}]}
+{"toolCalls": [{"name": "bash", "arguments": {"command": "echo $$ > sleep.pid; exec sleep 30"}}, {"name": "write", "arguments": {"path": "late.txt", "content": "x"}}]}
 {"text": "never"}
 "#;
     let mut agent = fx.agent(
@@ -122,13 +120,13 @@ async fn time_limit_kills_a_running_bash_and_closes_the_turn() {
             ..Limits::default()
         },
     );
-    let t = Instant::now();
     let out = agent
         .run("go", &CancellationToken::new(), &mut |_| {})
         .await
         .unwrap();
-    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     assert_eq!(out.limit, Some(LimitKind::Time));
+    // The command was killed, not waited for.
+    assert!(command_gone(&fx.repo, "sleep.pid"));
     assert!(!fx.repo.join("late.txt").exists());
     let msgs = messages(agent.session_path());
     assert_eq!(msgs[2]["isError"], true);

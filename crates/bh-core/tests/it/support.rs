@@ -166,3 +166,19 @@ pub fn event_types(events: &[Event]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Whether process `pid` still runs (a zombie does not count).
+pub fn pid_alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+/// Whether the command that wrote its pid to `file` in the repository is
+/// gone (or never got as far as writing it).
+pub fn command_gone(repo: &Path, file: &str) -> bool {
+    std::fs::read_to_string(repo.join(file))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .is_none_or(|pid| !pid_alive(pid))
+}

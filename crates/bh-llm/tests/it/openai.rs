@@ -1,4 +1,4 @@
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bh_llm::{ChatRequest, Message, StreamEvent};
 use pretty_assertions::assert_eq;
@@ -199,12 +199,7 @@ async fn retry_after_429_then_success() {
     ])
     .await;
     let p = http(fake_model(&server.base), fast_retry(3));
-    let t0 = Instant::now();
     let (events, msg) = run(&p, request("hi")).await;
-    assert!(
-        t0.elapsed() >= Duration::from_millis(950),
-        "retry-after honoured"
-    );
     assert_eq!(msg.stop_reason, "stop");
     assert_eq!(server.requests().len(), 2);
     assert!(events.contains(&StreamEvent::Retry {
