@@ -630,12 +630,7 @@ mod imp {
                 created: true,
                 changed: changed
                     .into_iter()
-                    .map(|(status, path)| DiffEntry {
-                        status: (status as char).to_string(),
-                        path: bh_git::parse::display_path(&path),
-                        added: None,
-                        deleted: None,
-                    })
+                    .map(|(status, path)| DiffEntry::name_only(status, &path))
                     .collect(),
                 skipped: Vec::new(),
                 seeded: false,

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::error::{CheckpointError, Result};
 use crate::meta::{self, Checkpoint, NewMeta, Skipped};
 use crate::paths::fs_path;
-use crate::store::{EMPTY_TREE, Store, now_ms, trim_line, write_atomic};
+use crate::store::{DiffEntry, EMPTY_TREE, Store, now_ms, trim_line, write_atomic};
 
 /// Untracked files at which a snapshot pre-hashes new files in parallel.
 const PREHASH_MIN_FILES: usize = 512;
@@ -100,12 +100,7 @@ impl Store {
         let changed = match staged.changes {
             Some(changes) => changes
                 .into_iter()
-                .map(|(status, path)| crate::store::DiffEntry {
-                    status: (status as char).to_string(),
-                    path: parse::display_path(&path),
-                    added: None,
-                    deleted: None,
-                })
+                .map(|(status, path)| DiffEntry::name_only(status, &path))
                 .collect(),
             None => {
                 let base_tree = last.as_ref().map_or(EMPTY_TREE, |c| c.tree.as_str());
@@ -198,32 +193,12 @@ impl Store {
         })
     }
 
-    pub(crate) fn changed_paths(
-        &self,
-        from: &str,
-        to: &str,
-    ) -> Result<Vec<crate::store::DiffEntry>> {
-        let out = self.shadow().run([
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            "--name-status",
-            from,
-            to,
-        ])?;
-        let entries = parse::name_status(&out).map_err(|detail| CheckpointError::Corrupt {
-            store: self.dir.clone(),
-            detail,
-        })?;
-        Ok(entries
+    pub(crate) fn changed_paths(&self, from: &str, to: &str) -> Result<Vec<DiffEntry>> {
+        Ok(self
+            .shadow()
+            .name_status(from, to)?
             .into_iter()
-            .map(|e| crate::store::DiffEntry {
-                status: (e.status as char).to_string(),
-                path: parse::display_path(&e.path),
-                added: None,
-                deleted: None,
-            })
+            .map(|e| DiffEntry::name_only(e.status, &e.path))
             .collect())
     }
 

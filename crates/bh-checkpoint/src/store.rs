@@ -616,6 +616,18 @@ pub struct DiffEntry {
     pub deleted: Option<u64>,
 }
 
+impl DiffEntry {
+    /// A change without line counts (`status` as git prints it).
+    pub(crate) fn name_only(status: u8, path: &[u8]) -> DiffEntry {
+        DiffEntry {
+            status: (status as char).to_string(),
+            path: bh_git::parse::display_path(path),
+            added: None,
+            deleted: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct DiffOutcome {
     pub checkpoint: Checkpoint,
