@@ -112,7 +112,7 @@ pub struct AgentArgs {
 /// `~/.config/better-harness/config.toml`.
 fn config_file(ctx: &Ctx) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("BH_CONFIG").filter(|p| !p.is_empty()) {
-        return Some(abs(ctx, Path::new(&p)));
+        return Some(ctx.abs(Path::new(&p)));
     }
     let base = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|d| !d.is_empty())
@@ -120,26 +120,6 @@ fn config_file(ctx: &Ctx) -> Option<PathBuf> {
         .filter(|d| d.is_absolute())
         .or_else(|| ctx.home.as_ref().map(|h| h.join(".config")))?;
     Some(base.join("better-harness").join("config.toml"))
-}
-
-pub(crate) fn agent_dir(ctx: &Ctx) -> Result<PathBuf, CliError> {
-    if let Some(dir) = std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
-        return Ok(abs(ctx, Path::new(&dir)));
-    }
-    match &ctx.home {
-        Some(home) => Ok(home.join(".pi").join("agent")),
-        None => Err(CliError::usage(
-            "cannot find Pi's agent dir: set PI_CODING_AGENT_DIR or HOME",
-        )),
-    }
-}
-
-fn abs(ctx: &Ctx, p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        ctx.cwd.join(p)
-    }
 }
 
 pub(crate) fn session_error(e: bh_session::SessionError) -> CliError {
@@ -186,11 +166,11 @@ fn open_session(args: &AgentArgs, ctx: &Ctx) -> Result<(SessionWriter, PathBuf),
     let cwd_override = args
         .cwd
         .as_deref()
-        .map(|c| canonical_dir(&abs(ctx, c)))
+        .map(|c| canonical_dir(&ctx.abs(c)))
         .transpose()?;
     let header_cwd = |s: &Session| s.header().and_then(|h| h.cwd.clone());
     if let Some(file) = &args.session {
-        let file = abs(ctx, file);
+        let file = ctx.abs(file);
         if file.exists() {
             let session = Session::load(&file).map_err(session_error)?;
             let cwd = match &cwd_override {
@@ -210,9 +190,9 @@ fn open_session(args: &AgentArgs, ctx: &Ctx) -> Result<(SessionWriter, PathBuf),
         let writer = SessionWriter::create(&file, &header).map_err(session_error)?;
         return Ok((writer, cwd));
     }
-    let agent_dir = agent_dir(ctx)?;
+    let agent_dir = ctx.pi_agent_dir()?;
     if let Some(src) = &args.fork {
-        let src = abs(ctx, src);
+        let src = ctx.abs(src);
         let session = Session::load(&src).map_err(session_error)?;
         let cwd = match &cwd_override {
             Some(c) => c.clone(),
@@ -281,8 +261,8 @@ pub(crate) fn build_provider(
     ctx: &Ctx,
 ) -> Result<Arc<dyn Provider>, CliError> {
     let script = match (script, model) {
-        (Some(s), _) => Some(abs(ctx, s)),
-        (None, Some(m)) => m.strip_prefix("scripted/").map(|f| abs(ctx, Path::new(f))),
+        (Some(s), _) => Some(ctx.abs(s)),
+        (None, Some(m)) => m.strip_prefix("scripted/").map(|f| ctx.abs(Path::new(f))),
         (None, None) => None,
     };
     if let Some(file) = script {
@@ -319,7 +299,7 @@ pub(crate) fn build_provider(
         },
         None => Config::default(),
     };
-    if let Ok(dir) = agent_dir(ctx) {
+    if let Ok(dir) = ctx.pi_agent_dir() {
         let models = dir.join("models.json");
         if let Ok(src) = std::fs::read_to_string(&models) {
             config.add_pi_models_json(&src).map_err(|e| {
@@ -938,7 +918,7 @@ fn command(
         "fork" => {
             let session = Session::load(agent.session_path()).map_err(session_error)?;
             let cwd_s = dir_str(cwd)?;
-            let target = ForkTarget::Dir(session_dir_for_cwd(&agent_dir(ctx)?, &cwd_s));
+            let target = ForkTarget::Dir(session_dir_for_cwd(&ctx.pi_agent_dir()?, &cwd_s));
             let opts = ForkOptions {
                 path_only: true,
                 entry: rest

@@ -55,6 +55,29 @@ impl Ctx {
     pub fn git(&self) -> bh_git::GitRunner {
         bh_git::GitRunner::new("git", self.git_env.clone())
     }
+
+    /// `p` resolved against the current directory.
+    pub fn abs(&self, p: &std::path::Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.cwd.join(p)
+        }
+    }
+
+    /// Pi's agent dir: `PI_CODING_AGENT_DIR`, else `~/.pi/agent` ([P73]
+    /// `dist/config.js` `getAgentDir`).
+    pub fn pi_agent_dir(&self) -> Result<PathBuf, CliError> {
+        if let Some(dir) = std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
+            return Ok(self.abs(std::path::Path::new(&dir)));
+        }
+        match &self.home {
+            Some(home) => Ok(home.join(".pi").join("agent")),
+            None => Err(CliError::usage(
+                "cannot find Pi's agent dir: set PI_CODING_AGENT_DIR or HOME",
+            )),
+        }
+    }
 }
 
 /// `$XDG_STATE_HOME/better-harness`, else `~/.local/state/better-harness`.

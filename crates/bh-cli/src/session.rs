@@ -95,16 +95,8 @@ fn cli_err(err: SessionError) -> CliError {
     CliError::new(kind, err.to_string())
 }
 
-fn abs(ctx: &Ctx, p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        ctx.cwd.join(p)
-    }
-}
-
 fn load(ctx: &Ctx, file: &Path) -> Result<Session, CliError> {
-    Session::load(abs(ctx, file)).map_err(|e| match e {
+    Session::load(ctx.abs(file)).map_err(|e| match e {
         SessionError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             CliError::new(
                 ErrorKind::NotFound,
@@ -580,20 +572,6 @@ fn context(ctx: &Ctx, file: &Path, entry: Option<&str>) -> Result<(), CliError> 
 
 // ----- fork ------------------------------------------------------------------
 
-/// `PI_CODING_AGENT_DIR`, else `~/.pi/agent` ([P73] `dist/config.js` `getAgentDir`).
-fn agent_dir(ctx: &Ctx) -> Result<PathBuf, CliError> {
-    if let Some(dir) = std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
-        let dir = PathBuf::from(dir);
-        return Ok(abs(ctx, &dir));
-    }
-    match &ctx.home {
-        Some(home) => Ok(home.join(".pi").join("agent")),
-        None => Err(CliError::usage(
-            "cannot find Pi's agent dir: set PI_CODING_AGENT_DIR or HOME",
-        )),
-    }
-}
-
 fn fork(
     ctx: &Ctx,
     file: &Path,
@@ -602,7 +580,7 @@ fn fork(
     cwd: Option<PathBuf>,
     out_path: Option<PathBuf>,
 ) -> Result<(), CliError> {
-    let src_path = abs(ctx, file);
+    let src_path = ctx.abs(file);
     let s = load(ctx, file)?;
     if s.header().is_none() {
         return Err(CliError::new(
@@ -613,10 +591,10 @@ fn fork(
             ),
         ));
     }
-    let cwd = cwd.map(|c| abs(ctx, &c).display().to_string());
+    let cwd = cwd.map(|c| ctx.abs(&c).display().to_string());
     let target = match (&out_path, &cwd) {
-        (Some(o), _) => ForkTarget::File(abs(ctx, o)),
-        (None, Some(c)) => ForkTarget::Dir(session_dir_for_cwd(&agent_dir(ctx)?, c)),
+        (Some(o), _) => ForkTarget::File(ctx.abs(o)),
+        (None, Some(c)) => ForkTarget::Dir(session_dir_for_cwd(&ctx.pi_agent_dir()?, c)),
         (None, None) => ForkTarget::Dir(bh_session::fork::default_fork_dir(&src_path)),
     };
     let opts = ForkOptions {
@@ -642,8 +620,8 @@ fn fork(
 // ----- ls --------------------------------------------------------------------
 
 fn ls(ctx: &Ctx, cwd: Option<PathBuf>) -> Result<(), CliError> {
-    let cwd = cwd.map(|c| abs(ctx, &c)).unwrap_or_else(|| ctx.cwd.clone());
-    let dir = session_dir_for_cwd(&agent_dir(ctx)?, &cwd.display().to_string());
+    let cwd = cwd.map(|c| ctx.abs(&c)).unwrap_or_else(|| ctx.cwd.clone());
+    let dir = session_dir_for_cwd(&ctx.pi_agent_dir()?, &cwd.display().to_string());
     let sessions = list_sessions(&dir).map_err(cli_err)?;
     if ctx.json {
         return print_json(&json!({

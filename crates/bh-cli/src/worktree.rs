@@ -2,7 +2,7 @@
 //! `.env*` links, post-create commands), list, enter (carry a Pi session into
 //! one), dispose (checkpoint first), and consume a prepared handoff.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use bh_session::SessionError;
 use bh_worktree::{
@@ -101,17 +101,8 @@ pub fn run(cmd: WorktreeCmd, ctx: &Ctx) -> Result<(), CliError> {
     }
 }
 
-fn abs(ctx: &Ctx, p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        ctx.cwd.join(p)
-    }
-}
-
 fn repo_dir(ctx: &Ctx, repo: Option<PathBuf>) -> PathBuf {
-    repo.map(|r| abs(ctx, &r))
-        .unwrap_or_else(|| ctx.cwd.clone())
+    repo.map(|r| ctx.abs(&r)).unwrap_or_else(|| ctx.cwd.clone())
 }
 
 pub(crate) fn cli_err(err: WorktreeError) -> CliError {
@@ -145,19 +136,6 @@ pub(crate) fn cli_err(err: WorktreeError) -> CliError {
     CliError::new(kind, err.to_string())
 }
 
-/// `PI_CODING_AGENT_DIR`, else `~/.pi/agent` (as `bh session`).
-fn agent_dir(ctx: &Ctx) -> Result<PathBuf, CliError> {
-    if let Some(dir) = std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
-        return Ok(abs(ctx, Path::new(&dir)));
-    }
-    match &ctx.home {
-        Some(home) => Ok(home.join(".pi").join("agent")),
-        None => Err(CliError::usage(
-            "cannot find Pi's agent dir: set PI_CODING_AGENT_DIR or HOME",
-        )),
-    }
-}
-
 fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
 }
@@ -174,12 +152,12 @@ fn create(
     repo: Option<PathBuf>,
 ) -> Result<(), CliError> {
     let opts = CreateOptions {
-        path: dir.map(|d| abs(ctx, &d).join(&name)),
+        path: dir.map(|d| ctx.abs(&d).join(&name)),
         name,
         from,
         branch,
         detach,
-        session: session.map(|s| abs(ctx, &s).display().to_string()),
+        session: session.map(|s| ctx.abs(&s).display().to_string()),
         cwd: repo_dir(ctx, repo),
         command_env: command_env(),
     };
@@ -287,9 +265,9 @@ fn enter(
     let opts = EnterOptions {
         name,
         cwd: repo_dir(ctx, repo),
-        session: abs(ctx, &session),
+        session: ctx.abs(&session),
         entry,
-        agent_dir: agent_dir(ctx)?,
+        agent_dir: ctx.pi_agent_dir()?,
         unflushed: Vec::new(),
     };
     let out = bh_worktree::enter(&ctx.git(), &opts).map_err(cli_err)?;
@@ -360,7 +338,7 @@ pub(crate) fn print_disposed(out: &DisposeOutcome) {
 }
 
 fn consume(ctx: &Ctx, target: PathBuf) -> Result<(), CliError> {
-    let out = bh_worktree::consume(&ctx.git(), &abs(ctx, &target)).map_err(cli_err)?;
+    let out = bh_worktree::consume(&ctx.git(), &ctx.abs(&target)).map_err(cli_err)?;
     if ctx.json {
         return print_json(&serde_json::to_value(&out).map_err(CliError::internal)?);
     }

@@ -32,7 +32,7 @@ use bh_worktree::{
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use super::{AgentArgs, agent_config, agent_dir, canonical_dir, runtime_parts, session_error};
+use super::{AgentArgs, agent_config, canonical_dir, runtime_parts, session_error};
 use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind};
 use crate::worktree::{cli_err, command_env, print_created, print_disposed};
@@ -149,7 +149,7 @@ impl Live<'_> {
             cwd: self.cwd.clone(),
             session: self.agent.session_path().to_path_buf(),
             entry: self.agent.leaf().map(str::to_owned),
-            agent_dir: agent_dir(self.ctx)?,
+            agent_dir: self.ctx.pi_agent_dir()?,
             unflushed: Vec::new(),
         })
     }
