@@ -30,14 +30,16 @@ fn nanos_now() -> u128 {
         .unwrap_or(0)
 }
 
-/// A temporary path beside `path`, unique to this process and call.
+/// A temporary path beside `path`, unique to this process and call (the time
+/// keeps a leftover of a dead process whose pid was reused out of the way).
 fn temp_beside(path: &Path) -> PathBuf {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut name = std::ffi::OsString::from(".");
     name.push(path.file_name().unwrap_or_default());
     name.push(format!(
-        ".tmp-{}-{}",
+        ".tmp-{}-{:x}-{}",
         std::process::id(),
+        nanos_now(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     dir.join(name)
