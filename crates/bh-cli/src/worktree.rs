@@ -16,22 +16,51 @@ use crate::checkpoint::checkpoint_error;
 use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind, print_json};
 
+/// What a new worktree is: shared by `bh worktree create` and the agent's
+/// `/worktree create`.
+#[derive(clap::Args, Debug)]
+pub struct NewWorktree {
+    /// Worktree name (letters, digits, '.', '_', '-').
+    pub name: String,
+    /// Start at this revision (default: HEAD of the checkout it is made from).
+    #[arg(long, value_name = "REV")]
+    pub from: Option<String>,
+    /// Check out (or create) this branch (default: a new branch named NAME).
+    #[arg(long, value_name = "BRANCH", conflicts_with = "detach")]
+    pub branch: Option<String>,
+    /// Detached HEAD, no branch.
+    #[arg(long)]
+    pub detach: bool,
+}
+
+impl NewWorktree {
+    /// The library options for creating it from `cwd`.
+    pub(crate) fn options(
+        self,
+        path: Option<PathBuf>,
+        session: Option<String>,
+        cwd: PathBuf,
+    ) -> CreateOptions {
+        CreateOptions {
+            name: self.name,
+            from: self.from,
+            branch: self.branch,
+            detach: self.detach,
+            path,
+            session,
+            cwd,
+            command_env: command_env(),
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum WorktreeCmd {
     /// Add a linked worktree: link the main checkout's ignored .env* files, run
     /// the post-create commands of .better-harness/worktree.toml, record a receipt.
     Create {
-        /// Worktree name (letters, digits, '.', '_', '-').
-        name: String,
-        /// Start at this revision (default: HEAD of the current checkout).
-        #[arg(long, value_name = "REV")]
-        from: Option<String>,
-        /// Check out (or create) this branch (default: a new branch named NAME).
-        #[arg(long, value_name = "BRANCH", conflicts_with = "detach")]
-        branch: Option<String>,
-        /// Detached HEAD, no branch.
-        #[arg(long)]
-        detach: bool,
+        #[command(flatten)]
+        new: NewWorktree,
         /// Folder that holds the worktree (default: config `dir`, else `<repo>.worktrees`).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
@@ -81,14 +110,11 @@ pub enum WorktreeCmd {
 pub fn run(cmd: WorktreeCmd, ctx: &Ctx) -> Result<(), CliError> {
     match cmd {
         WorktreeCmd::Create {
-            name,
-            from,
-            branch,
-            detach,
+            new,
             dir,
             session,
             repo,
-        } => create(ctx, name, from, branch, detach, dir, session, repo),
+        } => create(ctx, new, dir, session, repo),
         WorktreeCmd::List { repo } => list(ctx, repo),
         WorktreeCmd::Enter {
             name,
@@ -143,24 +169,14 @@ fn short(id: &str) -> &str {
 #[allow(clippy::too_many_arguments)]
 fn create(
     ctx: &Ctx,
-    name: String,
-    from: Option<String>,
-    branch: Option<String>,
-    detach: bool,
+    new: NewWorktree,
     dir: Option<PathBuf>,
     session: Option<PathBuf>,
     repo: Option<PathBuf>,
 ) -> Result<(), CliError> {
-    let opts = CreateOptions {
-        path: dir.map(|d| ctx.abs(&d).join(&name)),
-        name,
-        from,
-        branch,
-        detach,
-        session: session.map(|s| ctx.abs(&s).display().to_string()),
-        cwd: repo_dir(ctx, repo),
-        command_env: command_env(),
-    };
+    let path = dir.map(|d| ctx.abs(&d).join(&new.name));
+    let session = session.map(|s| ctx.abs(&s).display().to_string());
+    let opts = new.options(path, session, repo_dir(ctx, repo));
     let out = bh_worktree::create(&ctx.git(), &opts).map_err(cli_err)?;
     if ctx.json {
         return print_json(&json!({

@@ -26,16 +26,14 @@ use std::path::{Path, PathBuf};
 use bh_core::Agent;
 use bh_git::GitRunner;
 use bh_session::SessionWriter;
-use bh_worktree::{
-    ConsumeOutcome, CreateOptions, DisposeOptions, EnterOptions, EnterOutcome, WorktreeInfo,
-};
+use bh_worktree::{ConsumeOutcome, DisposeOptions, EnterOptions, EnterOutcome, WorktreeInfo};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use super::{AgentArgs, agent_config, canonical_dir, runtime_parts, session_error};
 use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind};
-use crate::worktree::{cli_err, command_env, print_created, print_disposed};
+use crate::worktree::{NewWorktree, cli_err, print_created, print_disposed};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -53,16 +51,8 @@ struct Repl {
 enum ReplCmd {
     /// Create a managed worktree (as `bh worktree create`) and move the session into it.
     Create {
-        name: String,
-        /// Start at this revision (default: HEAD of the session's checkout).
-        #[arg(long, value_name = "REV")]
-        from: Option<String>,
-        /// Check out (or create) this branch (default: a new branch named NAME).
-        #[arg(long, value_name = "BRANCH", conflicts_with = "detach")]
-        branch: Option<String>,
-        /// Detached HEAD, no branch.
-        #[arg(long)]
-        detach: bool,
+        #[command(flatten)]
+        new: NewWorktree,
     },
     /// Move the session into an existing managed worktree.
     Enter { name: String },
@@ -106,12 +96,7 @@ pub(super) async fn command(
     };
     match repl.cmd {
         ReplCmd::List => crate::worktree::list(ctx, Some(live.cwd.clone())),
-        ReplCmd::Create {
-            name,
-            from,
-            branch,
-            detach,
-        } => live.create(name, from, branch, detach, cancel).await,
+        ReplCmd::Create { new } => live.create(new, cancel).await,
         ReplCmd::Enter { name } => live.enter(name, cancel).await,
         ReplCmd::Dispose { force } => live.dispose(force, cancel).await,
     }
@@ -160,22 +145,12 @@ impl Live<'_> {
 
     async fn create(
         &mut self,
-        name: String,
-        from: Option<String>,
-        branch: Option<String>,
-        detach: bool,
+        new: NewWorktree,
         cancel: &CancellationToken,
     ) -> Result<(), CliError> {
-        let opts = CreateOptions {
-            name: name.clone(),
-            from,
-            branch,
-            detach,
-            path: None,
-            session: Some(self.agent.session_path().display().to_string()),
-            cwd: self.cwd.clone(),
-            command_env: command_env(),
-        };
+        let name = new.name.clone();
+        let session = Some(self.agent.session_path().display().to_string());
+        let opts = new.options(None, session, self.cwd.clone());
         let runner = self.runner.clone();
         let out = blocking(move || bh_worktree::create(&runner, &opts).map_err(cli_err)).await?;
         print_created(&out);
