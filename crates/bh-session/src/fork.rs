@@ -8,7 +8,6 @@ use bh_protocol::entry::LabelEntry;
 use bh_protocol::{EntryType, SessionHeader};
 
 use crate::error::{Result, SessionError};
-use crate::problem::ProblemKind;
 use crate::session::Session;
 use crate::write::{
     SessionWriter, create_new_file, new_entry_id, new_session_id, now_iso, session_file_name,
@@ -69,23 +68,7 @@ fn enc(session: &Session, line: usize) -> impl Fn(serde_json::Error) -> SessionE
 
 /// Write a fork of `src`. The source file is only read.
 pub fn fork(src: &Session, target: &ForkTarget, opts: &ForkOptions) -> Result<Forked> {
-    let Some(src_header) = src.header() else {
-        let problem = src
-            .problems()
-            .iter()
-            .find(|p| p.kind == ProblemKind::NoHeader)
-            .cloned();
-        return Err(match problem {
-            Some(problem) => SessionError::NotASession {
-                file: src.display_name(),
-                problem,
-            },
-            None => SessionError::Invalid {
-                file: src.display_name(),
-                message: "cannot fork: no session header".to_owned(),
-            },
-        });
-    };
+    let src_header = src.require_header("cannot fork")?;
     let at = match &opts.entry {
         Some(id) => Some(src.require(id)?.id.clone()),
         None => src.leaf().map(|e| e.id.clone()),

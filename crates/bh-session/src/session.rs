@@ -117,17 +117,9 @@ fn display_path(path: Option<&Path>) -> String {
 }
 
 impl Session {
-    /// Read and index a file. Never writes to it.
-    pub fn load(path: impl AsRef<Path>) -> Result<Session> {
-        let path = path.as_ref();
-        let data = std::fs::read(path).map_err(|e| SessionError::io(path, e))?;
-        Ok(Session::parse(data, Some(path.to_path_buf())))
-    }
-
-    /// Index the bytes of a session file. Never fails: every defect becomes a
-    /// [`Problem`] with its line number.
-    pub fn parse(data: Vec<u8>, path: Option<PathBuf>) -> Session {
-        let mut s = Session {
+    /// `data` before indexing.
+    fn unindexed(data: Vec<u8>, path: Option<PathBuf>) -> Session {
+        Session {
             path,
             data,
             header: None,
@@ -138,7 +130,20 @@ impl Session {
             name: None,
             problems: Vec::new(),
             skipped_lines: 0,
-        };
+        }
+    }
+
+    /// Read and index a file. Never writes to it.
+    pub fn load(path: impl AsRef<Path>) -> Result<Session> {
+        let path = path.as_ref();
+        let data = std::fs::read(path).map_err(|e| SessionError::io(path, e))?;
+        Ok(Session::parse(data, Some(path.to_path_buf())))
+    }
+
+    /// Index the bytes of a session file. Never fails: every defect becomes a
+    /// [`Problem`] with its line number.
+    pub fn parse(data: Vec<u8>, path: Option<PathBuf>) -> Session {
+        let mut s = Session::unindexed(data, path);
         s.index();
         s
     }
@@ -634,6 +639,29 @@ impl Session {
         self.header.as_ref()
     }
 
+    /// The header, or the error that says this is not a session (the
+    /// header problem when there is one, else `what` failed for want of it).
+    pub fn require_header(&self, what: &str) -> Result<&SessionHeader> {
+        if let Some(header) = self.header() {
+            return Ok(header);
+        }
+        let problem = self
+            .problems()
+            .iter()
+            .find(|p| p.kind == ProblemKind::NoHeader)
+            .cloned();
+        Err(match problem {
+            Some(problem) => SessionError::NotASession {
+                file: self.display_name(),
+                problem,
+            },
+            None => SessionError::Invalid {
+                file: self.display_name(),
+                message: format!("{what}: no session header"),
+            },
+        })
+    }
+
     /// Header `version` (absent means 1), before in-memory migration.
     pub fn source_version(&self) -> u64 {
         self.version
@@ -1006,18 +1034,7 @@ mod tests {
     use super::*;
 
     fn parse_with(data: &[u8], workers: usize, piece: usize) -> String {
-        let mut s = Session {
-            path: None,
-            data: data.to_vec(),
-            header: None,
-            version: crate::CURRENT_VERSION,
-            entries: Vec::new(),
-            by_id: HashMap::new(),
-            labels: Vec::new(),
-            name: None,
-            problems: Vec::new(),
-            skipped_lines: 0,
-        };
+        let mut s = Session::unindexed(data.to_vec(), None);
         s.index_with(workers, piece);
         // `by_id` is a HashMap: compare it sorted.
         let mut by_id: Vec<_> = std::mem::take(&mut s.by_id).into_iter().collect();

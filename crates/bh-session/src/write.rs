@@ -17,7 +17,6 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Result, SessionError};
-use crate::problem::ProblemKind;
 use crate::session::Session;
 
 /// `customType` of the entry appended to make another entry the active leaf.
@@ -153,23 +152,7 @@ impl SessionWriter {
     pub fn open(path: impl Into<PathBuf>) -> Result<SessionWriter> {
         let path = path.into();
         let session = Session::load(&path)?;
-        if session.header().is_none() {
-            let problem = session
-                .problems()
-                .iter()
-                .find(|p| p.kind == ProblemKind::NoHeader)
-                .cloned();
-            return Err(match problem {
-                Some(problem) => SessionError::NotASession {
-                    file: path.display().to_string(),
-                    problem,
-                },
-                None => SessionError::Invalid {
-                    file: path.display().to_string(),
-                    message: "no session header".to_owned(),
-                },
-            });
-        }
+        session.require_header("cannot append")?;
         Ok(SessionWriter::from_session(&session, path))
     }
 
