@@ -78,13 +78,7 @@ pub(crate) fn resolve_existing_prefix(path: &Path) -> PathBuf {
 
 /// Checks a project-relative path given to the library directly.
 pub(crate) fn check_relative(project: &Path, path: &[u8]) -> Result<()> {
-    let bad = path.is_empty()
-        || path.starts_with(b"/")
-        || path.contains(&0)
-        || path
-            .split(|b| *b == b'/')
-            .any(|c| c.is_empty() || c == b"." || c == b".." || c.eq_ignore_ascii_case(b".git"));
-    if bad {
+    if !bh_git::parse::is_plain_relative(path) {
         return Err(CheckpointError::PathOutside {
             path: bh_git::parse::display_path(path),
             project: project.to_path_buf(),

@@ -227,6 +227,18 @@ pub fn numstat(out: &[u8]) -> Result<Vec<NumStat>, String> {
         .collect()
 }
 
+/// A repository-relative path as a person or a tool may name one: not empty,
+/// not absolute, no NUL, and no empty, `.`, `..` or `.git` (any case)
+/// component.
+pub fn is_plain_relative(path: &[u8]) -> bool {
+    !(path.is_empty()
+        || path.starts_with(b"/")
+        || path.contains(&0)
+        || path
+            .split(|b| *b == b'/')
+            .any(|c| c.is_empty() || c == b"." || c == b".." || c.eq_ignore_ascii_case(b".git")))
+}
+
 /// Quotes a path for a person the way git does with `core.quotePath=false`:
 /// printable UTF-8 as is; anything else C-quoted inside double quotes.
 pub fn display_path(path: &[u8]) -> String {

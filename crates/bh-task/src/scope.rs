@@ -42,13 +42,7 @@ pub enum Verdict {
 }
 
 fn check_literal(flag: &'static str, path: &[u8]) -> Result<(), TaskError> {
-    let bad = path.is_empty()
-        || path.starts_with(b"/")
-        || path.contains(&0)
-        || path
-            .split(|b| *b == b'/')
-            .any(|c| c.is_empty() || c == b"." || c == b".." || c.eq_ignore_ascii_case(b".git"));
-    if bad {
+    if !bh_git::parse::is_plain_relative(path) {
         return Err(TaskError::BadPath {
             flag,
             path: display_path(path),
