@@ -3,7 +3,7 @@
 //! OpenAI-compatible server on 127.0.0.1.
 //!
 //! ```text
-//! BH_PI_BIN=$(bash .ci/install-pi.sh) cargo bench -p bh-cli --bench agent -- --rounds 5
+//! cargo bench -p bh-cli --bench agent -- --rounds 5
 //! ```
 //!
 //! Options: `--rounds N` (5), `--calls N` (200 tool calls per run),
@@ -321,29 +321,10 @@ fn make_repo(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
+/// The real Pi 0.73.1 as `(node, dist/cli.js)`, installed from npm into the
+/// target directory on first use (`None` when Node or npm is missing).
 fn find_pi() -> Option<(PathBuf, PathBuf)> {
-    let node = std::env::var_os("BH_NODE")
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-        .or_else(|| which("node"))?;
-    let candidates = [
-        std::env::var_os("BH_PI_BIN").map(PathBuf::from),
-        std::env::var_os("HOME")
-            .map(|h| PathBuf::from(h).join(".cache/bh-ci/pi-0.73.1/node_modules/.bin/pi")),
-    ];
-    let cli = candidates
-        .into_iter()
-        .flatten()
-        .find(|p| p.exists())
-        .and_then(|p| std::fs::canonicalize(p).ok())?;
-    Some((node, cli))
+    bh_test_support::pi::real_pi(bh_test_support::pi::PiRelease::Legacy).map(|p| (p.node, p.cli))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -556,7 +537,7 @@ fn orchestrate(args: &[String]) -> Result<()> {
     make_repo(&template)?;
     let pi = if o.no_pi { None } else { find_pi() };
     if pi.is_none() && !o.no_pi {
-        println!("note: Node or Pi not found (set BH_PI_BIN; see .ci/install-pi.sh): bh only");
+        println!("note: Node or npm not found, so no real Pi: bh only");
     }
     let mut b = Bench {
         tmp: root.clone(),

@@ -550,31 +550,10 @@ fn runs_against_a_mock_openai_server_with_the_key_from_the_environment() {
 
 // ----- the real Pi ------------------------------------------------------------
 
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
+/// The real Pi 0.73.1 as `(node, dist/cli.js)`, installed by the shared
+/// test support when Node and npm are present (`None`, reason printed, when not).
 fn find_pi() -> Option<(PathBuf, PathBuf)> {
-    let node = std::env::var_os("BH_NODE")
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-        .or_else(|| which("node"))?;
-    let candidates = [
-        std::env::var_os("BH_PI_BIN").map(PathBuf::from),
-        which("pi"),
-        std::env::var_os("BH_PI_CACHE").map(|c| PathBuf::from(c).join("node_modules/.bin/pi")),
-        std::env::var_os("HOME")
-            .map(|h| PathBuf::from(h).join(".cache/bh-ci/pi-0.73.1/node_modules/.bin/pi")),
-    ];
-    let cli = candidates
-        .into_iter()
-        .flatten()
-        .find(|p| p.exists())
-        .and_then(|p| std::fs::canonicalize(p).ok())?;
-    Some((node, cli))
+    bh_test_support::pi::real_pi(bh_test_support::pi::PiRelease::Legacy).map(|p| (p.node, p.cli))
 }
 
 /// Pi's messages for a copy of `file`, through RPC `get_messages`.
@@ -652,7 +631,6 @@ fn pi_messages(node: &Path, cli: &Path, file: &Path) -> (bool, Vec<Value>, Strin
 #[test]
 fn the_real_pi_loads_the_session_bh_agent_wrote() {
     let Some((node, cli)) = find_pi() else {
-        eprintln!("skipped: Node or Pi not found (set BH_PI_BIN; see .ci/install-pi.sh)");
         return;
     };
     let env = env();
@@ -1113,7 +1091,6 @@ fn worktree_create_edit_and_dispose_move_one_continuous_session() {
 
     // The real Pi loads it with the same context.
     let Some((node, cli)) = find_pi() else {
-        eprintln!("skipped the real-Pi check: Node or Pi not found (set BH_PI_BIN)");
         return;
     };
     let (ok, pi, pi_err) = pi_messages(&node, &cli, &last);

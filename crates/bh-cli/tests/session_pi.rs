@@ -2,9 +2,9 @@
 //! session writer produce must load in Pi (`pi --export` and RPC
 //! `get_messages`), with the same leaf, entry count and context as `bh`.
 //!
-//! Pi comes from `BH_PI_BIN` (set by `.ci/run` from `.ci/install-pi.sh`), else
-//! `pi` on PATH, else the default cache of `.ci/install-pi.sh`. The test is
-//! skipped (with a printed reason) only when Node is absent.
+//! Pi is installed from npm into the target directory by
+//! `bh_test_support::pi` on first use; the tests skip (with a printed reason)
+//! only when `node` or `npm` is absent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
 
@@ -25,34 +25,10 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../bh-session/tests/fixtures")
 }
 
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-fn find_node() -> Option<PathBuf> {
-    std::env::var_os("BH_NODE")
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-        .or_else(|| which("node"))
-}
-
-/// Pi's `dist/cli.js`.
-fn find_pi_cli() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("BH_PI_BIN").map(PathBuf::from),
-        which("pi"),
-        std::env::var_os("BH_PI_CACHE").map(|c| PathBuf::from(c).join("node_modules/.bin/pi")),
-        std::env::var_os("HOME")
-            .map(|h| PathBuf::from(h).join(".cache/bh-ci/pi-0.73.1/node_modules/.bin/pi")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|p| p.exists())
-        .and_then(|p| std::fs::canonicalize(p).ok())
+/// The real Pi 0.73.1 as `(node, dist/cli.js)`, installed by the shared
+/// test support when Node and npm are present (`None`, reason printed, when not).
+fn legacy_pi() -> Option<(PathBuf, PathBuf)> {
+    bh_test_support::pi::real_pi(bh_test_support::pi::PiRelease::Legacy).map(|p| (p.node, p.cli))
 }
 
 fn b64decode(s: &str) -> Vec<u8> {
@@ -377,18 +353,9 @@ fn write_new_session(agent: &Path, cwd: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn real_pi_loads_what_bh_writes() {
-    let Some(node) = find_node() else {
-        eprintln!(
-            "skipping real-Pi interop test: Node is not installed (no `node` on PATH, BH_NODE unset)"
-        );
+    let Some((node, cli)) = legacy_pi() else {
         return;
     };
-    let cli = find_pi_cli().unwrap_or_else(|| {
-        panic!(
-            "Node is present but Pi is not: run `export BH_PI_BIN=$(bash .ci/install-pi.sh)` \
-             (installs @mariozechner/pi-coding-agent@0.73.1)"
-        )
-    });
     eprintln!("real Pi: {} with {}", cli.display(), node.display());
 
     let work = tempfile::tempdir().unwrap();
@@ -482,11 +449,9 @@ fn real_pi_loads_what_bh_writes() {
 /// the same context `bh` computes.
 #[test]
 fn real_pi_loads_the_executor_fork() {
-    let Some(node) = find_node() else {
-        eprintln!("skipping: Node is not installed (no `node` on PATH, BH_NODE unset)");
+    let Some((node, cli)) = legacy_pi() else {
         return;
     };
-    let cli = find_pi_cli().expect("Node is present but Pi is not: set BH_PI_BIN");
     let work = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(work.path()).unwrap();
     let repo = root.join("repo");

@@ -1,5 +1,5 @@
 //! `bh worktree` through the CLI on real repositories: JSON documents, exit
-//! codes, racing processes, and (with `BH_PI_BIN`) the real Pi loading a
+//! codes, racing processes, and (with Node and npm) the real Pi loading a
 //! session `bh worktree enter` prepared.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -286,7 +286,7 @@ fn enter_prints_the_target_and_racing_processes_consume_the_handoff_once() {
         1
     );
 
-    // The real Pi loads the prepared session (when BH_PI_BIN is set).
+    // The real Pi loads the prepared session.
     pi_loads(&target, &text);
 }
 
@@ -351,29 +351,18 @@ fn enter_with_errors_maps_exit_codes() {
 }
 
 fn pi_loads(target: &Path, text: &str) {
-    let Some(bin) = std::env::var_os("BH_PI_BIN").filter(|b| !b.is_empty()) else {
-        eprintln!("skipping the real-Pi check: BH_PI_BIN is not set");
+    let Some(pi) = bh_test_support::pi::real_pi(bh_test_support::pi::PiRelease::Legacy) else {
         return;
     };
-    let cli = fs::canonicalize(bin).unwrap();
-    let node = std::env::var_os("BH_NODE").unwrap_or_else(|| "node".into());
     let tmp = tempfile::tempdir().unwrap();
-    fs::create_dir_all(tmp.path().join("agent")).unwrap();
     let copy = tmp.path().join("s.jsonl");
     fs::copy(target, &copy).unwrap();
     let html = tmp.path().join("out.html");
-    let out = Command::new(node)
-        .arg(&cli)
+    let out = pi
+        .command(tmp.path())
         .arg("--export")
         .arg(&copy)
         .arg(&html)
-        .current_dir(tmp.path())
-        .env("PI_CODING_AGENT_DIR", tmp.path().join("agent"))
-        .env("HOME", tmp.path())
-        .env("PI_OFFLINE", "1")
-        .env("PI_TELEMETRY", "0")
-        .env("PI_SKIP_VERSION_CHECK", "1")
-        .env("NO_COLOR", "1")
         .output()
         .unwrap();
     assert!(

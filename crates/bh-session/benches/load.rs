@@ -1,7 +1,7 @@
 //! Load benchmark: bh-session vs bare `serde_json::Value` vs the real Pi.
 //!
 //! ```text
-//! BH_PI_BIN=$(bash .ci/install-pi.sh) cargo bench -p bh-session --bench load
+//! cargo bench -p bh-session --bench load
 //! ```
 //!
 //! Generates a ~100 MB session (`BH_BENCH_MB` to change) under `<workspace>/.bench/`,
@@ -285,24 +285,10 @@ fn phase(name: &str, file: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-fn pi_cli() -> Option<PathBuf> {
-    [
-        std::env::var_os("BH_PI_BIN").map(PathBuf::from),
-        which("pi"),
-        std::env::var_os("HOME")
-            .map(|h| PathBuf::from(h).join(".cache/bh-ci/pi-0.73.1/node_modules/.bin/pi")),
-    ]
-    .into_iter()
-    .flatten()
-    .find(|p| p.exists())
-    .and_then(|p| std::fs::canonicalize(p).ok())
+/// The real Pi 0.73.1 as `(node, dist/cli.js)`, installed from npm into the
+/// target directory on first use (`None` when Node or npm is missing).
+fn real_pi() -> Option<(PathBuf, PathBuf)> {
+    bh_test_support::pi::real_pi(bh_test_support::pi::PiRelease::Legacy).map(|p| (p.node, p.cli))
 }
 
 const PI_SCRIPT: &str = r#"
@@ -392,9 +378,8 @@ fn main() -> Result<(), String> {
         }
         results.push((name, best(&rs), last));
     }
-    let node = which("node");
-    match (node, pi_cli()) {
-        (Some(node), Some(cli)) => {
+    match real_pi() {
+        Some((node, cli)) => {
             let sm = cli
                 .parent()
                 .map(|d| d.join("core/session-manager.js"))
@@ -421,7 +406,7 @@ fn main() -> Result<(), String> {
             let _ = std::fs::remove_file(&copy);
             results.push(("pi", best(&rs), last));
         }
-        _ => eprintln!("Pi or Node not found: skipping the Pi phase (set BH_PI_BIN)"),
+        None => eprintln!("Node or npm not found: skipping the Pi phase"),
     }
 
     let mbs = |r: &Run| size as f64 / 1e6 / r.secs;

@@ -12,6 +12,7 @@ use std::process::Command;
 use bh_git::GitRunner;
 
 pub mod mock_openai;
+pub mod pi;
 
 /// A temp folder holding `repo/` (the repository) and `home/` (its `$HOME`).
 pub struct TestRepo {
