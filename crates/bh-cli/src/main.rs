@@ -8,6 +8,7 @@ mod agent;
 mod checkpoint;
 mod context;
 mod demo;
+mod display;
 mod error;
 mod exec;
 mod session;
