@@ -127,7 +127,14 @@ fn cli_err(err: SessionError) -> CliError {
 }
 
 fn load(ctx: &Ctx, file: &Path) -> Result<Session, CliError> {
-    Session::load(ctx.abs(file)).map_err(|e| match e {
+    let path = ctx.abs(file);
+    if path.is_dir() {
+        return Err(CliError::new(
+            ErrorKind::Usage,
+            format!("{}: is a directory, not a session file", file.display()),
+        ));
+    }
+    Session::load(path).map_err(|e| match e {
         SessionError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             CliError::new(
                 ErrorKind::NotFound,

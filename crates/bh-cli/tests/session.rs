@@ -573,3 +573,20 @@ fn ls_lists_newest_first() {
         .success()
         .stdout(predicate::str::contains("no sessions in"));
 }
+
+#[test]
+fn a_directory_where_a_session_file_is_expected_is_a_usage_error() {
+    let env = Env::new();
+    let dir = tempfile::tempdir().unwrap();
+    for cmd in ["show", "tree", "context", "validate", "export"] {
+        let out = env
+            .bh()
+            .args(["session", cmd])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("is a directory"), "{cmd}: {err}");
+    }
+}

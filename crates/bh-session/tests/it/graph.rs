@@ -84,10 +84,16 @@ fn lanes_are_reused_and_the_active_path_is_lane_zero() {
     let drawn: Vec<&str> = g.rows.iter().map(|r| r.graph.trim_end()).collect();
     assert_eq!(drawn, ["●", "├─╮", "│ ●", "●", "├─╮", "│ ●", "│ ●", "◉"]);
     // The side branch is visited before the active child.
-    let order: Vec<&str> = g.order.iter().map(|&i| s.entries()[i].id.as_str()).collect();
+    let order: Vec<&str> = g
+        .order
+        .iter()
+        .map(|&i| s.entries()[i].id.as_str())
+        .collect();
     assert_eq!(
         order,
-        ["r0000001", "b1000001", "m1000001", "b2000001", "b2000002", "m2000001"]
+        [
+            "r0000001", "b1000001", "m1000001", "b2000001", "b2000002", "m2000001"
+        ]
     );
 }
 
@@ -110,14 +116,20 @@ fn tool_runs_fold_but_never_the_leaf_or_a_branch_point() {
     match &g.rows[1].kind {
         RowKind::Folded(ixs) => {
             assert_eq!(ixs.len(), 11);
-            assert_eq!(
-                graph::folded_summary(&sums, ixs),
-                "11 tool steps: read ×6"
-            );
+            assert_eq!(graph::folded_summary(&sums, ixs), "11 tool steps: read ×6");
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(g.rows[2].kind, RowKind::Entry(s.index_of("r0000005").unwrap()));
-    let full = graph::layout(&s, &sums, GraphOptions { fold_tool_runs: None });
+    assert_eq!(
+        g.rows[2].kind,
+        RowKind::Entry(s.index_of("r0000005").unwrap())
+    );
+    let full = graph::layout(
+        &s,
+        &sums,
+        GraphOptions {
+            fold_tool_runs: None,
+        },
+    );
     assert_eq!(full.rows.len(), 13);
 }
