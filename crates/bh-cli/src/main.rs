@@ -11,6 +11,7 @@ mod demo;
 mod display;
 mod error;
 mod exec;
+mod progress;
 mod session;
 mod task;
 mod units;
