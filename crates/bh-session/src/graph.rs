@@ -242,6 +242,11 @@ fn fold(
     rows: Vec<Row>,
     min: usize,
 ) -> Vec<Row> {
+    let labelled: HashSet<&str> = session
+        .labels()
+        .iter()
+        .map(|l| l.target_id.as_str())
+        .collect();
     let foldable = |ix: usize| {
         let e = &session.entries()[ix];
         summaries
@@ -249,7 +254,7 @@ fn fold(
             .is_some_and(|s| s.is_tool_step() && s.checkpoint.is_none())
             && children[ix].len() == 1
             && Some(ix) != leaf_ix
-            && session.label_of(&e.id).is_none()
+            && !labelled.contains(e.id.as_str())
     };
     let mut out = Vec::with_capacity(rows.len());
     let mut run: Vec<Row> = Vec::new();
