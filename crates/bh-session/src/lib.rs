@@ -20,6 +20,7 @@ pub mod graph;
 pub mod list;
 pub mod problem;
 pub mod session;
+mod skim;
 pub mod stats;
 pub mod summary;
 pub mod write;

@@ -2,20 +2,17 @@
 //! `/tree`, HTML reports): a user message's text, an assistant's model, text
 //! and tool calls, a tool result's tool and outcome, and so on.
 //!
-//! Only the fields a summary shows are decoded from each line (strings are
-//! borrowed where they hold no escapes), on several threads for large
-//! sessions. Text is returned raw but on one line (whitespace runs become one
+//! Only the fields a summary shows are decoded from each line, found by
+//! [`crate::skim`] without decoding the rest (long strings are jumped over,
+//! only a prefix of each shown text is unescaped), on several threads for
+//! large sessions. Text is returned raw but on one line (whitespace runs become one
 //! space) and cut to a length; escaping control characters for a terminal or
 //! HTML is the caller's job.
 
-use std::borrow::Cow;
-use std::fmt;
-
 use bh_protocol::EntryType;
-use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 
 use crate::session::{Entry, Session};
+use crate::skim::{self, Cursor};
 
 /// How many characters of text a summary keeps.
 pub const PREVIEW_CHARS: usize = 120;
@@ -102,23 +99,34 @@ pub fn summarize(session: &Session) -> Vec<Summary> {
 
 /// The summary of one entry.
 pub fn summarize_entry(session: &Session, e: &Entry) -> Summary {
-    let line: Option<LineView<'_>> = serde_json::from_slice(session.line_text(e)).ok();
-    match (&e.kind, line) {
-        (EntryType::Message, Some(line)) => match line.message {
-            Some(m) => message_summary(e, m),
-            None => meta_summary(e),
-        },
-        (EntryType::CustomMessage, Some(line)) => {
+    let line = session.line_text(e);
+    match &e.kind {
+        EntryType::Message => {
+            let mut message = None;
+            let _ = Cursor::new(line).object(|key, c| {
+                if key == b"message" {
+                    message = MessageView::walk(c);
+                    message.as_ref().map(|_| ())
+                } else {
+                    c.raw().map(|_| ())
+                }
+            });
+            match message {
+                Some(m) => message_summary(e, &m),
+                None => meta_summary(e),
+            }
+        }
+        EntryType::CustomMessage => {
             let mut s = meta_summary(e);
-            if let Some(c) = line.content {
-                push_text(&mut s.text, ": ", &c.text);
+            if let Some(c) = skim::field(line, "content") {
+                push_text(&mut s.text, ": ", &ContentView::of(c).text);
             }
             s.kind = SummaryKind::OtherMessage;
             s
         }
-        (EntryType::BranchSummary | EntryType::Compaction, Some(line)) => {
+        EntryType::BranchSummary | EntryType::Compaction => {
             let mut s = meta_summary(e);
-            if let Some(text) = line.summary {
+            if let Some(text) = skim::field(line, "summary").and_then(prefix) {
                 push_text(&mut s.text, ": ", &text);
             }
             s
@@ -127,16 +135,16 @@ pub fn summarize_entry(session: &Session, e: &Entry) -> Summary {
     }
 }
 
-fn message_summary(e: &Entry, m: MessageView<'_>) -> Summary {
+fn message_summary(e: &Entry, m: &MessageView) -> Summary {
     let role = m.role.as_deref().or(e.role.as_deref()).unwrap_or("?");
-    let content = m.content.unwrap_or_default();
+    let content = &m.content;
     let mut s = Summary {
         kind: SummaryKind::OtherMessage,
         text: String::new(),
         tool_calls: Vec::new(),
         is_error: false,
         has_text: !content.text.trim().is_empty(),
-        checkpoint: m.details.and_then(|d| d.checkpoint).map(Cow::into_owned),
+        checkpoint: m.checkpoint.clone(),
     };
     match role {
         "user" => {
@@ -163,7 +171,7 @@ fn message_summary(e: &Entry, m: MessageView<'_>) -> Summary {
             }
             body.push_str(&content.text);
             push_text(&mut s.text, " ", &body);
-            s.tool_calls = content.tool_calls;
+            s.tool_calls = content.tool_calls.clone();
             if !s.tool_calls.is_empty() {
                 s.text.push_str(" → ");
                 s.text.push_str(&tool_list(&s.tool_calls));
@@ -314,48 +322,62 @@ pub fn one_line(text: &str, max: usize) -> String {
 
 // ----- the decoded part of a line ---------------------------------------------
 
-#[derive(Deserialize)]
-struct LineView<'a> {
-    #[serde(borrow, default)]
-    message: Option<MessageView<'a>>,
-    /// `custom_message` entries carry their content at the top level.
-    #[serde(default)]
-    content: Option<ContentView>,
-    #[serde(borrow, default)]
-    summary: Option<Cow<'a, str>>,
+/// How many bytes of a long string a summary decodes.
+const PREFIX_BYTES: usize = PREVIEW_CHARS * 4;
+
+/// The decoded start of a raw JSON string value (`None` for other values).
+fn prefix(raw: &[u8]) -> Option<String> {
+    (raw.first() == Some(&b'"')).then(|| json_string_prefix(raw, PREFIX_BYTES))
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MessageView<'a> {
-    #[serde(borrow, default)]
-    role: Option<Cow<'a, str>>,
-    #[serde(default)]
-    content: Option<ContentView>,
-    #[serde(borrow, default)]
-    model: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    tool_name: Option<Cow<'a, str>>,
-    #[serde(default)]
+/// The fields of a message a summary shows, found in one walk over it.
+#[derive(Default)]
+struct MessageView {
+    role: Option<String>,
+    content: ContentView,
+    model: Option<String>,
+    tool_name: Option<String>,
     is_error: Option<bool>,
-    #[serde(borrow, default)]
-    stop_reason: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    error_message: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    command: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    custom_type: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    summary: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    details: Option<DetailsView<'a>>,
+    stop_reason: Option<String>,
+    error_message: Option<String>,
+    command: Option<String>,
+    custom_type: Option<String>,
+    summary: Option<String>,
+    checkpoint: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct DetailsView<'a> {
-    #[serde(borrow, default)]
-    checkpoint: Option<Cow<'a, str>>,
+impl MessageView {
+    /// The message object at `c`, walked once (its content descended into,
+    /// everything else skipped).
+    fn walk(c: &mut Cursor<'_>) -> Option<MessageView> {
+        let mut v = MessageView::default();
+        c.object(|key, c| {
+            match key {
+                b"content" => v.content = ContentView::walk(c)?,
+                b"details" => {
+                    let raw = c.raw()?;
+                    v.checkpoint = skim::field(raw, "checkpoint").and_then(prefix);
+                }
+                _ => {
+                    let raw = c.raw()?;
+                    match key {
+                        b"role" => v.role = prefix(raw),
+                        b"model" => v.model = prefix(raw),
+                        b"toolName" => v.tool_name = prefix(raw),
+                        b"isError" => v.is_error = Some(raw == b"true"),
+                        b"stopReason" => v.stop_reason = prefix(raw),
+                        b"errorMessage" => v.error_message = prefix(raw),
+                        b"command" => v.command = prefix(raw),
+                        b"customType" => v.custom_type = prefix(raw),
+                        b"summary" => v.summary = prefix(raw),
+                        _ => {}
+                    }
+                }
+            }
+            Some(())
+        })?;
+        Some(v)
+    }
 }
 
 /// A message's content (a string or an array of blocks), reduced to the text
@@ -369,9 +391,59 @@ struct ContentView {
 }
 
 impl ContentView {
+    fn of(raw: &[u8]) -> ContentView {
+        ContentView::walk(&mut Cursor::new(raw)).unwrap_or_default()
+    }
+
+    /// The content at `c` (a string or an array of blocks), walked once.
+    fn walk(c: &mut Cursor<'_>) -> Option<ContentView> {
+        let mut view = ContentView::default();
+        if c.peek() == Some(b'"') {
+            if let Some(t) = c.raw().and_then(prefix) {
+                view.add_text(&t);
+            }
+            return Some(view);
+        }
+        if c.peek() != Some(b'[') {
+            c.raw()?;
+            return Some(view);
+        }
+        c.array(|c| {
+            let mut kind = None;
+            let mut text = None;
+            let mut name = None;
+            if c.peek() != Some(b'{') {
+                return c.raw().map(|_| ());
+            }
+            c.object(|key, c| {
+                let raw = c.raw()?;
+                match key {
+                    b"type" => kind = prefix(raw),
+                    b"text" => text = prefix(raw),
+                    b"name" => name = prefix(raw),
+                    _ => {}
+                }
+                Some(())
+            })?;
+            match kind.as_deref() {
+                Some("text") => {
+                    if let Some(t) = text {
+                        view.add_text(&t);
+                    }
+                }
+                Some("toolCall") => view.tool_calls.push(name.unwrap_or_else(|| "?".to_owned())),
+                Some("image") => view.images += 1,
+                Some("thinking" | "redactedThinking") => view.thinking = true,
+                _ => {}
+            }
+            Some(())
+        })?;
+        Some(view)
+    }
+
     fn add_text(&mut self, t: &str) {
         // Keep a little more than a preview shows, so `one_line` can cut it.
-        let room = (PREVIEW_CHARS * 4).saturating_sub(self.text.len());
+        let room = PREFIX_BYTES.saturating_sub(self.text.len());
         if room == 0 {
             return;
         }
@@ -386,54 +458,87 @@ impl ContentView {
     }
 }
 
-#[derive(Deserialize)]
-struct BlockView<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-}
-
-impl<'de> Deserialize<'de> for ContentView {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ContentView;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string or an array of content blocks")
+/// The decoded start (at most `max` bytes, cut at a character boundary) of
+/// the JSON string literal `raw`; empty for anything that is not a string.
+/// The work is proportional to what is decoded, not to the string's length.
+fn json_string_prefix(raw: &[u8], max: usize) -> String {
+    let Some(body) = raw.strip_prefix(b"\"") else {
+        return String::new();
+    };
+    let mut out: Vec<u8> = Vec::with_capacity(max.min(body.len()) + 4);
+    let mut i = 0;
+    while out.len() < max && i < body.len() {
+        match body[i] {
+            b'"' => break,
+            b'\\' => {
+                let (c, used) = unescape(&body[i..]);
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                i += used;
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<ContentView, E> {
-                let mut c = ContentView::default();
-                c.add_text(v);
-                Ok(c)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ContentView, A::Error> {
-                let mut c = ContentView::default();
-                while let Some(block) = seq.next_element::<Option<BlockView<'de>>>()? {
-                    let Some(b) = block else { continue };
-                    match b.kind.as_deref() {
-                        Some("text") => c.add_text(b.text.as_deref().unwrap_or("")),
-                        Some("toolCall") => {
-                            c.tool_calls
-                                .push(b.name.map_or_else(|| "?".to_owned(), Cow::into_owned));
-                        }
-                        Some("image") => c.images += 1,
-                        Some("thinking" | "redactedThinking") => c.thinking = true,
-                        _ => {}
-                    }
-                }
-                Ok(c)
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<ContentView, E> {
-                Ok(ContentView::default())
-            }
-            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<ContentView, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(ContentView::default())
+            byte => {
+                out.push(byte);
+                i += 1;
             }
         }
-        d.deserialize_any(V)
+    }
+    out.truncate(max);
+    match String::from_utf8(out) {
+        Ok(s) => s,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            // A character cut at the end is dropped; invalid bytes inside are replaced.
+            if bytes.len() - valid < 4 && std::str::from_utf8(&bytes[valid..]).is_err() {
+                bytes.truncate(valid);
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+    }
+}
+
+/// The character of the escape at the start of `b` (`\n`, `\uXXXX`, a
+/// surrogate pair) and how many bytes it took.
+fn unescape(b: &[u8]) -> (char, usize) {
+    let hex = |at: usize| {
+        b.get(at..at + 4)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+    };
+    match b.get(1) {
+        Some(b'n') => ('\n', 2),
+        Some(b't') => ('\t', 2),
+        Some(b'r') => ('\r', 2),
+        Some(b'b') => ('\u{8}', 2),
+        Some(b'f') => ('\u{c}', 2),
+        Some(b'u') => match hex(2) {
+            Some(high @ 0xd800..=0xdbff) => match (b.get(6..8), hex(8)) {
+                (Some(b"\\u"), Some(low @ 0xdc00..=0xdfff)) => (
+                    char::from_u32(0x10000 + ((high - 0xd800) << 10) + (low - 0xdc00))
+                        .unwrap_or('\u{fffd}'),
+                    12,
+                ),
+                _ => ('\u{fffd}', 6),
+            },
+            Some(unit) => (char::from_u32(unit).unwrap_or('\u{fffd}'), 6),
+            None => ('\u{fffd}', 2),
+        },
+        Some(&other) if other.is_ascii() => (char::from(other), 2),
+        _ => ('\u{fffd}', 2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_string_prefix;
+
+    #[test]
+    fn string_prefixes_decode_escapes() {
+        assert_eq!(json_string_prefix(br#""a\nb\t\"c\\""#, 100), "a\nb\t\"c\\");
+        assert_eq!(json_string_prefix(br#""\u00e9\ud83d\ude00x""#, 100), "é😀x");
+        assert_eq!(json_string_prefix(br#""abcdef""#, 3), "abc");
+        assert_eq!(json_string_prefix(b"null", 3), "");
+        // A character cut by the limit is dropped, not half-kept.
+        assert_eq!(json_string_prefix("\"aé\"".as_bytes(), 2), "a");
     }
 }
