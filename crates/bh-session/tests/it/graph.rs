@@ -41,9 +41,7 @@ fn summaries_say_what_each_entry_is() {
         user("u1", None, "fix\n\n  the   test"),
         tool_step("a1", "u1", false),
         tool_step("r1", "a1", true),
-        format!(
-            r#"{{"type":"message","id":"a2","parentId":"r1","timestamp":"t","message":{{"role":"assistant","content":[],"model":"m","stopReason":"error","errorMessage":"boom","timestamp":1}}}}"#
-        ),
+        r#"{"type":"message","id":"a2","parentId":"r1","timestamp":"t","message":{"role":"assistant","content":[],"model":"m","stopReason":"error","errorMessage":"boom","timestamp":1}}"#.to_owned(),
         r#"{"type":"model_change","id":"m1","parentId":"a2","timestamp":"t","provider":"p","modelId":"x"}"#.to_owned(),
     ]);
     let sums = summarize(&s);
