@@ -6,7 +6,8 @@
 //! directory is then opened *beneath the root's file descriptor* with
 //! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`, or,
 //! where the kernel lacks `openat2`, by a walk that opens one component at a
-//! time with `openat(O_NOFOLLOW | O_DIRECTORY)`. The last component is then
+//! time with `openat(O_NOFOLLOW | O_DIRECTORY)` (both in `bh_fs::beneath`,
+//! which checkpoint restores share). The last component is then
 //! opened relative to that directory descriptor with `O_NOFOLLOW | O_NONBLOCK`
 //! and checked with `fstat` to be a regular file (or a directory). A symlink
 //! anywhere, even one swapped in between a check and the open, makes the open
@@ -17,11 +18,11 @@ use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
+use bh_fs::beneath::Beneath;
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat, openat2};
-use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
 
 /// Longest path (in bytes) a tool accepts, as Linux's `PATH_MAX`.
 pub const MAX_PATH_BYTES: usize = 4096;
@@ -147,8 +148,7 @@ pub struct Root {
     path: PathBuf,
     /// The root as the caller named it (absolute), if that differs from `path`.
     alias: Option<PathBuf>,
-    fd: OwnedFd,
-    no_openat2: AtomicBool,
+    beneath: Beneath,
 }
 
 /// What the final component turned out to be.
@@ -167,20 +167,15 @@ impl Root {
                 path,
             )
         })?;
-        let fd = nix::fcntl::open(
-            &canon,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| ConfineError::from_errno(e, "open", &canon))?;
+        let beneath =
+            Beneath::open(&canon).map_err(|e| ConfineError::from_errno(e, "open", &canon))?;
         let alias = std::path::absolute(path)
             .ok()
             .filter(|a| a != &canon && a.is_absolute());
         Ok(Root {
             path: canon,
             alias,
-            fd,
-            no_openat2: AtomicBool::new(false),
+            beneath,
         })
     }
 
@@ -188,7 +183,7 @@ impl Root {
     /// unavailable); for tests.
     #[doc(hidden)]
     pub fn disable_openat2(&self) {
-        self.no_openat2.store(true, Ordering::Relaxed);
+        self.beneath.disable_openat2();
     }
 
     /// The canonical root path.
@@ -264,59 +259,18 @@ impl Root {
     }
 
     fn dup_root(&self) -> Result<OwnedFd, ConfineError> {
-        self.fd
-            .try_clone()
-            .map_err(|_| ConfineError::from_errno(Errno::EMFILE, "open", &self.path))
+        self.beneath
+            .dup()
+            .map_err(|e| ConfineError::from_errno(e, "open", &self.path))
     }
 
     /// Opens the directory named by `comps` beneath the root, never following
-    /// a symlink. With `create`, missing directories are made (`mkdir -p`).
+    /// a symlink (`bh_fs::beneath`). With `create`, missing directories are
+    /// made (`mkdir -p`).
     fn open_dir(&self, comps: &[Vec<u8>], create: bool) -> Result<OwnedFd, ConfineError> {
-        if comps.is_empty() {
-            return self.dup_root();
-        }
-        if !create && !self.no_openat2.load(Ordering::Relaxed) {
-            let mut rel = PathBuf::new();
-            for c in comps {
-                rel.push(OsStr::from_bytes(c));
-            }
-            let how = OpenHow::new()
-                .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-                .resolve(
-                    ResolveFlag::RESOLVE_BENEATH
-                        | ResolveFlag::RESOLVE_NO_SYMLINKS
-                        | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-                );
-            match openat2(self.fd.as_fd(), &rel, how) {
-                Ok(fd) => return Ok(fd),
-                Err(Errno::ENOSYS) | Err(Errno::EPERM) | Err(Errno::E2BIG) => {
-                    self.no_openat2.store(true, Ordering::Relaxed);
-                }
-                // A concurrent rename: RESOLVE_BENEATH asks for a retry; walk instead.
-                Err(Errno::EAGAIN) => {}
-                Err(e) => return Err(self.dir_error(e, comps)),
-            }
-        }
-        // Fallback / create: one component at a time, O_NOFOLLOW each.
-        let mut cur = self.dup_root()?;
-        for (i, c) in comps.iter().enumerate() {
-            let name = OsStr::from_bytes(c);
-            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-            let next = match openat(cur.as_fd(), name, flags, Mode::empty()) {
-                Ok(fd) => fd,
-                Err(Errno::ENOENT) if create => {
-                    match mkdirat(cur.as_fd(), name, Mode::from_bits_truncate(0o777)) {
-                        Ok(()) | Err(Errno::EEXIST) => {}
-                        Err(e) => return Err(self.dir_error(e, &comps[..=i])),
-                    }
-                    openat(cur.as_fd(), name, flags, Mode::empty())
-                        .map_err(|e| self.dir_error(e, &comps[..=i]))?
-                }
-                Err(e) => return Err(self.dir_error(e, &comps[..=i])),
-            };
-            cur = next;
-        }
-        Ok(cur)
+        self.beneath
+            .open_dir(comps, create)
+            .map_err(|e| self.dir_error(e.errno, &comps[..e.depth.min(comps.len())]))
     }
 
     /// A missing parent is reported, as Node does, with the whole path.
