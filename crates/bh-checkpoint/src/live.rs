@@ -31,7 +31,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::snapshot::{SnapshotOutcome, SnapshotRequest};
+use crate::meta::SnapshotRequest;
+use crate::snapshot::SnapshotOutcome;
 use crate::store::Store;
 
 /// How the snapshots of one [`LiveStore`] were taken.
@@ -164,9 +165,10 @@ mod imp {
     use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
     use super::*;
+    use crate::diff::DiffEntry;
     use crate::meta::{self, Checkpoint, NewMeta};
     use crate::paths::fs_path;
-    use crate::store::{DiffEntry, EMPTY_TREE, now_ms};
+    use crate::store::{EMPTY_TREE, now_ms};
 
     /// More directories than this and the project is not watched.
     const MAX_WATCHES: usize = 16_384;

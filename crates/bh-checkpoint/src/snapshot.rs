@@ -9,22 +9,14 @@ use std::path::Path;
 use bh_git::parse::{self, StatusEntry};
 use serde::Serialize;
 
+use crate::diff::DiffEntry;
 use crate::error::{CheckpointError, Result};
-use crate::meta::{self, Checkpoint, NewMeta, Skipped};
+use crate::meta::{self, Checkpoint, NewMeta, Skipped, SnapshotRequest};
 use crate::paths::fs_path;
-use crate::store::{DiffEntry, EMPTY_TREE, Store, now_ms, trim_line, write_atomic};
+use crate::store::{EMPTY_TREE, Store, now_ms, trim_line, write_atomic};
 
 /// Untracked files at which a snapshot pre-hashes new files in parallel.
 const PREHASH_MIN_FILES: usize = 512;
-
-/// What to record with a snapshot.
-#[derive(Debug, Clone, Default)]
-pub struct SnapshotRequest {
-    /// The tool about to run (`Edit`, `write`, `bash` …); `manual` by hand.
-    pub tool: String,
-    pub session: Option<String>,
-    pub entry: Option<String>,
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapshotOutcome {
@@ -32,7 +24,7 @@ pub struct SnapshotOutcome {
     /// `false` when nothing changed and the last checkpoint was reused.
     pub created: bool,
     /// Paths changed since the previous checkpoint (`A`/`M`/`D`/`T`).
-    pub changed: Vec<crate::store::DiffEntry>,
+    pub changed: Vec<DiffEntry>,
     /// Paths not captured, and why.
     pub skipped: Vec<Skipped>,
     /// The shadow was seeded from the user's own index and objects.
@@ -603,7 +595,7 @@ impl Store {
     /// Whether attributes could come from outside the work tree: the
     /// repository's `info/attributes`, `core.attributesFile`, or the default
     /// `$XDG_CONFIG_HOME/git/attributes` (`~/.config/git/attributes`).
-    fn user_has_global_attributes(&self, user: &crate::store::UserRepo) -> bool {
+    fn user_has_global_attributes(&self, user: &crate::user::UserRepo) -> bool {
         let non_empty = |p: &Path| fs::metadata(p).map(|m| m.len() > 0).unwrap_or(false);
         if non_empty(&user.common_dir.join("info/attributes")) {
             return true;
@@ -636,7 +628,7 @@ impl Store {
     /// filters, ident, working-tree-encoding), as the user's own attributes say.
     fn converted_paths<'a>(
         &self,
-        user: &crate::store::UserRepo,
+        user: &crate::user::UserRepo,
         paths: &[&'a [u8]],
     ) -> Result<Vec<&'a [u8]>> {
         if paths.is_empty() {

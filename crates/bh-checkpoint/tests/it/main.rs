@@ -216,4 +216,45 @@ fn restore_does_not_follow_a_symlink_swapped_in_for_a_directory() {
     );
 }
 
+/// A project whose own path holds a newline, a tab and a byte that is not
+/// UTF-8 (a git repository, opened from a subfolder), with files named alike.
+#[test]
+fn a_project_path_of_any_bytes_works_everywhere() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = fx();
+    let project = f.root.join(std::ffi::OsStr::from_bytes(b"odd\nna\tme\xff"));
+    fs::create_dir_all(project.join("sub")).unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"f\nile\xfe");
+    fs::write(project.join("sub").join(name), "one\n").unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.name=u", "-c", "user.email=u@x"])
+            .args(args)
+            .current_dir(&project)
+            .env("HOME", f.root.join("home"))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "x"]);
+    let options = StoreOptions::new(f.root.join("state"));
+    let store = Store::open_in(&f.runner, &project.join("sub"), &options).unwrap();
+    assert_eq!(store.project(), project.as_path());
+    let first = store.snapshot(&req("write")).unwrap().checkpoint;
+    fs::write(project.join("sub").join(name), "two\n").unwrap();
+    let second = store.snapshot(&req("write")).unwrap();
+    assert_eq!(second.changed.len(), 1);
+    let diff = store.diff(&first.id, &[], DiffText::None).unwrap();
+    assert_eq!(diff.entries.len(), 1);
+    assert_eq!(store.list().unwrap().len(), 2);
+    store.restore(&first.id, &[], RestoreMode::Exact).unwrap();
+    assert_eq!(
+        fs::read_to_string(project.join("sub").join(name)).unwrap(),
+        "one\n"
+    );
+}
+
 mod live;
