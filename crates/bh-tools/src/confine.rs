@@ -11,7 +11,10 @@
 //! opened relative to that directory descriptor with `O_NOFOLLOW | O_NONBLOCK`
 //! and checked with `fstat` to be a regular file (or a directory). A symlink
 //! anywhere, even one swapped in between a check and the open, makes the open
-//! fail; devices and FIFOs are never read or written.
+//! fail; devices and FIFOs are never read or written. Every folder on the way
+//! is checked by identity not to be a git dir or common dir (see
+//! `gitdirs`): the name `.git` is refused, and so are `project/.bare` or a
+//! dotfiles `~/.dotfiles`.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -20,6 +23,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use bh_fs::beneath::Beneath;
+
+mod gitdirs;
+
+use gitdirs::{GitDirs, Identity, identity};
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
@@ -43,6 +50,8 @@ pub enum ConfineError {
     Outside(String),
     #[error("Access to .git is not allowed: {0}")]
     Git(String),
+    #[error("Access to a Git directory is not allowed: {0}")]
+    GitDir(String),
     #[error("Path contains a symbolic link, which is not allowed: {0}")]
     Symlink(String),
     #[error("Not a regular file: {0}")]
@@ -149,6 +158,10 @@ pub struct Root {
     /// The root as the caller named it (absolute), if that differs from `path`.
     alias: Option<PathBuf>,
     beneath: Beneath,
+    /// The root's identity, where walks up from an opened folder stop.
+    root_id: Identity,
+    /// Git dirs and common dirs, by identity (see `gitdirs`).
+    git: GitDirs,
 }
 
 /// What the final component turned out to be.
@@ -169,6 +182,9 @@ impl Root {
         })?;
         let beneath =
             Beneath::open(&canon).map_err(|e| ConfineError::from_errno(e, "open", &canon))?;
+        let root_id =
+            identity(beneath.fd()).map_err(|e| ConfineError::from_errno(e, "open", &canon))?;
+        let git = GitDirs::for_root(&canon, beneath.fd());
         let alias = std::path::absolute(path)
             .ok()
             .filter(|a| a != &canon && a.is_absolute());
@@ -176,6 +192,8 @@ impl Root {
             path: canon,
             alias,
             beneath,
+            root_id,
+            git,
         })
     }
 
@@ -267,10 +285,66 @@ impl Root {
     /// Opens the directory named by `comps` beneath the root, never following
     /// a symlink (`bh_fs::beneath`). With `create`, missing directories are
     /// made (`mkdir -p`).
+    /// Every folder from the root down to it is checked not to be a git dir
+    /// (before anything is created).
     fn open_dir(&self, comps: &[Vec<u8>], create: bool) -> Result<OwnedFd, ConfineError> {
-        self.beneath
-            .open_dir(comps, create)
-            .map_err(|e| self.dir_error(e.errno, &comps[..e.depth.min(comps.len())]))
+        let open = |comps: &[Vec<u8>], create| {
+            self.beneath
+                .open_dir(comps, create)
+                .map_err(|e| self.dir_error(e.errno, &comps[..e.depth.min(comps.len())]))
+        };
+        if create {
+            // The deepest folder that exists must not be (in) a git dir.
+            let mut depth = comps.len();
+            loop {
+                match self.beneath.open_dir(&comps[..depth], false) {
+                    Ok(fd) => {
+                        self.check_chain(fd.as_fd(), &comps[..depth])?;
+                        break;
+                    }
+                    Err(e) if e.errno == Errno::ENOENT && depth > 0 => depth -= 1,
+                    Err(e) => {
+                        return Err(self.dir_error(e.errno, &comps[..e.depth.min(depth)]));
+                    }
+                }
+            }
+        }
+        let fd = open(comps, create)?;
+        self.check_chain(fd.as_fd(), comps)?;
+        Ok(fd)
+    }
+
+    /// Walks up from `dir` (opened beneath the root as `comps`) to the root,
+    /// refusing a git dir on the way; a folder that is no longer beneath the
+    /// root (moved out meanwhile) is refused too.
+    fn check_chain(&self, dir: BorrowedFd<'_>, comps: &[Vec<u8>]) -> Result<(), ConfineError> {
+        let abs = || {
+            self.abs(&RelPath {
+                components: comps.to_vec(),
+            })
+            .display()
+            .to_string()
+        };
+        let mut cur: Option<OwnedFd> = None;
+        for _ in 0..=comps.len() {
+            let fd = cur.as_ref().map_or(dir, |f| f.as_fd());
+            let id = identity(fd).map_err(|e| ConfineError::from_errno(e, "access", &self.path))?;
+            if id == self.root_id {
+                return Ok(());
+            }
+            if self.git.is_protected(fd) {
+                return Err(ConfineError::GitDir(abs()));
+            }
+            let parent = openat(
+                fd,
+                "..",
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| ConfineError::from_errno(e, "access", &self.path))?;
+            cur = Some(parent);
+        }
+        Err(ConfineError::Outside(abs()))
     }
 
     /// A missing parent is reported, as Node does, with the whole path.
@@ -420,6 +494,9 @@ impl Root {
                         }
                         e => ConfineError::from_errno(e, "open", &abs),
                     })?;
+                    if self.git.is_protected(fd.as_fd()) {
+                        return Err(ConfineError::GitDir(abs.display().to_string()));
+                    }
                     return Ok(Opened::Dir(fd));
                 }
                 SFlag::S_IFREG => {}
