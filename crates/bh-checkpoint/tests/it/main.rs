@@ -257,4 +257,28 @@ fn a_project_path_of_any_bytes_works_everywhere() {
     );
 }
 
+/// Once open, a store is reached through the folder it checked: renaming it
+/// away and putting a look-alike in its place changes nothing for the open
+/// store (git is given the descriptor's `/proc` link, not the path).
+#[test]
+fn an_open_store_cannot_be_swapped_by_rename() {
+    let f = fx();
+    fs::write(f.project.join("a.txt"), "1\n").unwrap();
+    let store = f.store();
+    store.snapshot(&req("write")).unwrap();
+    let real = store.dir().to_path_buf();
+    let moved = real.with_file_name("moved-away");
+    fs::rename(&real, &moved).unwrap();
+    fs::create_dir(&real).unwrap();
+    fs::write(f.project.join("a.txt"), "2\n").unwrap();
+    let second = store.snapshot(&req("write")).unwrap();
+    assert!(second.created);
+    assert_eq!(store.list().unwrap().len(), 2);
+    assert_eq!(fs::read_dir(&real).unwrap().count(), 0, "the look-alike was used");
+    // put back, a store opened afresh finds both checkpoints
+    fs::remove_dir(&real).unwrap();
+    fs::rename(&moved, &real).unwrap();
+    assert_eq!(f.store().list().unwrap().len(), 2);
+}
+
 mod live;
