@@ -122,11 +122,26 @@ impl Store {
         let mut restored = Vec::new();
         let mut deleted: Vec<Vec<u8>> = Vec::new();
         let mut kept = Vec::new();
+        // The written paths and every folder on their way, to find what is in
+        // the way in one pass.
+        let written: HashSet<&[u8]> = writes.iter().map(|w| w.path.as_slice()).collect();
+        let folders: HashSet<&[u8]> = writes
+            .iter()
+            .flat_map(|w| {
+                w.path
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| **b == b'/')
+                    .map(|(i, _)| &w.path[..i])
+            })
+            .collect();
         for c in &changes {
             let in_the_way = || {
-                writes
-                    .iter()
-                    .any(|w| is_under(&w.path, &c.path) || is_under(&c.path, &w.path))
+                folders.contains(c.path.as_slice())
+                    || c.path
+                        .iter()
+                        .enumerate()
+                        .any(|(i, b)| *b == b'/' && written.contains(&c.path[..i]))
             };
             match (c.status, mode) {
                 (b'D', RestoreMode::Exact) if !protected.iter().any(|p| is_under(&c.path, p)) => {

@@ -274,11 +274,63 @@ fn an_open_store_cannot_be_swapped_by_rename() {
     let second = store.snapshot(&req("write")).unwrap();
     assert!(second.created);
     assert_eq!(store.list().unwrap().len(), 2);
-    assert_eq!(fs::read_dir(&real).unwrap().count(), 0, "the look-alike was used");
+    assert_eq!(
+        fs::read_dir(&real).unwrap().count(),
+        0,
+        "the look-alike was used"
+    );
     // put back, a store opened afresh finds both checkpoints
     fs::remove_dir(&real).unwrap();
     fs::rename(&moved, &real).unwrap();
     assert_eq!(f.store().list().unwrap().len(), 2);
+}
+
+/// A file where the checkpoint has a folder, a folder where it has a file, a
+/// symlink where it has a file: every restore mode puts the checkpoint's
+/// shape back (what it replaces is held by the safety checkpoint).
+#[test]
+fn restore_replaces_files_folders_and_symlinks_in_every_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    for mode in [RestoreMode::Additive, RestoreMode::Exact] {
+        let f = fx();
+        let p = &f.project;
+        fs::create_dir_all(p.join("was-dir")).unwrap();
+        fs::write(p.join("was-dir/inner.txt"), "inner\n").unwrap();
+        fs::write(p.join("was-file"), "file\n").unwrap();
+        fs::write(p.join("tool.sh"), "#!/bin/sh\n").unwrap();
+        fs::set_permissions(p.join("tool.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        symlink("tool.sh", p.join("link")).unwrap();
+        let store = f.store();
+        let cp = store.snapshot(&req("write")).unwrap().checkpoint;
+        fs::remove_dir_all(p.join("was-dir")).unwrap();
+        fs::write(p.join("was-dir"), "now a file\n").unwrap();
+        fs::remove_file(p.join("was-file")).unwrap();
+        fs::create_dir_all(p.join("was-file/sub")).unwrap();
+        fs::write(p.join("was-file/sub/x"), "x\n").unwrap();
+        fs::remove_file(p.join("link")).unwrap();
+        fs::write(p.join("link"), "plain\n").unwrap();
+        fs::remove_file(p.join("tool.sh")).unwrap();
+        store.restore(&cp.id, &[], mode).unwrap();
+        assert_eq!(
+            fs::read_to_string(p.join("was-dir/inner.txt")).unwrap(),
+            "inner\n"
+        );
+        assert_eq!(fs::read_to_string(p.join("was-file")).unwrap(), "file\n");
+        assert_eq!(fs::read_link(p.join("link")).unwrap(), Path::new("tool.sh"));
+        let m = fs::metadata(p.join("tool.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(m & 0o111, 0o111, "exec bit");
+        // named paths too
+        fs::remove_file(p.join("was-file")).unwrap();
+        fs::create_dir_all(p.join("was-file/sub")).unwrap();
+        fs::write(p.join("was-file/sub/x"), "x\n").unwrap();
+        store
+            .restore(&cp.id, &[b"was-file".to_vec()], mode)
+            .unwrap();
+        assert_eq!(fs::read_to_string(p.join("was-file")).unwrap(), "file\n");
+    }
 }
 
 mod live;
