@@ -171,8 +171,17 @@ pub enum Opened {
 }
 
 impl Root {
-    /// Opens the root directory (the path is canonicalised once, here).
+    /// Opens the root directory (the path is canonicalised once, here). The
+    /// root's git dir is asked of `git` found on this process's `PATH`, with
+    /// no other environment (see [`Root::open_with_git`]).
     pub fn open(path: &Path) -> Result<Self, ConfineError> {
+        Root::open_with_git(path, &bh_git::GitRunner::new("git", Vec::new()))
+    }
+
+    /// [`Root::open`] asking `runner` (the harness's hardened runner, with
+    /// the user's environment) for the git dir and common dir that serve the
+    /// root, which are then refused by identity.
+    pub fn open_with_git(path: &Path, runner: &bh_git::GitRunner) -> Result<Self, ConfineError> {
         let canon = std::fs::canonicalize(path).map_err(|e| {
             ConfineError::from_errno(
                 Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
@@ -184,7 +193,7 @@ impl Root {
             Beneath::open(&canon).map_err(|e| ConfineError::from_errno(e, "open", &canon))?;
         let root_id =
             identity(beneath.fd()).map_err(|e| ConfineError::from_errno(e, "open", &canon))?;
-        let git = GitDirs::for_root(&canon, beneath.fd());
+        let git = GitDirs::for_root(&canon, beneath.fd(), runner);
         let alias = std::path::absolute(path)
             .ok()
             .filter(|a| a != &canon && a.is_absolute());

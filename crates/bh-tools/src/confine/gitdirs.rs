@@ -46,9 +46,12 @@ pub(crate) fn identity(fd: BorrowedFd<'_>) -> Result<Identity, Errno> {
 impl GitDirs {
     /// Protects the git dir and common dir that serve `root` (as git
     /// resolves them) and whatever `root`'s own `.git` points to.
-    pub(crate) fn for_root(root: &Path, root_fd: BorrowedFd<'_>) -> GitDirs {
+    pub(crate) fn for_root(
+        root: &Path,
+        root_fd: BorrowedFd<'_>,
+        runner: &bh_git::GitRunner,
+    ) -> GitDirs {
         let dirs = GitDirs::default();
-        let runner = bh_git::GitRunner::new("git", Vec::new());
         let repo = runner.repo(root, bh_git::Scope::Isolated);
         for asked in ["--git-dir", "--git-common-dir"] {
             if let Ok(out) = repo.run(["rev-parse", "--path-format=absolute", asked])
