@@ -7,13 +7,17 @@ use bh_git::GitError;
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
     #[error(
-        "checkpoint store {path} is owned by uid {owner}, not by the current user (uid {me}); refusing to use it"
+        "checkpoint store folder {path} is owned by uid {owner}, not by the current user (uid {me}); refusing to use it"
     )]
     StoreNotOwned { path: PathBuf, owner: u32, me: u32 },
     #[error(
-        "checkpoint store {path} is open to group or others (mode {mode:o}); refusing to use it (fix with: chmod 700 {path})"
+        "checkpoint store folder {path} is open to group or others (mode {mode:o}); refusing to use it (fix with: chmod go-w {path}, or chmod 700 for the store itself)"
     )]
     StoreInsecure { path: PathBuf, mode: u32 },
+    #[error(
+        "checkpoint store path {path} is a symbolic link; refusing to follow it (a store is reached through real folders only)"
+    )]
+    StoreSymlink { path: PathBuf },
     #[error(
         "checkpoint store {store} and project {project} overlap (one contains the other); choose a state directory outside the project"
     )]
@@ -66,6 +70,7 @@ impl CheckpointError {
         match self {
             StoreNotOwned { .. }
             | StoreInsecure { .. }
+            | StoreSymlink { .. }
             | Overlap { .. }
             | StoreMismatch { .. }
             | BadProject { .. }

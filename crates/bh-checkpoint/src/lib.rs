@@ -15,21 +15,27 @@
 //!                   neutralising every byte conversion, info/exclude synced)
 //! ```
 
+mod apply;
+mod diff;
 mod error;
 mod live;
 mod meta;
 mod paths;
+mod prehash;
+mod prune;
 mod restore;
+mod seed;
 mod snapshot;
 mod store;
+mod trust;
+mod user;
 
+pub use diff::{DiffEntry, DiffOutcome, DiffText};
 pub use error::{CheckpointError, ErrorClass, Result};
 pub use live::{LiveStats, LiveStore};
-pub use meta::{Checkpoint, Skipped};
+pub use meta::{Checkpoint, Skipped, SnapshotRequest};
 pub use paths::project_relative;
+pub use prune::{PruneOutcome, PrunePolicy};
 pub use restore::{RestoreMode, RestoreOutcome};
-pub use snapshot::{SnapshotOutcome, SnapshotRequest, human_size};
-pub use store::{
-    DEFAULT_MAX_FILE_SIZE, DiffEntry, DiffOutcome, DiffText, PruneOutcome, PrunePolicy, Store,
-    StoreOptions,
-};
+pub use snapshot::{SnapshotOutcome, human_size};
+pub use store::{DEFAULT_MAX_FILE_SIZE, Store, StoreOptions};

@@ -1,5 +1,6 @@
 //! What a checkpoint records, and how it is written into (and read back from)
-//! the commit message's trailers.
+//! the commit message: trailers for the facts, and one exact line per path
+//! the snapshot did not capture. Depends on no other module of the crate.
 
 use serde::Serialize;
 
@@ -38,7 +39,14 @@ pub struct Skipped {
     pub reason: String,
 }
 
-pub(crate) const MAX_SKIPPED_LISTED: usize = 1000;
+/// What to record with a snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotRequest {
+    /// The tool about to run (`Edit`, `write`, `bash` …); `manual` by hand.
+    pub tool: String,
+    pub session: Option<String>,
+    pub entry: Option<String>,
+}
 
 pub(crate) struct NewMeta<'a> {
     pub seq: u64,
@@ -55,7 +63,7 @@ impl<'a> NewMeta<'a> {
     /// What a snapshot taken for `request` records (`manual` when it names
     /// no tool).
     pub(crate) fn for_request(
-        request: &'a crate::snapshot::SnapshotRequest,
+        request: &'a SnapshotRequest,
         seq: u64,
         time_ms: i64,
         files_changed: u64,
@@ -93,14 +101,12 @@ fn clean(value: &str) -> String {
 pub(crate) fn message(meta: &NewMeta<'_>) -> String {
     let mut msg = format!("checkpoint before {}\n\n", clean(meta.tool));
     if !meta.skipped.is_empty() {
-        for s in meta.skipped.iter().take(MAX_SKIPPED_LISTED) {
-            msg.push_str(&format!("skipped ({}): {}\n", s.reason, clean(&s.path)));
-        }
-        if meta.skipped.len() > MAX_SKIPPED_LISTED {
-            msg.push_str(&format!(
-                "… and {} more\n",
-                meta.skipped.len() - MAX_SKIPPED_LISTED
-            ));
+        // Every skipped path, whole: `restore --exact` never deletes one, so
+        // the record must name it exactly (git-style quoting is reversible and
+        // keeps the line a line; the reason never holds `): `).
+        for s in meta.skipped {
+            let reason = clean(&s.reason).replace("): ", ") : ");
+            msg.push_str(&format!("skipped ({reason}): {}\n", s.path));
         }
         msg.push('\n');
     }
@@ -175,6 +181,45 @@ pub(crate) fn parse(commit: &str, tree: &str, trailers: &str) -> Option<Checkpoi
     seen_seq.then_some(cp)
 }
 
+/// The exact paths a checkpoint's message records as not captured.
+pub(crate) fn skipped_paths(body: &str) -> Vec<Vec<u8>> {
+    body.lines()
+        .filter(|l| l.starts_with("skipped ("))
+        .filter_map(|l| l.split_once("): ").map(|(_, p)| unquote(p)))
+        .collect()
+}
+
+/// Reverses [`bh_git::parse::display_path`].
+pub(crate) fn unquote(shown: &str) -> Vec<u8> {
+    let Some(inner) = shown.strip_prefix('"').and_then(|s| s.strip_suffix('"')) else {
+        return shown.as_bytes().to_vec();
+    };
+    let bytes = inner.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 1 < bytes.len() {
+            match bytes[i + 1] {
+                b'n' => out.push(b'\n'),
+                b't' => out.push(b'\t'),
+                b'r' => out.push(b'\r'),
+                b'0'..=b'7' if bytes.len() >= i + 4 => {
+                    let oct = std::str::from_utf8(&bytes[i + 1..i + 4]).unwrap_or("0");
+                    out.push(u8::from_str_radix(oct, 8).unwrap_or(b'?'));
+                    i += 4;
+                    continue;
+                }
+                other => out.push(other),
+            }
+            i += 2;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,5 +253,40 @@ mod tests {
         assert_eq!(cp.files_changed, 3);
         assert_eq!(cp.skipped, 1);
         assert_eq!(cp.id, "a".repeat(12));
+    }
+
+    #[test]
+    fn skipped_paths_of_any_length_and_bytes_round_trip() {
+        let raw: Vec<Vec<u8>> = vec![
+            "l".repeat(250).into_bytes(),
+            b"new\nline\ttab\xff\"quote\\".to_vec(),
+            b"plain): colon".to_vec(),
+            format!("{}/{}", "d".repeat(255), "f".repeat(255)).into_bytes(),
+        ];
+        let skipped: Vec<Skipped> = raw
+            .iter()
+            .map(|p| Skipped {
+                path: bh_git::parse::display_path(p),
+                reason: "unreadable: no (os error 13): x".into(),
+            })
+            .chain((0..1500).map(|i| Skipped {
+                path: format!("many/{i}"),
+                reason: "nested repository (submodule)".into(),
+            }))
+            .collect();
+        let msg = message(&NewMeta {
+            seq: 1,
+            time_ms: 0,
+            tool: "t",
+            session: None,
+            entry: None,
+            files_changed: 0,
+            skipped: &skipped,
+            kind: "snapshot",
+        });
+        let back = skipped_paths(&msg);
+        assert_eq!(back.len(), raw.len() + 1500);
+        assert_eq!(&back[..raw.len()], raw.as_slice());
+        assert_eq!(back[raw.len() + 1499], b"many/1499");
     }
 }

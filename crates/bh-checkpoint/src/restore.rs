@@ -1,5 +1,6 @@
 //! Restoring files from a checkpoint. Every restore first takes a checkpoint of
-//! the current state, so it can itself be undone.
+//! the current state, so it can itself be undone; files are then written and
+//! deleted only through descriptors beneath the project (`apply`).
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -10,10 +11,11 @@ use std::os::unix::ffi::OsStrExt;
 use bh_git::parse;
 use serde::Serialize;
 
+use crate::apply::Writer;
 use crate::error::{CheckpointError, Result};
-use crate::meta::Checkpoint;
+use crate::meta::SnapshotRequest;
+use crate::meta::{self, Checkpoint};
 use crate::paths::{check_relative, fs_path};
-use crate::snapshot::SnapshotRequest;
 use crate::store::Store;
 
 /// How a restore treats files created since the checkpoint.
@@ -99,60 +101,81 @@ impl Store {
             "-r",
             "-z",
             "--no-renames",
-            "--name-status",
+            "--raw",
             &safety.tree,
             &target.tree,
         ]))
         .run()?;
-        let changes =
-            parse::name_status(&diff.stdout).map_err(|detail| CheckpointError::Corrupt {
-                store: self.dir.clone(),
-                detail,
-            })?;
+        let changes = parse::raw_diff(&diff.stdout).map_err(|detail| CheckpointError::Corrupt {
+            store: self.dir.clone(),
+            detail,
+        })?;
         self.check_conflicts(&safety, &changes)?;
 
         // Files the target checkpoint skipped (too large, unreadable, nested
         // repositories) are outside its scope: never delete them.
         let protected = self.skipped_in(&target.commit)?;
+        let writes: Vec<&parse::RawChange> = changes
+            .iter()
+            .filter(|c| c.status != b'D' && c.new_mode != 0o160000)
+            .collect();
         let mut restored = Vec::new();
         let mut deleted: Vec<Vec<u8>> = Vec::new();
         let mut kept = Vec::new();
+        // The written paths and every folder on their way, to find what is in
+        // the way in one pass.
+        let written: HashSet<&[u8]> = writes.iter().map(|w| w.path.as_slice()).collect();
+        let folders: HashSet<&[u8]> = writes
+            .iter()
+            .flat_map(|w| {
+                w.path
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| **b == b'/')
+                    .map(|(i, _)| &w.path[..i])
+            })
+            .collect();
         for c in &changes {
-            let shown = parse::display_path(&c.path);
+            let in_the_way = || {
+                folders.contains(c.path.as_slice())
+                    || c.path
+                        .iter()
+                        .enumerate()
+                        .any(|(i, b)| *b == b'/' && written.contains(&c.path[..i]))
+            };
             match (c.status, mode) {
                 (b'D', RestoreMode::Exact) if !protected.iter().any(|p| is_under(&c.path, p)) => {
                     deleted.push(c.path.clone())
                 }
-                (b'D', _) => kept.push(shown),
-                _ => restored.push(shown),
+                // A file where a folder comes back (or inside a folder that
+                // becomes a file): the safety checkpoint holds it.
+                (b'D', _) if in_the_way() => deleted.push(c.path.clone()),
+                (b'D', _) => kept.push(parse::display_path(&c.path)),
+                _ => restored.push(parse::display_path(&c.path)),
             }
         }
-        if changes.iter().any(|c| c.status != b'D') {
-            let mut pathspec = Vec::new();
-            if paths.is_empty() {
-                pathspec.extend_from_slice(b".\0");
-            } else {
-                for p in paths {
-                    pathspec.extend_from_slice(p);
-                    pathspec.push(0);
+        // Restoring named paths: a file or symlink (which the safety checkpoint
+        // holds) where one of their folders comes back is in the way too.
+        if !paths.is_empty() {
+            for blocker in self.non_folders_among(&safety.tree, &writes)? {
+                if !deleted.contains(&blocker) {
+                    deleted.push(blocker);
                 }
             }
-            shadow
-                .cmd([
-                    "restore",
-                    "--quiet",
-                    "--worktree",
-                    "--overlay",
-                    "--pathspec-from-file=-",
-                    "--pathspec-file-nul",
-                ])
-                .arg(format!("--source={}", target.commit))
-                .env("GIT_LITERAL_PATHSPECS", "1")
-                .stdin(pathspec)
-                .run()?;
         }
-        for path in &deleted {
-            self.remove_file(path)?;
+        if !deleted.is_empty() || !writes.is_empty() {
+            let cat = shadow.cmd(["cat-file", "--batch"]).spawn_process()?;
+            let mut writer = Writer::new(&self.project, cat)?;
+            // Deepest first, so that emptied folders can go.
+            deleted.sort_by(|a, b| b.cmp(a));
+            for path in &deleted {
+                if writer.delete(path)? {
+                    writer.prune_empty_parents(path);
+                }
+            }
+            for w in &writes {
+                writer.write(&w.path, w.new_mode, &w.new_oid)?;
+            }
         }
         let deleted = deleted.iter().map(|p| parse::display_path(p)).collect();
         Ok(RestoreOutcome {
@@ -165,34 +188,47 @@ impl Store {
         })
     }
 
-    /// Deletes one file or symlink (never a directory) and then the parent
-    /// directories it leaves empty, as git does.
-    fn remove_file(&self, rel: &[u8]) -> Result<()> {
-        let full = fs_path(&self.project, rel);
-        match fs::symlink_metadata(&full) {
-            Ok(m) if !m.is_dir() => fs::remove_file(&full)
-                .map_err(|e| CheckpointError::io(format!("cannot delete {}", full.display()), e))?,
-            _ => return Ok(()),
-        }
-        let mut dir = full.parent();
-        while let Some(d) = dir {
-            if d == self.project || fs::remove_dir(d).is_err() {
-                break;
-            }
-            dir = d.parent();
-        }
-        Ok(())
-    }
-
     /// Paths a checkpoint recorded as not captured.
     fn skipped_in(&self, commit: &str) -> Result<Vec<Vec<u8>>> {
         let body = self
             .shadow()
             .run(["log", "-1", "--no-walk", "--format=%B", commit])?;
-        Ok(String::from_utf8_lossy(&body)
-            .lines()
-            .filter(|l| l.starts_with("skipped ("))
-            .filter_map(|l| l.split_once("): ").map(|(_, p)| unquote(p)))
+        Ok(meta::skipped_paths(&String::from_utf8_lossy(&body)))
+    }
+
+    /// The folders on the paths of `writes` that `tree` holds as something
+    /// other than a folder.
+    fn non_folders_among(&self, tree: &str, writes: &[&parse::RawChange]) -> Result<Vec<Vec<u8>>> {
+        let mut prefixes: Vec<&[u8]> = Vec::new();
+        for w in writes {
+            for (i, b) in w.path.iter().enumerate() {
+                if *b == b'/' {
+                    prefixes.push(&w.path[..i]);
+                }
+            }
+        }
+        prefixes.sort();
+        prefixes.dedup();
+        if prefixes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let cmd = self
+            .shadow()
+            .cmd(["ls-tree", "-z", "--full-tree", tree])
+            .env("GIT_LITERAL_PATHSPECS", "1")
+            .arg("--");
+        let out = prefixes
+            .iter()
+            .fold(cmd, |cmd, p| cmd.arg(OsStr::from_bytes(p)))
+            .run()?;
+        let entries = parse::ls_tree(&out.stdout).map_err(|detail| CheckpointError::Corrupt {
+            store: self.dir.clone(),
+            detail,
+        })?;
+        Ok(entries
+            .into_iter()
+            .filter(|e| e.mode != 0o040000 && prefixes.contains(&e.path.as_slice()))
+            .map(|e| e.path)
             .collect())
     }
 
@@ -213,7 +249,7 @@ impl Store {
     /// Refuses a restore that would destroy something no checkpoint holds:
     /// an ignored or skipped file in the way of a file the checkpoint brings
     /// back, or such files inside a directory that must become a file.
-    fn check_conflicts(&self, safety: &Checkpoint, changes: &[parse::NameStatus]) -> Result<()> {
+    fn check_conflicts(&self, safety: &Checkpoint, changes: &[parse::RawChange]) -> Result<()> {
         let mut suspects: Vec<Vec<u8>> = Vec::new();
         let mut dirs: Vec<Vec<u8>> = Vec::new();
         for c in changes.iter().filter(|c| c.status == b'A') {
@@ -266,37 +302,6 @@ impl Store {
         }
         Ok(())
     }
-}
-
-/// Reverses [`bh_git::parse::display_path`].
-fn unquote(shown: &str) -> Vec<u8> {
-    let Some(inner) = shown.strip_prefix('"').and_then(|s| s.strip_suffix('"')) else {
-        return shown.as_bytes().to_vec();
-    };
-    let bytes = inner.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 1 < bytes.len() {
-            match bytes[i + 1] {
-                b'n' => out.push(b'\n'),
-                b't' => out.push(b'\t'),
-                b'r' => out.push(b'\r'),
-                b'0'..=b'7' if bytes.len() >= i + 4 => {
-                    let oct = std::str::from_utf8(&bytes[i + 1..i + 4]).unwrap_or("0");
-                    out.push(u8::from_str_radix(oct, 8).unwrap_or(b'?'));
-                    i += 4;
-                    continue;
-                }
-                other => out.push(other),
-            }
-            i += 2;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    out
 }
 
 fn is_under(file: &[u8], path: &[u8]) -> bool {

@@ -1,19 +1,17 @@
 //! Opening, locking and querying a checkpoint store.
 
-use std::ffi::OsStr;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use bh_git::{GitRunner, Repo, Scope};
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::error::{CheckpointError, Result};
 use crate::meta::{self, Checkpoint};
-use crate::paths::check_relative;
+use crate::user::{UserRepo, user_facts};
 
 /// Default cap on the size of a file a snapshot captures.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 50 * 1024 * 1024;
@@ -73,24 +71,17 @@ impl StoreOptions {
     }
 }
 
-/// What the user's own repository looks like, read without writing anything.
-#[derive(Debug, Clone)]
-pub(crate) struct UserRepo {
-    pub repo: Repo,
-    /// The project directory is the repository's top level.
-    pub is_top: bool,
-    pub git_dir: PathBuf,
-    pub common_dir: PathBuf,
-    pub index: PathBuf,
-    pub exclude: PathBuf,
-}
-
 /// One project's checkpoint store.
 #[derive(Debug)]
 pub struct Store {
     pub(crate) project: PathBuf,
+    /// The store folder's real path, for people.
     pub(crate) dir: PathBuf,
+    /// The path every file of the store is reached by: the checked folder's
+    /// descriptor (see `trust`).
+    pub(crate) root: PathBuf,
     pub(crate) git_dir: PathBuf,
+    _trusted: crate::trust::TrustedDir,
     pub(crate) runner: GitRunner,
     pub(crate) user: Option<UserRepo>,
     pub(crate) excludes_file: Option<PathBuf>,
@@ -129,34 +120,6 @@ fn store_name(project: &Path) -> String {
     let base = if base.is_empty() { "project" } else { base };
     let digest = Sha256::digest(project.as_os_str().as_bytes());
     format!("{base}-{}", &hex::encode(digest)[..16])
-}
-
-fn mkdir_private(path: &Path) -> Result<()> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(|e| CheckpointError::io(format!("cannot create {}", path.display()), e))
-}
-
-fn check_private(path: &Path) -> Result<()> {
-    let meta = fs::symlink_metadata(path)
-        .map_err(|e| CheckpointError::io(format!("cannot inspect {}", path.display()), e))?;
-    let me = nix::unistd::getuid().as_raw();
-    if meta.uid() != me {
-        return Err(CheckpointError::StoreNotOwned {
-            path: path.to_path_buf(),
-            owner: meta.uid(),
-            me,
-        });
-    }
-    if !meta.is_dir() || meta.mode() & 0o077 != 0 {
-        return Err(CheckpointError::StoreInsecure {
-            path: path.to_path_buf(),
-            mode: meta.mode() & 0o7777,
-        });
-    }
-    Ok(())
 }
 
 /// Writes `data` to `path` atomically, private to the user (`bh_fs`).
@@ -235,30 +198,21 @@ impl Store {
                 project,
             });
         }
-        mkdir_private(&checkpoints)?;
-        match DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => {
-                return Err(CheckpointError::io(
-                    format!("cannot create {}", dir.display()),
-                    e,
-                ));
-            }
-        }
-        check_private(&dir)?;
-        // After creation, re-check overlap on the real path (a symlinked state dir).
-        let real = fs::canonicalize(&dir)
-            .map_err(|e| CheckpointError::io(format!("cannot resolve {}", dir.display()), e))?;
-        if real.starts_with(&project) || project.starts_with(&real) {
+        let name = store_name(&project);
+        let trusted = crate::trust::open_trusted(&state_dir, &["checkpoints", &name])?;
+        // Re-check overlap on the real path (a symlinked state root).
+        let real = &trusted.path;
+        if real.starts_with(&project) || project.starts_with(real) {
             return Err(CheckpointError::Overlap {
-                store: real,
+                store: real.clone(),
                 project,
             });
         }
         let store = Store {
-            git_dir: dir.join("git"),
-            dir,
+            git_dir: trusted.access.join("git"),
+            root: trusted.access.clone(),
+            dir: trusted.path.clone(),
+            _trusted: trusted,
             project,
             runner: runner.clone(),
             user,
@@ -282,7 +236,7 @@ impl Store {
 
     /// Takes the store lock, waiting for other processes.
     pub(crate) fn lock(&self) -> Result<StoreLock> {
-        let path = self.dir.join("lock");
+        let path = self.root.join("lock");
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -297,7 +251,7 @@ impl Store {
     }
 
     fn ensure_initialised(&self) -> Result<()> {
-        let project_file = self.dir.join("project");
+        let project_file = self.root.join("project");
         match fs::read(&project_file) {
             Ok(recorded) => {
                 if recorded != self.project.as_os_str().as_bytes() {
@@ -321,10 +275,10 @@ impl Store {
         }
         // (Re)create the shadow repository in a temporary folder, then rename it
         // into place: a process killed half-way leaves only a temp folder.
-        let tmp = self.dir.join(format!("git.tmp-{}", std::process::id()));
+        let tmp = self.root.join(format!("git.tmp-{}", std::process::id()));
         let _ = fs::remove_dir_all(&tmp);
         let _ = fs::remove_dir_all(&self.git_dir);
-        let init = self.runner.repo(&self.dir, Scope::Isolated);
+        let init = self.runner.repo(&self.root, Scope::Isolated);
         init.cmd(["init", "--quiet", "--bare", "--template="])
             .arg(&tmp)
             .run()?;
@@ -442,216 +396,8 @@ impl Store {
 
     /// The store's size on disk, in bytes.
     pub fn size(&self) -> u64 {
-        dir_size(&self.dir)
+        dir_size(&self.root)
     }
-
-    /// Differences between a checkpoint and the current working tree, limited
-    /// to `paths` (project-relative; empty = everything).
-    pub fn diff(&self, id: &str, paths: &[Vec<u8>], patch: DiffText) -> Result<DiffOutcome> {
-        for p in paths {
-            check_relative(&self.project, p)?;
-        }
-        let _lock = self.lock()?;
-        self.clean_stale_locks()?;
-        let target = self.resolve(id)?;
-        let current = self.stage_current()?;
-        let shadow = self.shadow();
-        let pathspec = |cmd: bh_git::GitCommand| {
-            let cmd = cmd.env("GIT_LITERAL_PATHSPECS", "1").arg("--");
-            paths
-                .iter()
-                .fold(cmd, |cmd, p| cmd.arg(OsStr::from_bytes(p)))
-        };
-        let names = pathspec(shadow.cmd([
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            "--name-status",
-            &target.tree,
-            &current.tree,
-        ]))
-        .run()?;
-        let names = bh_git::parse::name_status(&names.stdout).map_err(|detail| {
-            CheckpointError::Corrupt {
-                store: self.dir.clone(),
-                detail,
-            }
-        })?;
-        let nums = pathspec(shadow.cmd([
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            "--numstat",
-            &target.tree,
-            &current.tree,
-        ]))
-        .run()?;
-        let nums = bh_git::parse::numstat(&nums.stdout).unwrap_or_default();
-        let entries = names
-            .into_iter()
-            .map(|n| {
-                let stat = nums.iter().find(|s| s.path == n.path);
-                DiffEntry {
-                    status: (n.status as char).to_string(),
-                    path: bh_git::parse::display_path(&n.path),
-                    added: stat.and_then(|s| s.added),
-                    deleted: stat.and_then(|s| s.deleted),
-                }
-            })
-            .collect();
-        let text = match patch {
-            DiffText::None => None,
-            DiffText::Patch | DiffText::Stat => {
-                let flag = if patch == DiffText::Stat {
-                    "--stat"
-                } else {
-                    "-p"
-                };
-                let out = pathspec(shadow.cmd([
-                    "diff-tree",
-                    "-r",
-                    "--no-renames",
-                    "--no-ext-diff",
-                    "--no-textconv",
-                    "--no-color",
-                    "--no-commit-id",
-                    flag,
-                    &target.tree,
-                    &current.tree,
-                ]))
-                .run()?;
-                Some(out.stdout)
-            }
-        };
-        Ok(DiffOutcome {
-            checkpoint: target,
-            current_tree: current.tree,
-            skipped: current.skipped,
-            entries,
-            text,
-        })
-    }
-
-    /// Drops checkpoints by count and/or age, then repacks the store.
-    pub fn prune(&self, policy: &PrunePolicy) -> Result<PruneOutcome> {
-        if policy.keep.is_none() && policy.older_than.is_none() {
-            return Err(CheckpointError::InvalidArgument(
-                "prune needs --keep N and/or --older-than DURATION".into(),
-            ));
-        }
-        let _lock = self.lock()?;
-        self.clean_stale_locks()?;
-        let before = self.size();
-        let list = self.list()?;
-        let now_ms = now_ms();
-        let mut removed = Vec::new();
-        let mut kept = Vec::new();
-        for (i, cp) in list.into_iter().enumerate() {
-            let by_count = policy.keep.is_none_or(|k| i >= k);
-            let by_age = policy.older_than.is_none_or(|age| {
-                now_ms.saturating_sub(cp.time_ms)
-                    > i64::try_from(age.as_millis()).unwrap_or(i64::MAX)
-            });
-            if by_count && by_age {
-                removed.push(cp);
-            } else {
-                kept.push(cp);
-            }
-        }
-        if !removed.is_empty() {
-            let mut tx = String::from("start\n");
-            for cp in &removed {
-                tx.push_str(&format!(
-                    "delete refs/bh/checkpoints/{} {}\n",
-                    cp.commit, cp.commit
-                ));
-            }
-            match kept.first() {
-                Some(newest) => {
-                    tx.push_str(&format!("update refs/bh/last {}\n", newest.commit));
-                    tx.push_str(&format!("update refs/heads/bh-base {}\n", newest.commit));
-                }
-                None => {
-                    tx.push_str("delete refs/bh/last\n");
-                    tx.push_str("delete refs/heads/bh-base\n");
-                }
-            }
-            tx.push_str("commit\n");
-            self.shadow()
-                .cmd(["update-ref", "--stdin"])
-                .stdin(tx.into_bytes())
-                .run()?;
-        }
-        let shadow = self.shadow();
-        shadow.run(["pack-refs", "--all", "--prune"])?;
-        shadow.run(["repack", "-a", "-d", "-q", "--no-write-bitmap-index"])?;
-        shadow.run(["prune", "--expire=now"])?;
-        Ok(PruneOutcome {
-            removed,
-            kept: kept.len(),
-            size_before: before,
-            size_after: self.size(),
-        })
-    }
-}
-
-/// Which text `diff` renders besides the structured entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DiffText {
-    None,
-    Patch,
-    Stat,
-}
-
-/// One changed path between a checkpoint and the current tree.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct DiffEntry {
-    /// `A` (exists now, not in the checkpoint), `D` (in the checkpoint, gone
-    /// now), `M` (content or mode changed), `T` (type changed).
-    pub status: String,
-    pub path: String,
-    pub added: Option<u64>,
-    pub deleted: Option<u64>,
-}
-
-impl DiffEntry {
-    /// A change without line counts (`status` as git prints it).
-    pub(crate) fn name_only(status: u8, path: &[u8]) -> DiffEntry {
-        DiffEntry {
-            status: (status as char).to_string(),
-            path: bh_git::parse::display_path(path),
-            added: None,
-            deleted: None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct DiffOutcome {
-    pub checkpoint: Checkpoint,
-    pub current_tree: String,
-    pub skipped: Vec<meta::Skipped>,
-    pub entries: Vec<DiffEntry>,
-    #[serde(skip)]
-    pub text: Option<Vec<u8>>,
-}
-
-/// Which checkpoints `prune` drops: those beyond the newest `keep` and/or older
-/// than `older_than` (both must hold when both are given).
-#[derive(Debug, Clone, Default)]
-pub struct PrunePolicy {
-    pub keep: Option<usize>,
-    pub older_than: Option<Duration>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PruneOutcome {
-    pub removed: Vec<Checkpoint>,
-    pub kept: usize,
-    pub size_before: u64,
-    pub size_after: u64,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -689,65 +435,4 @@ fn dir_size(dir: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
-}
-
-/// The enclosing repository and the user's `core.excludesFile`, asked of git
-/// in parallel.
-fn user_facts(runner: &GitRunner, dir: &Path) -> (Option<(PathBuf, UserRepo)>, Option<PathBuf>) {
-    std::thread::scope(|scope| {
-        let excludes = scope.spawn(|| user_excludes_file(runner, dir));
-        let repo = user_repo(runner, dir);
-        (repo, excludes.join().ok().flatten())
-    })
-}
-
-/// The repository containing `dir`, as `(canonical top level, facts)`;
-/// `is_top` says whether `dir` is that top level.
-fn user_repo(runner: &GitRunner, dir: &Path) -> Option<(PathBuf, UserRepo)> {
-    let repo = runner.repo(dir, Scope::User);
-    let out = repo
-        .run([
-            "rev-parse",
-            "--path-format=absolute",
-            "--show-toplevel",
-            "--git-dir",
-            "--git-common-dir",
-            "--git-path",
-            "index",
-            "--git-path",
-            "info/exclude",
-        ])
-        .ok()?;
-    let lines: Vec<&[u8]> = trim_line(&out).split(|b| *b == b'\n').collect();
-    let [top, git_dir, common, index, exclude] = lines.as_slice() else {
-        return None;
-    };
-    let path = |b: &[u8]| PathBuf::from(OsStr::from_bytes(b));
-    let top = fs::canonicalize(path(top)).ok()?;
-    let is_top = top == dir;
-    let repo = runner.repo(&top, Scope::User);
-    Some((
-        top,
-        UserRepo {
-            repo,
-            is_top,
-            git_dir: path(git_dir),
-            common_dir: path(common),
-            index: path(index),
-            exclude: path(exclude),
-        },
-    ))
-}
-
-/// The user's `core.excludesFile`, as their own git resolves it (global and
-/// repository config), so the shadow — which reads no global config — honours it.
-fn user_excludes_file(runner: &GitRunner, project: &Path) -> Option<PathBuf> {
-    let out = runner
-        .repo(project, Scope::User)
-        .cmd(["config", "--path", "--get", "core.excludesFile"])
-        .ok_codes(&[0, 1])
-        .run()
-        .ok()?;
-    let value = trim_line(&out.stdout);
-    (!value.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(value)))
 }

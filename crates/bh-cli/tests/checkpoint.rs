@@ -1131,3 +1131,250 @@ fn files_changed_match_the_trees() {
         truth.len()
     );
 }
+
+// ---- issue 12: a trusted store, exact skip records, hostile path bytes ----
+
+impl Env {
+    /// A plain (non-git) project whose folder is named `name` (any bytes).
+    fn named(name: &[u8]) -> Env {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        let project = root.join(std::ffi::OsStr::from_bytes(name));
+        let state = root.join("state");
+        let home = root.join("home");
+        fs::create_dir_all(&project).unwrap();
+        fs::create_dir_all(&home).unwrap();
+        Env {
+            _tmp: tmp,
+            root,
+            project,
+            state,
+            home,
+        }
+    }
+}
+
+#[test]
+fn a_250_character_skipped_path_is_never_deleted_by_an_exact_restore() {
+    let env = Env::git_project();
+    let long = format!("{}.bin", "l".repeat(246));
+    assert_eq!(long.len(), 250);
+    env.write(&long, &"x".repeat(3000));
+    env.write("fine.txt", "fine\n");
+    let out = env.json(&["checkpoint", "snapshot", "--max-file-size", "2KiB"]);
+    let snap = &out["snapshot"];
+    let skipped = pairs(&snap["skipped"], "path", "reason");
+    assert!(skipped.iter().any(|(p, _)| *p == long), "{skipped:?}");
+    let id = snap["checkpoint"]["id"].as_str().unwrap().to_owned();
+    // restored with the default cap, the safety checkpoint captures the file,
+    // so it shows as "created since": only the skip record protects it
+    let out = env.json(&["checkpoint", "restore", &id, "--exact"]);
+    assert!(
+        env.project.join(&long).exists(),
+        "the skipped file was deleted: {out}"
+    );
+    assert!(
+        !out["restore"]["deleted"].to_string().contains("lll"),
+        "{out}"
+    );
+}
+
+/// Snapshot, list, diff and restore in a project whose own path holds a
+/// newline, a tab and a byte that is not UTF-8, with files named alike.
+fn hostile_round_trip(env: &Env) {
+    use std::os::unix::ffi::OsStrExt;
+    let names: [&[u8]; 4] = [
+        b"new\nline.txt",
+        b"tab\there.txt",
+        b"bad\xffbyte.txt",
+        b"dir\n/in\tside.txt",
+    ];
+    let path = |n: &[u8]| env.project.join(std::ffi::OsStr::from_bytes(n));
+    for n in names {
+        fs::create_dir_all(path(n).parent().unwrap()).unwrap();
+        fs::write(path(n), n).unwrap();
+    }
+    let first = env.snapshot();
+    assert_eq!(first["created"], true, "{first}");
+    let id = first["checkpoint"]["id"].as_str().unwrap().to_owned();
+    let list = env.json(&["checkpoint", "list"]);
+    assert_eq!(list["checkpoints"].as_array().unwrap().len(), 1, "{list}");
+    for n in names {
+        fs::write(path(n), b"changed").unwrap();
+    }
+    fs::write(path(b"late\nfile"), b"late").unwrap();
+    let diff = env.json(&["checkpoint", "diff", &id]);
+    let entries = diff["diff"]["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 5, "{diff}");
+    let out = env.json(&["checkpoint", "restore", &id, "--exact"]);
+    for n in names {
+        assert_eq!(fs::read(path(n)).unwrap(), n, "{out}");
+    }
+    assert!(!path(b"late\nfile").exists(), "{out}");
+    // and back again, from the safety checkpoint
+    let safety = out["restore"]["safety"]["id"].as_str().unwrap().to_owned();
+    env.json(&["checkpoint", "restore", &safety]);
+    assert_eq!(fs::read(path(b"late\nfile")).unwrap(), b"late");
+}
+
+#[test]
+fn a_project_path_with_a_newline_tab_and_invalid_utf8_works() {
+    // (invalid UTF-8 in the project's own path is covered by the library's
+    // tests: `bh --json` prints the project path as a JSON string)
+    let env = Env::named(b"pro\nject\tx");
+    hostile_round_trip(&env);
+    let env = Env::named(b"repo\nwith\tgit");
+    env.write("tracked.txt", "t\n");
+    env.git(&["init", "-q"]);
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "initial"]);
+    hostile_round_trip(&env);
+    // the store is the repository's: asked from a subfolder, the same one
+    fs::create_dir_all(env.project.join("sub")).unwrap();
+    let list = env.json(&["checkpoint", "list"]);
+    let from_sub = env
+        .bh()
+        .current_dir(env.project.join("sub"))
+        .args(["--json", "checkpoint", "list"])
+        .output()
+        .unwrap();
+    assert!(from_sub.status.success());
+    let from_sub: Value = serde_json::from_slice(&from_sub.stdout).unwrap();
+    assert_eq!(from_sub["store"], list["store"]);
+}
+
+/// Every way the folders above a store can be handed to someone else.
+#[test]
+fn a_state_directory_another_user_can_change_is_refused() {
+    if !nix_is_root() {
+        eprintln!("skipped: needs root to chown a state directory to another user");
+        return;
+    }
+    let refused = |env: &Env, what: &str| {
+        let out = env
+            .bh()
+            .args(["--json", "checkpoint", "list"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{what}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // the state root owned by another user (they could rename `checkpoints`
+    // away and put a look-alike store in its place)
+    let env = Env::git_project();
+    env.snapshot();
+    std::os::unix::fs::chown(&env.state, Some(65534), Some(65534)).unwrap();
+    refused(&env, "state root owned by uid 65534");
+    // `checkpoints/` owned by another user
+    let env = Env::git_project();
+    env.snapshot();
+    std::os::unix::fs::chown(env.state.join("checkpoints"), Some(65534), Some(65534)).unwrap();
+    refused(&env, "checkpoints/ owned by uid 65534");
+    // group- or world-writable on the way
+    let env = Env::git_project();
+    env.snapshot();
+    fs::set_permissions(&env.state, fs::Permissions::from_mode(0o777)).unwrap();
+    refused(&env, "state root mode 777");
+    let env = Env::git_project();
+    env.snapshot();
+    fs::set_permissions(
+        env.state.join("checkpoints"),
+        fs::Permissions::from_mode(0o770),
+    )
+    .unwrap();
+    refused(&env, "checkpoints/ mode 770");
+    // a symlink on the way (even to a folder the user owns)
+    let env = Env::git_project();
+    let elsewhere = env.root.join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::create_dir_all(&env.state).unwrap();
+    symlink(&elsewhere, env.state.join("checkpoints")).unwrap();
+    refused(&env, "checkpoints/ is a symlink");
+    // and nothing was made through it
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+}
+
+/// While `restore --exact` runs, another process keeps exchanging the
+/// directory `sub` with a symlink to a folder outside the project: nothing
+/// may be written or deleted outside, whatever the interleaving.
+#[test]
+fn a_directory_swapped_for_a_symlink_during_restore_never_leads_outside() {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = Env::new();
+    let outside = env.root.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    let decoys: Vec<String> = (0..50).map(|i| format!("new{i:03}")).collect();
+    for d in &decoys {
+        fs::write(outside.join(d), "decoy\n").unwrap();
+    }
+    let sub = env.project.join("sub");
+    for i in 0..200 {
+        env.write(&format!("sub/f{i:03}"), &format!("content {i}\n"));
+    }
+    let id = env.snapshot_id();
+    symlink(&outside, env.project.join("swap")).unwrap();
+    let outside_state = || {
+        let mut names: Vec<String> = fs::read_dir(&outside)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    for round in 0..12 {
+        // the state to restore from: the checkpoint's files gone, new ones made
+        if fs::symlink_metadata(&sub).unwrap().is_symlink() {
+            renameat2(
+                AT_FDCWD,
+                &sub,
+                AT_FDCWD,
+                &env.project.join("swap"),
+                RenameFlags::RENAME_EXCHANGE,
+            )
+            .unwrap();
+        }
+        for e in fs::read_dir(&sub).unwrap() {
+            fs::remove_file(e.unwrap().path()).unwrap();
+        }
+        for d in &decoys {
+            fs::write(sub.join(d), "made since\n").unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let stop = stop.clone();
+            let (a, b) = (sub.clone(), env.project.join("swap"));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = renameat2(AT_FDCWD, &a, AT_FDCWD, &b, RenameFlags::RENAME_EXCHANGE);
+                }
+            })
+        };
+        let out = env
+            .bh()
+            .args(["--json", "checkpoint", "restore", &id, "--exact"])
+            .output()
+            .unwrap();
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        let now = outside_state();
+        assert_eq!(
+            now,
+            decoys,
+            "round {round}: the folder outside the project changed ({}{})",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for d in &decoys {
+            assert_eq!(fs::read_to_string(outside.join(d)).unwrap(), "decoy\n");
+        }
+    }
+}

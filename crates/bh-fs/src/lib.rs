@@ -4,7 +4,11 @@
 //! * [`write_atomic`] / [`write_json_atomic`]: a reader sees the old bytes or
 //!   the new ones, never a torn file — a uniquely named temporary file in the
 //!   same folder (no two writers share one), written, fsynced and renamed over
-//!   the target. The temporary file is removed when anything fails.
+//!   the target, then the folder is fsynced so the rename itself survives a
+//!   crash. The temporary file is removed when anything fails.
+//! * [`beneath`]: opening directories beneath a directory descriptor without
+//!   ever following a symlink (`openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`,
+//!   or a component walk with `O_NOFOLLOW` where the kernel lacks it).
 //! * [`time_ordered_id`]: ids that sort by creation time and do not collide
 //!   between processes or within one.
 //!
@@ -20,6 +24,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+pub mod beneath;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -57,12 +63,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
             .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        fs::rename(&tmp, path)
+        fs::rename(&tmp, path)?;
+        sync_dir(path.parent().unwrap_or(Path::new(".")))
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Flushes a folder's entries (a rename or a new name in it) to disk.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    fs::File::open(dir)?.sync_all()
 }
 
 /// [`write_atomic`] of `value` as pretty JSON, private to the user (`0o600`).

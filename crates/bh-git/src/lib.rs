@@ -7,6 +7,7 @@
 //! system and global configuration and system attributes. Output is parsed from
 //! the `-z` forms as bytes ([`parse`]); paths stay bytes until shown to a person.
 
+pub mod object;
 pub mod ops;
 pub mod parse;
 mod runner;

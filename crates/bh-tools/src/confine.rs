@@ -6,22 +6,30 @@
 //! directory is then opened *beneath the root's file descriptor* with
 //! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`, or,
 //! where the kernel lacks `openat2`, by a walk that opens one component at a
-//! time with `openat(O_NOFOLLOW | O_DIRECTORY)`. The last component is then
+//! time with `openat(O_NOFOLLOW | O_DIRECTORY)` (both in `bh_fs::beneath`,
+//! which checkpoint restores share). The last component is then
 //! opened relative to that directory descriptor with `O_NOFOLLOW | O_NONBLOCK`
 //! and checked with `fstat` to be a regular file (or a directory). A symlink
 //! anywhere, even one swapped in between a check and the open, makes the open
-//! fail; devices and FIFOs are never read or written.
+//! fail; devices and FIFOs are never read or written. Every folder on the way
+//! is checked by identity not to be a git dir or common dir (see
+//! `gitdirs`): the name `.git` is refused, and so are `project/.bare` or a
+//! dotfiles `~/.dotfiles`.
 
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
+use bh_fs::beneath::Beneath;
+
+mod gitdirs;
+
+use gitdirs::{GitDirs, Identity, identity};
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat, openat2};
-use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
 
 /// Longest path (in bytes) a tool accepts, as Linux's `PATH_MAX`.
 pub const MAX_PATH_BYTES: usize = 4096;
@@ -42,6 +50,8 @@ pub enum ConfineError {
     Outside(String),
     #[error("Access to .git is not allowed: {0}")]
     Git(String),
+    #[error("Access to a Git directory is not allowed: {0}")]
+    GitDir(String),
     #[error("Path contains a symbolic link, which is not allowed: {0}")]
     Symlink(String),
     #[error("Not a regular file: {0}")]
@@ -147,8 +157,11 @@ pub struct Root {
     path: PathBuf,
     /// The root as the caller named it (absolute), if that differs from `path`.
     alias: Option<PathBuf>,
-    fd: OwnedFd,
-    no_openat2: AtomicBool,
+    beneath: Beneath,
+    /// The root's identity, where walks up from an opened folder stop.
+    root_id: Identity,
+    /// Git dirs and common dirs, by identity (see `gitdirs`).
+    git: GitDirs,
 }
 
 /// What the final component turned out to be.
@@ -158,8 +171,17 @@ pub enum Opened {
 }
 
 impl Root {
-    /// Opens the root directory (the path is canonicalised once, here).
+    /// Opens the root directory (the path is canonicalised once, here). The
+    /// root's git dir is asked of `git` found on this process's `PATH`, with
+    /// no other environment (see [`Root::open_with_git`]).
     pub fn open(path: &Path) -> Result<Self, ConfineError> {
+        Root::open_with_git(path, &bh_git::GitRunner::new("git", Vec::new()))
+    }
+
+    /// [`Root::open`] asking `runner` (the harness's hardened runner, with
+    /// the user's environment) for the git dir and common dir that serve the
+    /// root, which are then refused by identity.
+    pub fn open_with_git(path: &Path, runner: &bh_git::GitRunner) -> Result<Self, ConfineError> {
         let canon = std::fs::canonicalize(path).map_err(|e| {
             ConfineError::from_errno(
                 Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
@@ -167,20 +189,20 @@ impl Root {
                 path,
             )
         })?;
-        let fd = nix::fcntl::open(
-            &canon,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| ConfineError::from_errno(e, "open", &canon))?;
+        let beneath =
+            Beneath::open(&canon).map_err(|e| ConfineError::from_errno(e, "open", &canon))?;
+        let root_id =
+            identity(beneath.fd()).map_err(|e| ConfineError::from_errno(e, "open", &canon))?;
+        let git = GitDirs::for_root(&canon, beneath.fd(), runner);
         let alias = std::path::absolute(path)
             .ok()
             .filter(|a| a != &canon && a.is_absolute());
         Ok(Root {
             path: canon,
             alias,
-            fd,
-            no_openat2: AtomicBool::new(false),
+            beneath,
+            root_id,
+            git,
         })
     }
 
@@ -188,7 +210,7 @@ impl Root {
     /// unavailable); for tests.
     #[doc(hidden)]
     pub fn disable_openat2(&self) {
-        self.no_openat2.store(true, Ordering::Relaxed);
+        self.beneath.disable_openat2();
     }
 
     /// The canonical root path.
@@ -264,59 +286,74 @@ impl Root {
     }
 
     fn dup_root(&self) -> Result<OwnedFd, ConfineError> {
-        self.fd
-            .try_clone()
-            .map_err(|_| ConfineError::from_errno(Errno::EMFILE, "open", &self.path))
+        self.beneath
+            .dup()
+            .map_err(|e| ConfineError::from_errno(e, "open", &self.path))
     }
 
     /// Opens the directory named by `comps` beneath the root, never following
-    /// a symlink. With `create`, missing directories are made (`mkdir -p`).
+    /// a symlink (`bh_fs::beneath`). With `create`, missing directories are
+    /// made (`mkdir -p`).
+    /// Every folder from the root down to it is checked not to be a git dir
+    /// (before anything is created).
     fn open_dir(&self, comps: &[Vec<u8>], create: bool) -> Result<OwnedFd, ConfineError> {
-        if comps.is_empty() {
-            return self.dup_root();
-        }
-        if !create && !self.no_openat2.load(Ordering::Relaxed) {
-            let mut rel = PathBuf::new();
-            for c in comps {
-                rel.push(OsStr::from_bytes(c));
-            }
-            let how = OpenHow::new()
-                .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-                .resolve(
-                    ResolveFlag::RESOLVE_BENEATH
-                        | ResolveFlag::RESOLVE_NO_SYMLINKS
-                        | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-                );
-            match openat2(self.fd.as_fd(), &rel, how) {
-                Ok(fd) => return Ok(fd),
-                Err(Errno::ENOSYS) | Err(Errno::EPERM) | Err(Errno::E2BIG) => {
-                    self.no_openat2.store(true, Ordering::Relaxed);
-                }
-                // A concurrent rename: RESOLVE_BENEATH asks for a retry; walk instead.
-                Err(Errno::EAGAIN) => {}
-                Err(e) => return Err(self.dir_error(e, comps)),
-            }
-        }
-        // Fallback / create: one component at a time, O_NOFOLLOW each.
-        let mut cur = self.dup_root()?;
-        for (i, c) in comps.iter().enumerate() {
-            let name = OsStr::from_bytes(c);
-            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-            let next = match openat(cur.as_fd(), name, flags, Mode::empty()) {
-                Ok(fd) => fd,
-                Err(Errno::ENOENT) if create => {
-                    match mkdirat(cur.as_fd(), name, Mode::from_bits_truncate(0o777)) {
-                        Ok(()) | Err(Errno::EEXIST) => {}
-                        Err(e) => return Err(self.dir_error(e, &comps[..=i])),
+        let open = |comps: &[Vec<u8>], create| {
+            self.beneath
+                .open_dir(comps, create)
+                .map_err(|e| self.dir_error(e.errno, &comps[..e.depth.min(comps.len())]))
+        };
+        if create {
+            // The deepest folder that exists must not be (in) a git dir.
+            let mut depth = comps.len();
+            loop {
+                match self.beneath.open_dir(&comps[..depth], false) {
+                    Ok(fd) => {
+                        self.check_chain(fd.as_fd(), &comps[..depth])?;
+                        break;
                     }
-                    openat(cur.as_fd(), name, flags, Mode::empty())
-                        .map_err(|e| self.dir_error(e, &comps[..=i]))?
+                    Err(e) if e.errno == Errno::ENOENT && depth > 0 => depth -= 1,
+                    Err(e) => {
+                        return Err(self.dir_error(e.errno, &comps[..e.depth.min(depth)]));
+                    }
                 }
-                Err(e) => return Err(self.dir_error(e, &comps[..=i])),
-            };
-            cur = next;
+            }
         }
-        Ok(cur)
+        let fd = open(comps, create)?;
+        self.check_chain(fd.as_fd(), comps)?;
+        Ok(fd)
+    }
+
+    /// Walks up from `dir` (opened beneath the root as `comps`) to the root,
+    /// refusing a git dir on the way; a folder that is no longer beneath the
+    /// root (moved out meanwhile) is refused too.
+    fn check_chain(&self, dir: BorrowedFd<'_>, comps: &[Vec<u8>]) -> Result<(), ConfineError> {
+        let abs = || {
+            self.abs(&RelPath {
+                components: comps.to_vec(),
+            })
+            .display()
+            .to_string()
+        };
+        let mut cur: Option<OwnedFd> = None;
+        for _ in 0..=comps.len() {
+            let fd = cur.as_ref().map_or(dir, |f| f.as_fd());
+            let id = identity(fd).map_err(|e| ConfineError::from_errno(e, "access", &self.path))?;
+            if id == self.root_id {
+                return Ok(());
+            }
+            if self.git.is_protected(fd) {
+                return Err(ConfineError::GitDir(abs()));
+            }
+            let parent = openat(
+                fd,
+                "..",
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| ConfineError::from_errno(e, "access", &self.path))?;
+            cur = Some(parent);
+        }
+        Err(ConfineError::Outside(abs()))
     }
 
     /// A missing parent is reported, as Node does, with the whole path.
@@ -466,6 +503,9 @@ impl Root {
                         }
                         e => ConfineError::from_errno(e, "open", &abs),
                     })?;
+                    if self.git.is_protected(fd.as_fd()) {
+                        return Err(ConfineError::GitDir(abs.display().to_string()));
+                    }
                     return Ok(Opened::Dir(fd));
                 }
                 SFlag::S_IFREG => {}

@@ -216,4 +216,121 @@ fn restore_does_not_follow_a_symlink_swapped_in_for_a_directory() {
     );
 }
 
+/// A project whose own path holds a newline, a tab and a byte that is not
+/// UTF-8 (a git repository, opened from a subfolder), with files named alike.
+#[test]
+fn a_project_path_of_any_bytes_works_everywhere() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = fx();
+    let project = f.root.join(std::ffi::OsStr::from_bytes(b"odd\nna\tme\xff"));
+    fs::create_dir_all(project.join("sub")).unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"f\nile\xfe");
+    fs::write(project.join("sub").join(name), "one\n").unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.name=u", "-c", "user.email=u@x"])
+            .args(args)
+            .current_dir(&project)
+            .env("HOME", f.root.join("home"))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "x"]);
+    let options = StoreOptions::new(f.root.join("state"));
+    let store = Store::open_in(&f.runner, &project.join("sub"), &options).unwrap();
+    assert_eq!(store.project(), project.as_path());
+    let first = store.snapshot(&req("write")).unwrap().checkpoint;
+    fs::write(project.join("sub").join(name), "two\n").unwrap();
+    let second = store.snapshot(&req("write")).unwrap();
+    assert_eq!(second.changed.len(), 1);
+    let diff = store.diff(&first.id, &[], DiffText::None).unwrap();
+    assert_eq!(diff.entries.len(), 1);
+    assert_eq!(store.list().unwrap().len(), 2);
+    store.restore(&first.id, &[], RestoreMode::Exact).unwrap();
+    assert_eq!(
+        fs::read_to_string(project.join("sub").join(name)).unwrap(),
+        "one\n"
+    );
+}
+
+/// Once open, a store is reached through the folder it checked: renaming it
+/// away and putting a look-alike in its place changes nothing for the open
+/// store (git is given the descriptor's `/proc` link, not the path).
+#[test]
+fn an_open_store_cannot_be_swapped_by_rename() {
+    let f = fx();
+    fs::write(f.project.join("a.txt"), "1\n").unwrap();
+    let store = f.store();
+    store.snapshot(&req("write")).unwrap();
+    let real = store.dir().to_path_buf();
+    let moved = real.with_file_name("moved-away");
+    fs::rename(&real, &moved).unwrap();
+    fs::create_dir(&real).unwrap();
+    fs::write(f.project.join("a.txt"), "2\n").unwrap();
+    let second = store.snapshot(&req("write")).unwrap();
+    assert!(second.created);
+    assert_eq!(store.list().unwrap().len(), 2);
+    assert_eq!(
+        fs::read_dir(&real).unwrap().count(),
+        0,
+        "the look-alike was used"
+    );
+    // put back, a store opened afresh finds both checkpoints
+    fs::remove_dir(&real).unwrap();
+    fs::rename(&moved, &real).unwrap();
+    assert_eq!(f.store().list().unwrap().len(), 2);
+}
+
+/// A file where the checkpoint has a folder, a folder where it has a file, a
+/// symlink where it has a file: every restore mode puts the checkpoint's
+/// shape back (what it replaces is held by the safety checkpoint).
+#[test]
+fn restore_replaces_files_folders_and_symlinks_in_every_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    for mode in [RestoreMode::Additive, RestoreMode::Exact] {
+        let f = fx();
+        let p = &f.project;
+        fs::create_dir_all(p.join("was-dir")).unwrap();
+        fs::write(p.join("was-dir/inner.txt"), "inner\n").unwrap();
+        fs::write(p.join("was-file"), "file\n").unwrap();
+        fs::write(p.join("tool.sh"), "#!/bin/sh\n").unwrap();
+        fs::set_permissions(p.join("tool.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        symlink("tool.sh", p.join("link")).unwrap();
+        let store = f.store();
+        let cp = store.snapshot(&req("write")).unwrap().checkpoint;
+        fs::remove_dir_all(p.join("was-dir")).unwrap();
+        fs::write(p.join("was-dir"), "now a file\n").unwrap();
+        fs::remove_file(p.join("was-file")).unwrap();
+        fs::create_dir_all(p.join("was-file/sub")).unwrap();
+        fs::write(p.join("was-file/sub/x"), "x\n").unwrap();
+        fs::remove_file(p.join("link")).unwrap();
+        fs::write(p.join("link"), "plain\n").unwrap();
+        fs::remove_file(p.join("tool.sh")).unwrap();
+        store.restore(&cp.id, &[], mode).unwrap();
+        assert_eq!(
+            fs::read_to_string(p.join("was-dir/inner.txt")).unwrap(),
+            "inner\n"
+        );
+        assert_eq!(fs::read_to_string(p.join("was-file")).unwrap(), "file\n");
+        assert_eq!(fs::read_link(p.join("link")).unwrap(), Path::new("tool.sh"));
+        let m = fs::metadata(p.join("tool.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(m & 0o111, 0o111, "exec bit");
+        // named paths too
+        fs::remove_file(p.join("was-file")).unwrap();
+        fs::create_dir_all(p.join("was-file/sub")).unwrap();
+        fs::write(p.join("was-file/sub/x"), "x\n").unwrap();
+        store
+            .restore(&cp.id, &[b"was-file".to_vec()], mode)
+            .unwrap();
+        assert_eq!(fs::read_to_string(p.join("was-file")).unwrap(), "file\n");
+    }
+}
+
 mod live;

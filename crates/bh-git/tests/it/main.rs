@@ -14,6 +14,8 @@ use bh_git::{GitError, GitRunner, Scope};
 use bh_test_support::TestRepo;
 use pretty_assertions::assert_eq;
 
+mod object;
+
 /// A repository in a temp dir ([`TestRepo`]) with byte-path helpers.
 struct Fixture {
     t: TestRepo,

@@ -3,5 +3,6 @@
 mod common;
 mod confinement;
 mod fixtures;
+mod gitdirs;
 mod props;
 mod tools;

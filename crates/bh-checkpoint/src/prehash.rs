@@ -1,0 +1,112 @@
+//! Writing the objects of many new files in parallel before a snapshot's
+//! serial `update-index` (purely an optimisation, see [`Store::prehash`]).
+
+use std::fs::File;
+
+use crate::paths::fs_path;
+use crate::store::Store;
+
+impl Store {
+    /// Writes the objects of many new files with parallel workers, so the
+    /// serial `update-index` that follows only hashes and finds every object
+    /// present. Small files are streamed by `fast-import` into one pack per
+    /// worker (no file per object); larger ones go through `hash-object -w`
+    /// as uncompressed loose objects (fast-import is slow per byte). No file is
+    /// ever held in memory. Purely an optimisation: `update-index` re-reads
+    /// every file and is the source of truth, so a file changing meanwhile
+    /// costs one unused object, and a failing worker costs only time.
+    pub(crate) fn prehash(&self, files: &[(&[u8], u64)]) {
+        // Measured on git 2.47 (ext4, 2 vCPUs): fast-import costs ~40µs per
+        // blob but is slow per byte; a loose object costs ~130µs to create but
+        // is cheap per byte, and creating files overlaps well beyond the core
+        // count. Break-even is around 4 KiB.
+        const SMALL: u64 = 4 * 1024;
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 8);
+        let mut sorted: Vec<&(&[u8], u64)> = files.iter().collect();
+        sorted.sort_by_key(|f| std::cmp::Reverse(f.1));
+        let mut small: Vec<(u64, Vec<(std::path::PathBuf, u64)>)> = vec![(0, Vec::new()); cores];
+        let mut large: Vec<(u64, Vec<u8>)> = vec![(0, Vec::new()); cores * 2];
+        for (path, size) in sorted {
+            let plain_name = !path.contains(&b'\n') && !path.starts_with(b"\"");
+            if *size >= SMALL && plain_name {
+                if let Some(bucket) = large.iter_mut().min_by_key(|b| b.0) {
+                    bucket.0 += size + 16 * 1024;
+                    bucket.1.extend_from_slice(path);
+                    bucket.1.push(b'\n');
+                }
+            } else if let Some(bucket) = small.iter_mut().min_by_key(|b| b.0) {
+                bucket.0 += size + 1024;
+                bucket.1.push((fs_path(&self.project, path), *size));
+            }
+        }
+        let shadow = self.shadow();
+        std::thread::scope(|scope| {
+            for (_, list) in small.into_iter().filter(|b| !b.1.is_empty()) {
+                let shadow = shadow.clone();
+                scope.spawn(move || {
+                    let _ = shadow
+                        .cmd([
+                            "-c",
+                            "pack.compression=0",
+                            "fast-import",
+                            "--quiet",
+                            "--depth=0",
+                            "--big-file-threshold=8m",
+                        ])
+                        .run_streaming(move |out| stream_blobs(&list, out));
+                });
+            }
+            for (_, list) in large.into_iter().filter(|b| !b.1.is_empty()) {
+                let shadow = shadow.clone();
+                scope.spawn(move || {
+                    let _ = shadow
+                        .cmd([
+                            "-c",
+                            "core.looseCompression=0",
+                            "hash-object",
+                            "-w",
+                            "--no-filters",
+                            "--stdin-paths",
+                        ])
+                        .stdin(list)
+                        .run();
+                });
+            }
+        });
+    }
+}
+
+/// Feeds `fast-import` one `blob` command per file, exactly `size` bytes each
+/// (padded or cut if the file changed since it was measured).
+fn stream_blobs(
+    files: &[(std::path::PathBuf, u64)],
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let mut buf = vec![0u8; 1 << 16];
+    for (path, size) in files {
+        let Ok(file) = File::open(path) else { continue };
+        write!(out, "blob\ndata {size}\n")?;
+        let mut left = *size;
+        let mut reader = file.take(*size);
+        while left > 0 {
+            let n = match reader.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    // shorter than measured: pad, the object is simply unused
+                    let pad = usize::try_from(left.min(buf.len() as u64)).unwrap_or(0);
+                    buf[..pad].fill(0);
+                    pad
+                }
+                Ok(n) => n,
+            };
+            out.write_all(&buf[..n])?;
+            left -= n as u64;
+        }
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
