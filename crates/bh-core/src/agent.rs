@@ -1066,7 +1066,12 @@ fn apply_to_partial(
                 bargs.clone_from(arguments);
             }
         }
-        StreamEvent::Start | StreamEvent::Retry { .. } | StreamEvent::Done(_) => {}
+        // A retried stream starts over: what the failed attempt streamed is dropped.
+        StreamEvent::Retry { .. } => {
+            content.clear();
+            args.clear();
+        }
+        StreamEvent::Start | StreamEvent::Done(_) => {}
     }
 }
 

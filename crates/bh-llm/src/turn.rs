@@ -105,10 +105,6 @@ impl Turn {
         }
     }
 
-    pub fn has_content(&self) -> bool {
-        !self.slots.is_empty()
-    }
-
     fn push(&mut self, block: Block) -> usize {
         self.slots.push(Slot {
             block,

@@ -187,6 +187,7 @@ async fn anthropic_max_tokens_mid_tool_use_is_not_executed() {
     .await;
     assert!(!fx.repo.join("cut.txt").exists(), "truncated file written");
     assert_eq!(msgs[1]["stopReason"], "length");
+    assert_eq!(msgs[1]["rawStopReason"], "max_tokens");
     assert_eq!(msgs[1]["content"][0]["arguments"], json!({}));
     assert!(
         msgs[1]["content"][0]["argumentsError"]
