@@ -148,7 +148,7 @@ async fn openai_length_mid_tool_call_is_not_executed() {
     assert_eq!(msgs[1]["content"][0]["arguments"], json!({}));
     assert_eq!(
         msgs[1]["content"][0]["argumentsError"],
-        "Unterminated string in JSON at position 41\n\nReceived arguments:\n{\"path\": \"cut.txt\", \"content\": \"first hal"
+        "Unterminated string in JSON at position 41 (line 1 column 42)\n\nReceived arguments:\n{\"path\": \"cut.txt\", \"content\": \"first hal"
     );
     assert_eq!(result_text(&msgs[2]), TRUNCATED);
     assert_eq!(msgs[3]["content"][0]["text"], "Done.");
@@ -193,7 +193,7 @@ async fn anthropic_max_tokens_mid_tool_use_is_not_executed() {
         msgs[1]["content"][0]["argumentsError"]
             .as_str()
             .unwrap()
-            .starts_with("Unterminated string in JSON at position 42\n\nReceived arguments:\n")
+            .starts_with("Unterminated string in JSON at position 42 (line 1 column 43)\n\nReceived arguments:\n")
     );
     assert_eq!(result_text(&msgs[2]), TRUNCATED);
     assert_eq!(msgs[3]["content"][0]["text"], "Done.");
@@ -215,7 +215,7 @@ async fn unparseable_arguments_are_refused_not_salvaged() {
     )
     .await;
     assert!(!fx.repo.join("cut.txt").exists(), "salvaged arguments ran");
-    let err = "Expected ',' or '}' after property value in JSON at position 37\n\nReceived arguments:\n{\"path\": \"cut.txt\", \"content\": \"abc\" \"x\"}";
+    let err = "Expected ',' or '}' after property value in JSON at position 37 (line 1 column 38)\n\nReceived arguments:\n{\"path\": \"cut.txt\", \"content\": \"abc\" \"x\"}";
     assert_eq!(msgs[1]["content"][0]["arguments"], json!({}));
     assert_eq!(msgs[1]["content"][0]["argumentsError"], err);
     assert_eq!(
