@@ -114,7 +114,8 @@ async fn thinking_signature_text_parallel_tools_usage() {
         (3.0 / 1e6) * 50.0,
         (15.0 / 1e6) * 40.0,
         (0.3 / 1e6) * 1000.0,
-        (3.75 / 1e6) * 20.0,
+        // Pi 1.6's formula for cache writes (5-minute and 1-hour writes priced apart).
+        (3.75 * 20.0 + 3.0 * 2.0 * 0.0) / 1e6,
     );
     assert_eq!(
         v,
@@ -131,7 +132,7 @@ async fn thinking_signature_text_parallel_tools_usage() {
             "model": "claude-sonnet-4-5",
             "usage": {"input": 50, "output": 40, "cacheRead": 1000, "cacheWrite": 20, "totalTokens": 1110,
                 "cost": {"input": ci, "output": co, "cacheRead": cr, "cacheWrite": cw,
-                    "total": ci + co + cr + cw}, "cacheWrite1h": 0},
+                    "total": ci + co + cr + cw, "totalFromProvider": false}, "cacheWrite1h": 0},
             "stopReason": "toolUse",
             "responseId": "msg_01",
             "rawStopReason": "tool_use",
