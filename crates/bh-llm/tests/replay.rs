@@ -446,6 +446,50 @@ fn replays_match_pi() {
     );
 }
 
+/// A stream that ends early is retried as Pi's auto-retry retries it (also after content
+/// arrived): the retry's message is the whole recording's, Pi's `full` message. The delays
+/// are scaled down (Pi's are 2 s, 4 s, 8 s: `RetryPolicy::default`, checked in the unit
+/// tests); nothing here measures time.
+#[test]
+fn early_ends_are_retried_into_pis_message() {
+    for case in cases()
+        .into_iter()
+        .filter(|c| LIVE.contains(&c.name.as_str()))
+    {
+        let pi = expectation(&case.name);
+        let server = serve(
+            vec![
+                (case.cut_short(), Delivery::Single),
+                (case.cut_short(), Delivery::Single),
+                (case.body.clone(), Delivery::At(case.event_ends.clone())),
+            ],
+            fallback(case.wire),
+        );
+        let retry = RetryPolicy {
+            base_delay: Duration::from_millis(2),
+            ..RetryPolicy::default()
+        };
+        let provider = HttpProvider::new(bh_model(case.wire, &server.base))
+            .unwrap()
+            .with_retry(retry);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let msg = rt.block_on(async {
+            let req = ChatRequest {
+                messages: vec![Message::user_text("hi", 1)].into(),
+                ..ChatRequest::default()
+            };
+            collect(provider.stream(req, CancellationToken::new())).await
+        });
+        assert_eq!(*server.requests.lock().unwrap(), 3, "{}", case.name);
+        if let Some(d) = differences(&serde_json::to_value(msg).unwrap(), &pi["full"]) {
+            panic!("{} after two early ends:\n{d}", case.name);
+        }
+    }
+}
+
 /// The subset run against the live Pi in every test run.
 const LIVE: [&str; 5] = [
     "anthropic-max-tokens-mid-tool",
