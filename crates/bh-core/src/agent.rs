@@ -755,12 +755,19 @@ impl Agent {
                     id,
                     name,
                     arguments,
-                } => Some(AssistantDelta::ToolCallEnd {
-                    content_index: index,
-                    tool_call: serde_json::json!({
+                    arguments_error,
+                } => {
+                    let mut tool_call = serde_json::json!({
                         "type": "toolCall", "id": id, "name": name, "arguments": arguments
-                    }),
-                }),
+                    });
+                    if let Some(e) = arguments_error {
+                        tool_call["argumentsError"] = Value::String(e);
+                    }
+                    Some(AssistantDelta::ToolCallEnd {
+                        content_index: index,
+                        tool_call,
+                    })
+                }
                 StreamEvent::Retry {
                     attempt,
                     delay,
@@ -1053,17 +1060,21 @@ fn apply_to_partial(
             id,
             name,
             arguments,
+            arguments_error,
         } => {
             if let Some(ContentBlock::Known(KnownBlock::ToolCall {
                 id: bid,
                 name: bname,
                 arguments: bargs,
-                ..
+                extra,
             })) = content.get_mut(*index)
             {
                 bid.clone_from(id);
                 bname.clone_from(name);
                 bargs.clone_from(arguments);
+                if let Some(e) = arguments_error {
+                    extra.insert("argumentsError".into(), Value::String(e.clone()));
+                }
             }
         }
         // A retried stream starts over: what the failed attempt streamed is dropped.

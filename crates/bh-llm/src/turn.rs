@@ -244,13 +244,13 @@ impl Turn {
                 if id.is_empty() {
                     *id = format!("call_{}", uuid::Uuid::now_v7().simple());
                 }
-                let arguments = match whole {
-                    Some(v) => v.clone(),
-                    None if failed => parse_streaming_json(args),
+                let (arguments, arguments_error) = match whole {
+                    Some(v) => (v.clone(), None),
+                    None if failed => (parse_streaming_json(args), None),
                     None => {
                         let (value, error) = parse_tool_call_arguments(args);
-                        *finished = Some((value.clone(), error));
-                        value
+                        *finished = Some((value.clone(), error.clone()));
+                        (value, error)
                     }
                 };
                 StreamEvent::ToolCallEnd {
@@ -258,6 +258,7 @@ impl Turn {
                     id: id.clone(),
                     name: name.clone(),
                     arguments,
+                    arguments_error,
                 }
             }
         };

@@ -358,6 +358,9 @@ pub enum StreamEvent {
         id: String,
         name: String,
         arguments: Value,
+        /// Pi 1.6's `argumentsError`: the finished text was not a JSON object
+        /// (`arguments` is then `{}`); such a call must not be executed.
+        arguments_error: Option<String>,
     },
     /// A retryable failure; the request is sent again after `delay`.
     Retry {
