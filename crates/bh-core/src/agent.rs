@@ -797,11 +797,15 @@ impl Agent {
                 });
             }
         }
-        done.unwrap_or_else(|| {
+        let mut msg = done.unwrap_or_else(|| {
             let mut m = self.synthetic_aborted("stream ended without a message");
             m.stop_reason = "error".into();
             m
-        })
+        });
+        // Pi 1.6's agent loop records the thinking level each response was asked with.
+        msg.extra
+            .insert("thinkingLevel".into(), Value::from(self.thinking.as_str()));
+        msg
     }
 
     /// Checkpoint before a mutating tool call; a failure is a warning.

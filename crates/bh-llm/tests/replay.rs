@@ -366,7 +366,7 @@ fn pi_message(pi: &RealPi, case: &Case, body: Vec<u8>) -> Value {
 
 /// The fields compared. Excluded, each because it legitimately differs:
 /// - `timestamp`: the clock when the request started;
-/// - `durationMs`: the time the stream took (Pi 1.6's agent loop adds it);
+/// - `durationMs`: the time the stream took (only its presence is compared);
 /// - `thinkingLevel`: Pi 1.6's agent loop adds the session's thinking level to the message
 ///   after the provider returns it; bh's provider layer has no session (bh-core's concern);
 /// - cost numbers are compared to 1e-12 relative, not bit for bit: serde_json reads
@@ -386,6 +386,10 @@ fn comparable(mut v: Value) -> (Value, Vec<f64>) {
 }
 
 fn differences(ours: &Value, pis: &Value) -> Option<String> {
+    // The duration's value differs; its presence must not.
+    if ours.get("durationMs").is_some() != pis.get("durationMs").is_some() {
+        return Some("durationMs present in one message only".to_owned());
+    }
     let (a, ac) = comparable(ours.clone());
     let (b, bc) = comparable(pis.clone());
     if a != b {
