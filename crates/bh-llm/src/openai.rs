@@ -1,6 +1,10 @@
 //! OpenAI Chat Completions (`POST {base_url}/chat/completions`, `stream: true`), as Pi's
 //! `openai-completions` provider sends and reads it
-//! (pi-ai 0.73.1 `dist/providers/openai-completions.js`; the corpus `fake-server-requests.jsonl`).
+//! (pi-ai 0.73.1 `dist/providers/openai-completions.js`; the corpus `fake-server-requests.jsonl`;
+//! the stream read as pi-ai 1.6 `dist/api/openai-completions.js` reads it).
+//!
+//! Over 600 lines: the request side and the stream parser of one wire stay in one file, so
+//! that each Pi behaviour they mirror is read in one place.
 
 use std::collections::HashMap;
 
