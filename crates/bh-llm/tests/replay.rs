@@ -435,13 +435,22 @@ fn replays_match_pi() {
                 failures.push(format!("{} / {label}:\n{d}", case.name));
             }
         }
-        let ours = bh_message(case.wire, case.cut_short(), Delivery::Single);
-        checked += 1;
-        if let Some(d) = differences(&ours, &pi["cut"]) {
-            failures.push(format!("{} / cut short:\n{d}", case.name));
+        let cut = case.cut_short();
+        for (label, delivery) in [
+            ("cut short, one single write", Delivery::Single),
+            (
+                "cut short, random cuts",
+                Delivery::At(random_cuts(&cut, 0x2545_F491_4F6C_DD1D)),
+            ),
+        ] {
+            let ours = bh_message(case.wire, cut.clone(), delivery);
+            checked += 1;
+            if let Some(d) = differences(&ours, &pi["cut"]) {
+                failures.push(format!("{} / {label}:\n{d}", case.name));
+            }
         }
     }
-    assert!(checked >= 5 * 19, "the manifest lists the streams");
+    assert!(checked >= 6 * 21, "the manifest lists the streams");
     assert!(
         failures.is_empty(),
         "{} of {checked} replays differ from Pi 1.6:\n\n{}",
