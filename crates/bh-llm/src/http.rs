@@ -332,12 +332,13 @@ async fn one_attempt<W: Wire>(
             return aborted(turn);
         }
         let failure = match next {
+            // A stalled stream is an early end too (Pi retries transport timeouts).
             Err(_) => StreamFailure {
                 message: format!(
                     "Stream idle for more than {} s",
                     retry.idle_timeout.as_secs_f64()
                 ),
-                retryable: false,
+                retryable: true,
             },
             Ok(None) => match wire.on_eof(turn) {
                 Ok(()) => return Attempt::Finished,
