@@ -315,7 +315,9 @@ mod tests {
         // Pi 1.6 lines (OpenAI-compatible and Anthropic), key order as Pi wrote them.
         let openai = r#"{"role":"assistant","content":[],"api":"openai-completions","provider":"p","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"reasoning":1,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"error","timestamp":5,"responseId":"c","responseModel":"m2","rawStopReason":"content_filter","errorMessage":"Provider finish_reason: content_filter"}"#;
         let anthropic = r#"{"role":"assistant","content":[],"api":"anthropic-messages","provider":"a","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0},"cacheWrite1h":0,"reasoning":2},"stopReason":"stop","timestamp":5,"responseId":"msg","rawStopReason":"end_turn","thinkingLevel":"off"}"#;
-        for line in [openai, anthropic] {
+        // Printed by Pi 1.6.0 for an Anthropic stream cut after its first events.
+        let cut = r#"{"role":"assistant","content":[{"type":"text","text":""}],"api":"anthropic-messages","provider":"replay","model":"claude-sonnet-4-5","usage":{"input":12,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":13,"cost":{"input":0.000036,"output":0.000015,"cacheRead":0,"cacheWrite":0,"total":0.000051,"totalFromProvider":false},"cacheWrite1h":0},"stopReason":"error","timestamp":1796110216198,"responseId":"msg_01QC4g3HwBThD4BaNtBckFDJ","responseModel":"claude-sonnet-4-5-20250929","errorMessage":"Anthropic stream ended before message_stop","durationMs":112,"thinkingLevel":"off"}"#;
+        for line in [openai, anthropic, cut] {
             let m: AssistantMessage = serde_json::from_str(line).unwrap();
             assert_eq!(serde_json::to_string(&m).unwrap(), line);
         }
