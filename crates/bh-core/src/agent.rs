@@ -755,12 +755,19 @@ impl Agent {
                     id,
                     name,
                     arguments,
-                } => Some(AssistantDelta::ToolCallEnd {
-                    content_index: index,
-                    tool_call: serde_json::json!({
+                    arguments_error,
+                } => {
+                    let mut tool_call = serde_json::json!({
                         "type": "toolCall", "id": id, "name": name, "arguments": arguments
-                    }),
-                }),
+                    });
+                    if let Some(e) = arguments_error {
+                        tool_call["argumentsError"] = Value::String(e);
+                    }
+                    Some(AssistantDelta::ToolCallEnd {
+                        content_index: index,
+                        tool_call,
+                    })
+                }
                 StreamEvent::Retry {
                     attempt,
                     delay,
@@ -790,11 +797,15 @@ impl Agent {
                 });
             }
         }
-        done.unwrap_or_else(|| {
+        let mut msg = done.unwrap_or_else(|| {
             let mut m = self.synthetic_aborted("stream ended without a message");
             m.stop_reason = "error".into();
             m
-        })
+        });
+        // Pi 1.6's agent loop records the thinking level each response was asked with.
+        msg.extra
+            .insert("thinkingLevel".into(), Value::from(self.thinking.as_str()));
+        msg
     }
 
     /// Checkpoint before a mutating tool call; a failure is a warning.
@@ -1053,20 +1064,29 @@ fn apply_to_partial(
             id,
             name,
             arguments,
+            arguments_error,
         } => {
             if let Some(ContentBlock::Known(KnownBlock::ToolCall {
                 id: bid,
                 name: bname,
                 arguments: bargs,
-                ..
+                extra,
             })) = content.get_mut(*index)
             {
                 bid.clone_from(id);
                 bname.clone_from(name);
                 bargs.clone_from(arguments);
+                if let Some(e) = arguments_error {
+                    extra.insert("argumentsError".into(), Value::String(e.clone()));
+                }
             }
         }
-        StreamEvent::Start | StreamEvent::Retry { .. } | StreamEvent::Done(_) => {}
+        // A retried stream starts over: what the failed attempt streamed is dropped.
+        StreamEvent::Retry { .. } => {
+            content.clear();
+            args.clear();
+        }
+        StreamEvent::Start | StreamEvent::Done(_) => {}
     }
 }
 

@@ -1,5 +1,8 @@
 //! Anthropic Messages (`POST {base_url}/v1/messages`, `stream: true`), as Pi's
-//! `anthropic-messages` provider sends and reads it (pi-ai 0.73.1 `dist/providers/anthropic.js`).
+//! `anthropic-messages` provider sends and reads it (pi-ai 0.73.1 `dist/providers/anthropic.js`;
+//! the stream read as pi-ai 1.6 `dist/api/anthropic-messages.js` reads it).
+//!
+//! Just over 600 lines: the request side and the stream parser of one wire stay in one file.
 
 use std::collections::HashMap;
 
@@ -326,6 +329,7 @@ pub(crate) struct AnthropicWire {
     blocks: HashMap<u64, usize>,
     saw_start: bool,
     saw_stop: bool,
+    saw_stop_reason: bool,
 }
 
 impl AnthropicWire {
@@ -338,12 +342,33 @@ impl AnthropicWire {
 
     fn update_usage(&self, u: &Value, turn: &mut Turn, initial: bool) {
         let get = |k: &str| u.get(k).and_then(Value::as_u64);
+        let write_1h = u
+            .pointer("/cache_creation/ephemeral_1h_input_tokens")
+            .and_then(Value::as_u64);
         if initial {
             turn.usage.input = get("input_tokens").unwrap_or(0);
             turn.usage.output = get("output_tokens").unwrap_or(0);
             turn.usage.cache_read = get("cache_read_input_tokens").unwrap_or(0);
             turn.usage.cache_write = get("cache_creation_input_tokens").unwrap_or(0);
+            turn.usage.extra.insert(
+                "cacheWrite1h".to_owned(),
+                Value::from(write_1h.unwrap_or(0)),
+            );
         } else {
+            if let Some(v) = write_1h {
+                turn.usage
+                    .extra
+                    .insert("cacheWrite1h".to_owned(), Value::from(v));
+            }
+            // Reasoning tokens, a subset of the output tokens.
+            if let Some(v) = u
+                .pointer("/output_tokens_details/thinking_tokens")
+                .and_then(Value::as_u64)
+            {
+                turn.usage
+                    .extra
+                    .insert("reasoning".to_owned(), Value::from(v));
+            }
             if let Some(v) = get("input_tokens") {
                 turn.usage.input = v;
             }
@@ -439,6 +464,12 @@ impl Wire for AnthropicWire {
                 if let Some(id) = e.pointer("/message/id").and_then(Value::as_str) {
                     turn.response_id = Some(id.to_owned());
                 }
+                // Pi 1.6 records the answering model only when it is not the one asked.
+                if let Some(m) = e.pointer("/message/model").and_then(Value::as_str)
+                    && m != turn.model
+                {
+                    turn.response_model = Some(m.to_owned());
+                }
                 if let Some(u) = e.pointer("/message/usage") {
                     self.update_usage(u, turn, true);
                 }
@@ -496,8 +527,29 @@ impl Wire for AnthropicWire {
             }
             "message_delta" => {
                 if let Some(r) = e.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    turn.raw_stop_reason = Some(r.to_owned());
                     match map_stop_reason(r) {
-                        Some(sr) => turn.stop_reason = sr,
+                        Some(sr) => {
+                            turn.stop_reason = sr;
+                            self.saw_stop_reason = true;
+                            // Pi 1.6: a refusal carries the provider's explanation.
+                            match r {
+                                "refusal" => {
+                                    turn.error_message = Some(
+                                        e.pointer("/delta/stop_details/explanation")
+                                            .and_then(Value::as_str)
+                                            .filter(|s| !s.is_empty())
+                                            .unwrap_or("The model refused to complete the request")
+                                            .to_owned(),
+                                    );
+                                }
+                                "sensitive" => {
+                                    turn.error_message =
+                                        Some("Provider stopped with: sensitive".to_owned());
+                                }
+                                _ => {}
+                            }
+                        }
                         None => {
                             return Err(StreamFailure {
                                 message: format!("Unhandled stop reason: {r}"),
@@ -512,29 +564,37 @@ impl Wire for AnthropicWire {
             }
             "message_stop" => {
                 self.saw_stop = true;
-                if turn.stop_reason == StopReason::Error {
-                    // Pi: refusal / sensitive end as an error without details.
-                    turn.error_message = Some("An unknown error occurred".to_owned());
-                }
-                return Ok(Flow::Done);
+                return self.on_eof(turn).map(|()| Flow::Done);
             }
             _ => {}
         }
         Ok(Flow::Continue)
     }
 
-    fn on_eof(&mut self, _turn: &mut Turn) -> Result<(), StreamFailure> {
-        if self.saw_stop {
-            return Ok(());
+    fn on_eof(&mut self, turn: &mut Turn) -> Result<(), StreamFailure> {
+        // Pi 1.6's checks, in its order; the early ends are retried like Pi's auto-retry.
+        if self.saw_start && !self.saw_stop {
+            return Err(StreamFailure {
+                message: "Anthropic stream ended before message_stop".to_owned(),
+                retryable: true,
+            });
         }
-        Err(StreamFailure {
-            message: if self.saw_start {
-                "Anthropic stream ended before message_stop".to_owned()
-            } else {
-                "Anthropic stream ended without any event".to_owned()
-            },
-            retryable: false,
-        })
+        if !self.saw_stop_reason {
+            return Err(StreamFailure {
+                message: "Anthropic stream ended without a stop reason".to_owned(),
+                retryable: true,
+            });
+        }
+        if matches!(turn.stop_reason, StopReason::Error | StopReason::Aborted) {
+            return Err(StreamFailure {
+                message: turn
+                    .error_message
+                    .clone()
+                    .unwrap_or_else(|| "An unknown error occurred".to_owned()),
+                retryable: false,
+            });
+        }
+        Ok(())
     }
 
     fn http_error_message(&self, status: StatusCode, body: &str) -> String {

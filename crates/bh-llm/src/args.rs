@@ -4,8 +4,9 @@
 //! gives `{}` plus an `argumentsError` naming the problem and quoting the text, so the call is
 //! refused and the model is told why — never a salvaged prefix that looks valid.
 //!
-//! The error texts are those of V8's `JSON.parse` (Node 20, which Pi runs on), because Pi puts
-//! them verbatim into the session file and into the tool result the model reads.
+//! The error texts are those of V8's `JSON.parse` in Node 22 (Pi 1.6 needs Node >= 22.19),
+//! because Pi puts them verbatim into the session file and into the tool result the model
+//! reads.
 
 use serde_json::Value;
 
@@ -150,10 +151,10 @@ impl<'a> V8Check<'a> {
         self.value()?;
         self.ws();
         if self.i < self.chars.len() {
-            return Err(format!(
-                "Unexpected non-whitespace character after JSON at position {}",
-                self.pos()
-            ));
+            // V8 words this one without "in JSON".
+            return Err(self
+                .at("Unexpected non-whitespace character after JSON")
+                .replacen(" in JSON at", " at", 1));
         }
         Ok(())
     }
@@ -163,7 +164,33 @@ impl<'a> V8Check<'a> {
     }
 
     fn at(&self, what: &str) -> String {
-        format!("{what} in JSON at position {}", self.pos())
+        self.at_index(what, self.i)
+    }
+
+    /// `… in JSON at position P (line L column C)`, C counted in UTF-16 units from 1.
+    fn at_index(&self, what: &str, index: usize) -> String {
+        let index = index.min(self.chars.len());
+        let (mut line, mut col) = (1, 1);
+        let mut k = 0;
+        while k < index {
+            match self.chars[k] {
+                '\n' => {
+                    line += 1;
+                    col = 1;
+                }
+                '\r' if self.chars.get(k + 1) == Some(&'\n') => {}
+                '\r' => {
+                    line += 1;
+                    col = 1;
+                }
+                c => col += c.len_utf16(),
+            }
+            k += 1;
+        }
+        format!(
+            "{what} in JSON at position {} (line {line} column {col})",
+            self.offsets[index]
+        )
     }
 
     fn peek(&self) -> Option<char> {
@@ -309,10 +336,7 @@ impl<'a> V8Check<'a> {
 
     /// V8 reports an unterminated string at the end of the text.
     fn at_end_unterminated(&self) -> String {
-        format!(
-            "Unterminated string in JSON at position {}",
-            self.offsets[self.chars.len()]
-        )
+        self.at_index("Unterminated string", self.chars.len())
     }
 
     fn array(&mut self) -> Result<(), String> {
@@ -385,51 +409,60 @@ mod tests {
         V8Check::new(s).run().unwrap_err()
     }
 
-    /// Each expected text is what `JSON.parse` throws in Node 20 for the same input.
+    /// Each expected text is what `JSON.parse` throws in Node 22.21 for the same input.
     #[test]
     fn v8_messages() {
         let cases = [
-            (r#"{"a":"b"#, "Unterminated string in JSON at position 7"),
+            (
+                r#"{"a":"b"#,
+                "Unterminated string in JSON at position 7 (line 1 column 8)",
+            ),
             (
                 r#"{"a":1"#,
-                "Expected ',' or '}' after property value in JSON at position 6",
+                "Expected ',' or '}' after property value in JSON at position 6 (line 1 column 7)",
             ),
             (r#"{"a":"#, "Unexpected end of JSON input"),
             (
                 r#"{"a""#,
-                "Expected ':' after property name in JSON at position 4",
+                "Expected ':' after property name in JSON at position 4 (line 1 column 5)",
             ),
-            ("{", "Expected property name or '}' in JSON at position 1"),
+            (
+                "{",
+                "Expected property name or '}' in JSON at position 1 (line 1 column 2)",
+            ),
             (
                 r#"{"a":1,"#,
-                "Expected double-quoted property name in JSON at position 7",
+                "Expected double-quoted property name in JSON at position 7 (line 1 column 8)",
             ),
             (r#"{"a":tru"#, "Unexpected end of JSON input"),
             (
                 r#"{"a":1}x"#,
-                "Unexpected non-whitespace character after JSON at position 7",
+                "Unexpected non-whitespace character after JSON at position 7 (line 1 column 8)",
             ),
             (
                 r#"{"a":"\u12"}"#,
-                "Bad Unicode escape in JSON at position 10",
+                "Bad Unicode escape in JSON at position 10 (line 1 column 11)",
             ),
             (
                 "{a:1}",
-                "Expected property name or '}' in JSON at position 1",
+                "Expected property name or '}' in JSON at position 1 (line 1 column 2)",
             ),
             (
                 r#"{"a":-}"#,
-                "No number after minus sign in JSON at position 6",
+                "No number after minus sign in JSON at position 6 (line 1 column 7)",
             ),
             (
                 r#"{"a":1.}"#,
-                "Unterminated fractional number in JSON at position 7",
+                "Unterminated fractional number in JSON at position 7 (line 1 column 8)",
             ),
-            (r#"{"a":01}"#, "Unexpected number in JSON at position 6"),
+            (
+                r#"{"a":01}"#,
+                "Unexpected number in JSON at position 6 (line 1 column 7)",
+            ),
             (r#"{"a":[1,"#, "Unexpected end of JSON input"),
             (
                 r#"{"a":[1 2]}"#,
-                "Expected ',' or ']' after array element in JSON at position 8",
+                "Expected ',' or ']' after array element in JSON at position 8 (line 1 column 9)",
             ),
             ("x", r#"Unexpected token 'x', "x" is not valid JSON"#),
             (
@@ -450,14 +483,28 @@ mod tests {
             ),
             (
                 r#"{"a":1e}"#,
-                "Exponent part is missing a number in JSON at position 7",
+                "Exponent part is missing a number in JSON at position 7 (line 1 column 8)",
             ),
             (
                 r#"{"a":"😀",x}"#,
-                "Expected double-quoted property name in JSON at position 10",
+                "Expected double-quoted property name in JSON at position 10 (line 1 column 11)",
             ),
         ];
-        for (input, expected) in cases {
+        let multiline = [
+            (
+                "{\"a\":\n1 2}",
+                "Expected ',' or '}' after property value in JSON at position 8 (line 2 column 3)",
+            ),
+            (
+                "{\"a\":\r\n1 2}",
+                "Expected ',' or '}' after property value in JSON at position 9 (line 2 column 3)",
+            ),
+            (
+                "{\n\"é😀\":1 2}",
+                "Expected ',' or '}' after property value in JSON at position 10 (line 2 column 9)",
+            ),
+        ];
+        for (input, expected) in cases.into_iter().chain(multiline) {
             assert_eq!(err(input), expected, "input {input:?}");
         }
     }
@@ -489,7 +536,7 @@ mod tests {
         assert_eq!(v, json!({}));
         assert_eq!(
             e.unwrap(),
-            "Unterminated string in JSON at position 36\n\nReceived arguments:\n{\"path\":\"a.txt\",\"content\":\"hello wor"
+            "Unterminated string in JSON at position 36 (line 1 column 37)\n\nReceived arguments:\n{\"path\":\"a.txt\",\"content\":\"hello wor"
         );
         let (v, e) = parse_tool_call_arguments("[1]");
         assert_eq!(v, json!({}));

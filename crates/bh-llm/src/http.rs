@@ -16,8 +16,10 @@ use crate::turn::{ABORTED_MESSAGE, Turn};
 use crate::types::{ChatRequest, ModelSpec, StopReason, StreamEvent};
 
 /// Retries as data. Retried: connection failures, HTTP 408/409/429/5xx (incl. 529
-/// "overloaded"), and a stream error event marked retryable (Anthropic
-/// `overloaded_error`) when no content has arrived yet.
+/// "overloaded"), a stream error event marked retryable (Anthropic
+/// `overloaded_error`), and a stream that ended early (connection dropped, no stop
+/// reason / `finish_reason`) — also after content arrived, as Pi 1.6's auto-retry does.
+/// Defaults are Pi's: 3 retries, 2 s, 4 s, 8 s. Tests inject a tiny `base_delay`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt (so `max_retries + 1` attempts in all).
@@ -36,7 +38,8 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             max_retries: 3,
-            base_delay: Duration::from_millis(1000),
+            // Pi's auto-retry: 2 s, 4 s, 8 s.
+            base_delay: Duration::from_millis(2000),
             max_delay: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(300),
@@ -329,20 +332,22 @@ async fn one_attempt<W: Wire>(
             return aborted(turn);
         }
         let failure = match next {
+            // A stalled stream is an early end too (Pi retries transport timeouts).
             Err(_) => StreamFailure {
                 message: format!(
                     "Stream idle for more than {} s",
                     retry.idle_timeout.as_secs_f64()
                 ),
-                retryable: false,
+                retryable: true,
             },
             Ok(None) => match wire.on_eof(turn) {
                 Ok(()) => return Attempt::Finished,
                 Err(f) => f,
             },
+            // The connection dropped mid-stream.
             Ok(Some(Err(e))) => StreamFailure {
                 message: format!("Stream error: {e}"),
-                retryable: false,
+                retryable: true,
             },
             Ok(Some(Ok(ev))) => match wire.on_event(&ev, turn) {
                 Ok(Flow::Continue) => continue,
@@ -350,7 +355,9 @@ async fn one_attempt<W: Wire>(
                 Err(f) => f,
             },
         };
-        if failure.retryable && can_retry && !turn.has_content() {
+        // A stream that ended early is retried even after content streamed, as Pi's
+        // auto-retry does; the consumer drops the partial message on `Retry`.
+        if failure.retryable && can_retry {
             return Attempt::Retry {
                 delay: retry.backoff(attempt + 1),
                 reason: failure.message,
@@ -358,5 +365,19 @@ async fn one_attempt<W: Wire>(
         }
         turn.fail(StopReason::Error, failure.message);
         return Attempt::Finished;
+    }
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+
+    /// Pi 1.6's auto-retry (`settings.retry`: 3 retries, `baseDelayMs` 2000, doubling).
+    #[test]
+    fn default_backoff_is_pis() {
+        let p = RetryPolicy::default();
+        assert_eq!(p.max_retries, 3);
+        let delays: Vec<u64> = (1..=3).map(|a| p.backoff(a).as_millis() as u64).collect();
+        assert_eq!(delays, [2000, 4000, 8000]);
     }
 }

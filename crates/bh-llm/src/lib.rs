@@ -11,15 +11,20 @@
 //!   `content` blocks (`text`, `thinking` + `thinkingSignature`, `toolCall`),
 //!   `api`, `provider`, `model`, `usage` (`input`, `output`, `cacheRead`, `cacheWrite`,
 //!   `totalTokens`, `cost{…}`), `stopReason` (`stop`, `length`, `toolUse`, `error`,
-//!   `aborted`), `errorMessage`, `responseId`.
+//!   `aborted`), `errorMessage`, `responseId`, and the current Pi's (1.6) `responseModel`,
+//!   `rawStopReason`, `usage.reasoning`, `usage.cacheWrite1h`.
+//! * A finished tool call's arguments are parsed as Pi 1.6 does ([`args`]): repaired,
+//!   then either a JSON object or `{}` plus `argumentsError`; never a salvaged prefix.
 //! * Providers: [`HttpProvider`] speaks Anthropic Messages (`/v1/messages`) or OpenAI
 //!   Chat Completions (`/chat/completions`, any base URL, with a [`Quirks`] table for
 //!   Ollama, vLLM, llama.cpp …), both over SSE; [`ScriptedProvider`] replays a file.
 //! * Failures never escape as `Err`: HTTP errors, stream errors and cut streams become
 //!   `stopReason: "error"` with Pi's `errorMessage` (`"500 Scripted failure…"`),
 //!   cancellation becomes `stopReason: "aborted"`, `errorMessage: "Request was
-//!   aborted"`, with the partial content kept. 408/409/429/5xx and connection failures
-//!   are retried per [`RetryPolicy`], honouring `retry-after` / `retry-after-ms`.
+//!   aborted"`, with the partial content kept. 408/409/429/5xx, connection failures and
+//!   streams that end early (also after content arrived, announced by
+//!   [`StreamEvent::Retry`]) are retried per [`RetryPolicy`] (Pi's 2 s, 4 s, 8 s),
+//!   honouring `retry-after` / `retry-after-ms`.
 //! * History conversion follows Pi's `transformMessages`: failed (`error`/`aborted`)
 //!   turns are skipped, foreign thinking becomes text, tool-call ids are normalised
 //!   for the target wire, every tool call gets exactly one result (synthetic

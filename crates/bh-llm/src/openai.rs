@@ -1,6 +1,10 @@
 //! OpenAI Chat Completions (`POST {base_url}/chat/completions`, `stream: true`), as Pi's
 //! `openai-completions` provider sends and reads it
-//! (pi-ai 0.73.1 `dist/providers/openai-completions.js`; the corpus `fake-server-requests.jsonl`).
+//! (pi-ai 0.73.1 `dist/providers/openai-completions.js`; the corpus `fake-server-requests.jsonl`;
+//! the stream read as pi-ai 1.6 `dist/api/openai-completions.js` reads it).
+//!
+//! Over 600 lines: the request side and the stream parser of one wire stay in one file, so
+//! that each Pi behaviour they mirror is read in one place.
 
 use std::collections::HashMap;
 
@@ -37,27 +41,34 @@ pub fn parse_usage(raw: &Value, model: &ModelSpec) -> Usage {
     let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
     let prompt = n(raw.get("prompt_tokens"));
     let details = raw.get("prompt_tokens_details");
-    let reported_cached = details
+    // Pi 1.6: `cached_tokens` are cache reads; a separate `cache_write_tokens` is not
+    // subtracted from them (0.73.1 did). DeepSeek reports `prompt_cache_hit_tokens`, Kimi a
+    // top-level `cached_tokens`.
+    let cache_read = details
         .and_then(|d| d.get("cached_tokens"))
-        .or_else(|| raw.get("prompt_cache_hit_tokens"))
+        .filter(|v| !v.is_null())
+        .or_else(|| raw.get("prompt_cache_hit_tokens").filter(|v| !v.is_null()))
+        .or_else(|| raw.get("cached_tokens"))
         .and_then(Value::as_u64)
         .unwrap_or(0);
     let cache_write = n(details.and_then(|d| d.get("cache_write_tokens")));
-    let cache_read = if cache_write > 0 {
-        reported_cached.saturating_sub(cache_write)
-    } else {
-        reported_cached
-    };
     let input = prompt
         .saturating_sub(cache_read)
         .saturating_sub(cache_write);
     let output = n(raw.get("completion_tokens"));
+    let reasoning = match n(raw.pointer("/completion_tokens_details/reasoning_tokens")) {
+        0 => n(raw.get("reasoning_tokens")),
+        r => r,
+    };
     let mut usage = zero_usage();
     usage.input = input;
     usage.output = output;
     usage.cache_read = cache_read;
     usage.cache_write = cache_write;
     usage.total_tokens = input + output + cache_read + cache_write;
+    usage
+        .extra
+        .insert("reasoning".to_owned(), Value::from(reasoning));
     model.cost.apply(&mut usage);
     usage
 }
@@ -378,7 +389,8 @@ impl OpenAiWire {
                 retryable: false,
             });
         }
-        if turn.response_id.is_none()
+        // Pi: `responseId ||= chunk.id` — Azure's first chunk has an empty id.
+        if turn.response_id.as_deref().is_none_or(str::is_empty)
             && let Some(id) = chunk.get("id").and_then(Value::as_str)
         {
             turn.response_id = Some(id.to_owned());
@@ -407,8 +419,13 @@ impl OpenAiWire {
         {
             turn.usage = u;
         }
-        if let Some(fr) = choice.get("finish_reason").and_then(Value::as_str) {
+        if let Some(fr) = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
             self.saw_finish = true;
+            turn.raw_stop_reason = Some(fr.to_owned());
             let (reason, msg) = map_finish_reason(fr);
             turn.stop_reason = reason;
             if msg.is_some() {
@@ -553,6 +570,8 @@ impl Wire for OpenAiWire {
             return Ok(Flow::Continue);
         }
         if data == "[DONE]" {
+            // Pi reads on to the end of the body; `[DONE]` is its end.
+            self.on_eof(turn)?;
             return Ok(Flow::Done);
         }
         let chunk: Value = serde_json::from_str(data).map_err(|e| StreamFailure {
@@ -585,13 +604,25 @@ impl Wire for OpenAiWire {
         self.on_eof(turn)
     }
 
-    fn on_eof(&mut self, _turn: &mut Turn) -> Result<(), StreamFailure> {
+    fn on_eof(&mut self, turn: &mut Turn) -> Result<(), StreamFailure> {
+        // Pi finishes every block (the full parse of tool arguments) before it checks
+        // how the stream ended.
+        turn.end_all();
+        if turn.stop_reason == StopReason::Error && self.saw_finish {
+            return Err(StreamFailure {
+                message: turn
+                    .error_message
+                    .clone()
+                    .unwrap_or_else(|| "Provider returned an error stop reason".to_owned()),
+                retryable: false,
+            });
+        }
         if self.saw_finish {
             Ok(())
         } else {
             Err(StreamFailure {
-                message: "Stream ended before the response was complete".to_owned(),
-                retryable: false,
+                message: "Stream ended without finish_reason".to_owned(),
+                retryable: true,
             })
         }
     }

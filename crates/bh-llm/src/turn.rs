@@ -60,6 +60,11 @@ pub(crate) struct Turn {
     pub raw_stop_reason: Option<String>,
     /// Set by [`Turn::fail`]: blocks ended after this keep their streaming preview.
     failed: bool,
+    /// When this attempt started, for Pi 1.6's `durationMs` (monotonic clock), and the
+    /// wall clock then: a message whose `timestamp` is older (a scripted, fixed one) stays
+    /// untimed, as in Pi.
+    started_at: std::time::Instant,
+    started_ms: i64,
     started: bool,
     tx: UnboundedSender<StreamEvent>,
 }
@@ -70,6 +75,7 @@ pub(crate) fn now_ms() -> i64 {
 
 impl Turn {
     pub fn new(model: &ModelSpec, tx: UnboundedSender<StreamEvent>) -> Turn {
+        let now = now_ms();
         Turn {
             slots: Vec::new(),
             usage: zero_usage(),
@@ -80,9 +86,11 @@ impl Turn {
             api: model.api.as_str().to_owned(),
             provider: model.provider.clone(),
             model: model.id.clone(),
-            timestamp: now_ms(),
+            timestamp: now,
             raw_stop_reason: None,
             failed: false,
+            started_at: std::time::Instant::now(),
+            started_ms: now,
             started: false,
             tx,
         }
@@ -103,10 +111,6 @@ impl Turn {
             self.started = true;
             self.emit(StreamEvent::Start);
         }
-    }
-
-    pub fn has_content(&self) -> bool {
-        !self.slots.is_empty()
     }
 
     fn push(&mut self, block: Block) -> usize {
@@ -248,13 +252,13 @@ impl Turn {
                 if id.is_empty() {
                     *id = format!("call_{}", uuid::Uuid::now_v7().simple());
                 }
-                let arguments = match whole {
-                    Some(v) => v.clone(),
-                    None if failed => parse_streaming_json(args),
+                let (arguments, arguments_error) = match whole {
+                    Some(v) => (v.clone(), None),
+                    None if failed => (parse_streaming_json(args), None),
                     None => {
                         let (value, error) = parse_tool_call_arguments(args);
-                        *finished = Some((value.clone(), error));
-                        value
+                        *finished = Some((value.clone(), error.clone()));
+                        (value, error)
                     }
                 };
                 StreamEvent::ToolCallEnd {
@@ -262,6 +266,7 @@ impl Turn {
                     id: id.clone(),
                     name: name.clone(),
                     arguments,
+                    arguments_error,
                 }
             }
         };
@@ -290,6 +295,11 @@ impl Turn {
         self.response_model = None;
         self.raw_stop_reason = None;
         self.failed = false;
+        // A retry is a new attempt, as Pi's auto-retry is a new request: its own
+        // timestamp and duration.
+        self.timestamp = now_ms();
+        self.started_ms = self.timestamp;
+        self.started_at = std::time::Instant::now();
     }
 
     pub fn fail(&mut self, reason: StopReason, message: String) {
@@ -314,6 +324,11 @@ impl Turn {
         }
         if let Some(r) = self.raw_stop_reason {
             extra.insert("rawStopReason".to_owned(), Value::String(r));
+        }
+        // Pi 1.6: how long the response took, in whole milliseconds.
+        if self.timestamp >= self.started_ms {
+            let ms = u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+            extra.insert("durationMs".to_owned(), Value::from(ms));
         }
         let msg = AssistantMessage {
             role: "assistant".to_owned(),

@@ -62,15 +62,27 @@ pub struct ModelCost {
 }
 
 impl ModelCost {
-    /// Fill `usage.cost` exactly as Pi's `calculateCost` does (same float operations,
-    /// so the stored numbers are bit-identical).
+    /// Fill `usage.cost` exactly as Pi 1.6's `calculateCost` does (same float operations,
+    /// so the stored numbers are bit-identical): 1-hour cache writes (`usage.cacheWrite1h`)
+    /// cost twice the input rate, and `totalFromProvider` is `false`.
     pub fn apply(&self, usage: &mut Usage) {
+        let long_write = usage
+            .extra
+            .get("cacheWrite1h")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0) as f64;
+        let short_write = usage.cache_write as f64 - long_write;
         usage.cost.input = (self.input / 1_000_000.0) * usage.input as f64;
         usage.cost.output = (self.output / 1_000_000.0) * usage.output as f64;
         usage.cost.cache_read = (self.cache_read / 1_000_000.0) * usage.cache_read as f64;
-        usage.cost.cache_write = (self.cache_write / 1_000_000.0) * usage.cache_write as f64;
+        usage.cost.cache_write =
+            (self.cache_write * short_write + self.input * 2.0 * long_write) / 1_000_000.0;
         usage.cost.total =
             usage.cost.input + usage.cost.output + usage.cost.cache_read + usage.cost.cache_write;
+        usage.cost.extra.insert(
+            "totalFromProvider".to_owned(),
+            serde_json::Value::Bool(false),
+        );
     }
 }
 
@@ -346,6 +358,9 @@ pub enum StreamEvent {
         id: String,
         name: String,
         arguments: Value,
+        /// Pi 1.6's `argumentsError`: the finished text was not a JSON object
+        /// (`arguments` is then `{}`); such a call must not be executed.
+        arguments_error: Option<String>,
     },
     /// A retryable failure; the request is sent again after `delay`.
     Retry {

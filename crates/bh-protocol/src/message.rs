@@ -109,7 +109,10 @@ pub struct Cost {
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Token usage. Serialised in Pi's key order: the OpenAI-style wires (Pi 1.6's
+/// `parseChunkUsage`) put `reasoning` before `totalTokens`; Anthropic adds `cacheWrite1h`
+/// and `reasoning` after `cost`, so `reasoning` goes there when `cacheWrite1h` is present.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     #[serde(default)]
@@ -149,8 +152,10 @@ impl UserMessage {
     }
 }
 
-/// An assistant turn, in the key order Pi writes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An assistant turn, in the key order Pi writes: after `timestamp` come `responseId`,
+/// `responseModel`, `rawStopReason` (Pi 1.6, set while streaming), then `errorMessage`, then
+/// any other key.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantMessage {
     pub role: String,
@@ -165,6 +170,70 @@ pub struct AssistantMessage {
     pub error_message: Option<String>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// Keys Pi 1.6 sets on an assistant message while it streams, in its order.
+const STREAMED_KEYS: [&str; 3] = ["responseId", "responseModel", "rawStopReason"];
+
+impl Serialize for AssistantMessage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("role", &self.role)?;
+        m.serialize_entry("content", &self.content)?;
+        m.serialize_entry("api", &self.api)?;
+        m.serialize_entry("provider", &self.provider)?;
+        m.serialize_entry("model", &self.model)?;
+        m.serialize_entry("usage", &self.usage)?;
+        m.serialize_entry("stopReason", &self.stop_reason)?;
+        m.serialize_entry("timestamp", &self.timestamp)?;
+        for k in STREAMED_KEYS {
+            if let Some(v) = self.extra.get(k) {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        if let Some(e) = &self.error_message {
+            m.serialize_entry("errorMessage", e)?;
+        }
+        for (k, v) in &self.extra {
+            if !STREAMED_KEYS.contains(&k.as_str()) && k != "errorMessage" {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
+    }
+}
+
+impl Serialize for Usage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let fixed = [
+            "input",
+            "output",
+            "cacheRead",
+            "cacheWrite",
+            "totalTokens",
+            "cost",
+        ];
+        let early_reasoning = !self.extra.contains_key("cacheWrite1h");
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("input", &self.input)?;
+        m.serialize_entry("output", &self.output)?;
+        m.serialize_entry("cacheRead", &self.cache_read)?;
+        m.serialize_entry("cacheWrite", &self.cache_write)?;
+        if early_reasoning && let Some(r) = self.extra.get("reasoning") {
+            m.serialize_entry("reasoning", r)?;
+        }
+        m.serialize_entry("totalTokens", &self.total_tokens)?;
+        m.serialize_entry("cost", &self.cost)?;
+        for (k, v) in &self.extra {
+            if fixed.contains(&k.as_str()) || (early_reasoning && k == "reasoning") {
+                continue;
+            }
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 /// A tool result, in the key order Pi writes.
@@ -240,6 +309,19 @@ pub const KNOWN_ROLES: &[&str] = &[
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_pi_fields_serialise_in_pis_key_order() {
+        // Pi 1.6 lines (OpenAI-compatible and Anthropic), key order as Pi wrote them.
+        let openai = r#"{"role":"assistant","content":[],"api":"openai-completions","provider":"p","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"reasoning":1,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"error","timestamp":5,"responseId":"c","responseModel":"m2","rawStopReason":"content_filter","errorMessage":"Provider finish_reason: content_filter"}"#;
+        let anthropic = r#"{"role":"assistant","content":[],"api":"anthropic-messages","provider":"a","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0},"cacheWrite1h":0,"reasoning":2},"stopReason":"stop","timestamp":5,"responseId":"msg","rawStopReason":"end_turn","thinkingLevel":"off"}"#;
+        // Printed by Pi 1.6.0 for an Anthropic stream cut after its first events.
+        let cut = r#"{"role":"assistant","content":[{"type":"text","text":""}],"api":"anthropic-messages","provider":"replay","model":"claude-sonnet-4-5","usage":{"input":12,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":13,"cost":{"input":0.000036,"output":0.000015,"cacheRead":0,"cacheWrite":0,"total":0.000051,"totalFromProvider":false},"cacheWrite1h":0},"stopReason":"error","timestamp":1796110216198,"responseId":"msg_01QC4g3HwBThD4BaNtBckFDJ","responseModel":"claude-sonnet-4-5-20250929","errorMessage":"Anthropic stream ended before message_stop","durationMs":112,"thinkingLevel":"off"}"#;
+        for line in [openai, anthropic, cut] {
+            let m: AssistantMessage = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&m).unwrap(), line);
+        }
+    }
 
     #[test]
     fn costs_serialise_like_javascript() {

@@ -8,6 +8,7 @@ mod cancel;
 mod events;
 mod limits;
 mod mock;
+mod retry;
 mod run;
 mod support;
 mod truncated;

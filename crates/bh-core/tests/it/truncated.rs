@@ -101,6 +101,15 @@ fn anthropic_done() -> String {
 
 /// Runs one prompt against the mock; returns the session's messages.
 async fn run(api: Api, responses: Vec<String>) -> (crate::support::Fx, Vec<Value>) {
+    let (fx, msgs, _) = run_events(api, responses).await;
+    (fx, msgs)
+}
+
+/// [`run`], also returning the events as JSON.
+async fn run_events(
+    api: Api,
+    responses: Vec<String>,
+) -> (crate::support::Fx, Vec<Value>, Vec<Value>) {
     let fx = fx();
     let (base, _seen) = serve(responses);
     let mut spec = ModelSpec::new("mock", "mock-model", api);
@@ -113,15 +122,18 @@ async fn run(api: Api, responses: Vec<String>) -> (crate::support::Fx, Vec<Value
     );
     let mut agent =
         Agent::new(fx.config(provider, fx.new_session(), true, Limits::default())).unwrap();
+    let mut events = Vec::new();
     let out = agent
-        .run("write the file", &CancellationToken::new(), &mut |_| {})
+        .run("write the file", &CancellationToken::new(), &mut |e| {
+            events.push(serde_json::to_value(e).unwrap())
+        })
         .await
         .unwrap();
     assert_eq!(out.stop, RunStop::Completed, "{out:?}");
     assert_eq!(out.tool_calls, 0, "no tool ran");
     assert_valid(agent.session_path());
     let msgs = messages(agent.session_path());
-    (fx, msgs)
+    (fx, msgs, events)
 }
 
 fn result_text(m: &Value) -> &str {
@@ -148,7 +160,7 @@ async fn openai_length_mid_tool_call_is_not_executed() {
     assert_eq!(msgs[1]["content"][0]["arguments"], json!({}));
     assert_eq!(
         msgs[1]["content"][0]["argumentsError"],
-        "Unterminated string in JSON at position 41\n\nReceived arguments:\n{\"path\": \"cut.txt\", \"content\": \"first hal"
+        "Unterminated string in JSON at position 41 (line 1 column 42)\n\nReceived arguments:\n{\"path\": \"cut.txt\", \"content\": \"first hal"
     );
     assert_eq!(result_text(&msgs[2]), TRUNCATED);
     assert_eq!(msgs[3]["content"][0]["text"], "Done.");
@@ -187,12 +199,13 @@ async fn anthropic_max_tokens_mid_tool_use_is_not_executed() {
     .await;
     assert!(!fx.repo.join("cut.txt").exists(), "truncated file written");
     assert_eq!(msgs[1]["stopReason"], "length");
+    assert_eq!(msgs[1]["rawStopReason"], "max_tokens");
     assert_eq!(msgs[1]["content"][0]["arguments"], json!({}));
     assert!(
         msgs[1]["content"][0]["argumentsError"]
             .as_str()
             .unwrap()
-            .starts_with("Unterminated string in JSON at position 42\n\nReceived arguments:\n")
+            .starts_with("Unterminated string in JSON at position 42 (line 1 column 43)\n\nReceived arguments:\n")
     );
     assert_eq!(result_text(&msgs[2]), TRUNCATED);
     assert_eq!(msgs[3]["content"][0]["text"], "Done.");
@@ -202,7 +215,7 @@ async fn anthropic_max_tokens_mid_tool_use_is_not_executed() {
 async fn unparseable_arguments_are_refused_not_salvaged() {
     // A finished call (finish_reason tool_calls) whose text is not JSON: bh used to run the
     // valid-looking prefix `{"path":"cut.txt","content":"abc"}`.
-    let (fx, msgs) = run(
+    let (fx, msgs, events) = run_events(
         Api::OpenAiCompletions,
         vec![
             openai_write(
@@ -214,13 +227,28 @@ async fn unparseable_arguments_are_refused_not_salvaged() {
     )
     .await;
     assert!(!fx.repo.join("cut.txt").exists(), "salvaged arguments ran");
-    let err = "Expected ',' or '}' after property value in JSON at position 37\n\nReceived arguments:\n{\"path\": \"cut.txt\", \"content\": \"abc\" \"x\"}";
+    let err = "Expected ',' or '}' after property value in JSON at position 37 (line 1 column 38)\n\nReceived arguments:\n{\"path\": \"cut.txt\", \"content\": \"abc\" \"x\"}";
     assert_eq!(msgs[1]["content"][0]["arguments"], json!({}));
     assert_eq!(msgs[1]["content"][0]["argumentsError"], err);
     assert_eq!(
         result_text(&msgs[2]),
         format!("Invalid arguments for tool \"write\": {err}")
     );
+    // Pi's `toolcall_end` event and its partial carry the error too.
+    let end = events
+        .iter()
+        .find(|e| e["assistantMessageEvent"]["type"] == "toolcall_end")
+        .unwrap();
+    assert_eq!(
+        end["assistantMessageEvent"]["toolCall"]["argumentsError"],
+        err
+    );
+    assert_eq!(end["message"]["content"][0]["argumentsError"], err);
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_start")
+        .unwrap();
+    assert_eq!(start["args"], json!({}));
 }
 
 #[tokio::test]

@@ -114,7 +114,8 @@ async fn thinking_signature_text_parallel_tools_usage() {
         (3.0 / 1e6) * 50.0,
         (15.0 / 1e6) * 40.0,
         (0.3 / 1e6) * 1000.0,
-        (3.75 / 1e6) * 20.0,
+        // Pi 1.6's formula for cache writes (5-minute and 1-hour writes priced apart).
+        (3.75 * 20.0 + 3.0 * 2.0 * 0.0) / 1e6,
     );
     assert_eq!(
         v,
@@ -131,9 +132,10 @@ async fn thinking_signature_text_parallel_tools_usage() {
             "model": "claude-sonnet-4-5",
             "usage": {"input": 50, "output": 40, "cacheRead": 1000, "cacheWrite": 20, "totalTokens": 1110,
                 "cost": {"input": ci, "output": co, "cacheRead": cr, "cacheWrite": cw,
-                    "total": ci + co + cr + cw}},
+                    "total": ci + co + cr + cw, "totalFromProvider": false}, "cacheWrite1h": 0},
             "stopReason": "toolUse",
             "responseId": "msg_01",
+            "rawStopReason": "tool_use",
         })
     );
     assert!(events.contains(&StreamEvent::ThinkingEnd {
@@ -298,4 +300,93 @@ async fn redacted_thinking_and_refusal() {
         json!({"type": "thinking", "thinking": "[Reasoning redacted]", "thinkingSignature": "OPAQUE", "redacted": true})
     );
     assert_eq!(v["stopReason"], "error");
+}
+
+fn start_event(model: &str) -> String {
+    an(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_r", "type": "message", "role": "assistant",
+            "model": model, "content": [], "stop_reason": null,
+            "usage": {"input_tokens": 5, "output_tokens": 1,
+                "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 7}}}}),
+    )
+}
+
+#[tokio::test]
+async fn refusal_carries_the_providers_explanation() {
+    let refusal = |details: Value| {
+        vec![
+            start_event("claude-sonnet-4-5"),
+            an(
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_details": details},
+                    "usage": {"output_tokens": 3, "output_tokens_details": {"thinking_tokens": 2}}}),
+            ),
+            an("message_stop", json!({"type": "message_stop"})),
+        ]
+    };
+    let server = MockServer::start(vec![
+        MockResponse::sse(refusal(
+            json!({"type": "refusal", "category": "cyber", "explanation": "This request asks for malware."}),
+        )),
+        MockResponse::sse(refusal(Value::Null)),
+    ])
+    .await;
+    let p = http(model(&server.base), fast_retry(0));
+    let (_, msg) = run(&p, request("x")).await;
+    let v = json_no_ts(&msg);
+    assert_eq!(v["stopReason"], "error");
+    assert_eq!(v["rawStopReason"], "refusal");
+    assert_eq!(v["errorMessage"], "This request asks for malware.");
+    assert_eq!(v["usage"]["cacheWrite1h"], 7);
+    assert_eq!(v["usage"]["reasoning"], 2);
+    assert!(v.get("responseModel").is_none(), "same model as asked");
+    let (_, msg) = run(&p, request("x")).await;
+    assert_eq!(
+        msg.error_message.as_deref(),
+        Some("The model refused to complete the request")
+    );
+    assert_eq!(server.requests().len(), 2, "a refusal is not retried");
+}
+
+#[tokio::test]
+async fn early_ends_have_pis_texts_and_are_retried() {
+    let server = MockServer::start(vec![
+        // Cut after message_start.
+        MockResponse::sse(vec![start_event("claude-sonnet-4-5-20250929")]),
+        // message_stop without a stop reason.
+        MockResponse::sse(vec![
+            start_event("claude-sonnet-4-5-20250929"),
+            an("message_stop", json!({"type": "message_stop"})),
+        ]),
+        MockResponse::sse(vec![start_event("claude-sonnet-4-5-20250929")]),
+        MockResponse::sse(vec![start_event("claude-sonnet-4-5-20250929")]),
+    ])
+    .await;
+    let p = http(model(&server.base), fast_retry(3));
+    let (events, msg) = run(&p, request("x")).await;
+    let reasons: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Retry { reason, .. } => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "Anthropic stream ended before message_stop",
+            "Anthropic stream ended without a stop reason",
+            "Anthropic stream ended before message_stop",
+        ]
+    );
+    assert_eq!(msg.stop_reason, "error");
+    assert_eq!(
+        msg.error_message.as_deref(),
+        Some("Anthropic stream ended before message_stop")
+    );
+    // A fallback model answered: Pi 1.6 records it.
+    let v = json_no_ts(&msg);
+    assert_eq!(v["responseModel"], "claude-sonnet-4-5-20250929");
+    assert_eq!(server.requests().len(), 4);
 }

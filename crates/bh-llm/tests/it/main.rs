@@ -116,10 +116,15 @@ pub fn http(model: ModelSpec, retry: RetryPolicy) -> HttpProvider {
     HttpProvider::new(model).unwrap().with_retry(retry)
 }
 
-/// The message as JSON without the (clock-dependent) timestamp.
+/// The message as JSON without the clock-dependent `timestamp` and `durationMs` (present).
 pub fn json_no_ts(m: &AssistantMessage) -> Value {
     let mut v = serde_json::to_value(m).unwrap();
-    v.as_object_mut().unwrap().remove("timestamp");
+    let o = v.as_object_mut().unwrap();
+    o.remove("timestamp");
+    assert!(
+        o.remove("durationMs").is_some_and(|d| d.is_u64()),
+        "Pi 1.6 times every streamed response"
+    );
     v
 }
 

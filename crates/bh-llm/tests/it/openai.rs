@@ -44,6 +44,7 @@ async fn text_and_thinking_match_pi_message() {
     let mut expected: Value = serde_json::from_str(&fixture("s01-hello.assistant.json")).unwrap();
     expected.as_object_mut().unwrap().remove("timestamp");
     expected["responseId"] = json!("chatcmpl-mock-1");
+    pi16_fields(&mut expected);
     assert_pi_eq(json_no_ts(&msg), expected);
 
     assert_eq!(events[0], StreamEvent::Start);
@@ -253,14 +254,16 @@ async fn http_400_is_not_retried() {
 
 #[tokio::test]
 async fn stream_cut_mid_message_is_an_error_with_partial_content() {
-    let server = MockServer::start(vec![MockResponse::sse(vec![
-        oa(json!({"content": "Partial "}), None),
-        oa(json!({"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "read", "arguments": "{\"path\":\"a"}}]}), None),
-    ])
-    .cut()])
-    .await;
+    let cut = || {
+        MockResponse::sse(vec![
+            oa(json!({"content": "Partial "}), None),
+            oa(json!({"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "read", "arguments": "{\"path\":\"a"}}]}), None),
+        ])
+        .cut()
+    };
+    let server = MockServer::start(vec![cut(), cut(), cut()]).await;
     let p = http(fake_model(&server.base), fast_retry(2));
-    let (_, msg) = run(&p, request("x")).await;
+    let (events, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "error");
     assert!(
         msg.error_message
@@ -272,9 +275,47 @@ async fn stream_cut_mid_message_is_an_error_with_partial_content() {
     );
     let v = json_no_ts(&msg);
     assert_eq!(v["content"][0]["text"], "Partial ");
+    // The call never ended: its streaming preview, no argumentsError.
     assert_eq!(v["content"][1]["arguments"], json!({"path": "a"}));
-    // no retry once content was streamed
-    assert_eq!(server.requests().len(), 1);
+    assert!(v["content"][1].get("argumentsError").is_none());
+    // Retried as Pi's auto-retry retries an early end, also after content streamed.
+    assert_eq!(server.requests().len(), 3);
+    let retries = events
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::Retry { .. }))
+        .count();
+    assert_eq!(retries, 2);
+}
+
+#[tokio::test]
+async fn stream_cut_mid_message_is_retried_and_the_retry_wins() {
+    let server = MockServer::start(vec![
+        MockResponse::sse(vec![oa(json!({"content": "Partial "}), None)]).cut(),
+        MockResponse::sse(vec![
+            oa(json!({"content": "Whole."}), None),
+            oa(json!({}), Some("stop")),
+            oa_done(),
+        ]),
+    ])
+    .await;
+    let p = http(fake_model(&server.base), fast_retry(3));
+    let (_, msg) = run(&p, request("x")).await;
+    assert_eq!(msg.stop_reason, "stop", "{:?}", msg.error_message);
+    let v = json_no_ts(&msg);
+    assert_eq!(v["content"], json!([{"type": "text", "text": "Whole."}]));
+    assert_eq!(server.requests().len(), 2);
+}
+
+/// The fixtures were written by Pi 0.73.1; Pi 1.6 adds `rawStopReason` (the provider's
+/// `finish_reason`) and, whenever a usage chunk arrived, `usage.reasoning`.
+fn pi16_fields(expected: &mut Value) {
+    let raw = match expected["stopReason"].as_str() {
+        Some("length") => "length",
+        Some("toolUse") => "tool_calls",
+        _ => "stop",
+    };
+    expected["rawStopReason"] = json!(raw);
+    expected["usage"]["reasoning"] = json!(0);
 }
 
 #[tokio::test]
@@ -289,7 +330,7 @@ async fn clean_eof_without_finish_reason_is_an_error() {
     assert_eq!(msg.stop_reason, "error");
     assert_eq!(
         msg.error_message.as_deref(),
-        Some("Stream ended before the response was complete")
+        Some("Stream ended without finish_reason")
     );
 }
 
@@ -313,6 +354,7 @@ async fn finish_reasons_map_as_pi() {
     let mut expected: Value = serde_json::from_str(&fixture("s10-length.assistant.json")).unwrap();
     expected.as_object_mut().unwrap().remove("timestamp");
     expected["responseId"] = json!("chatcmpl-mock-1");
+    pi16_fields(&mut expected);
     assert_pi_eq(json_no_ts(&msg), expected);
     let (_, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "error");
@@ -550,4 +592,27 @@ async fn calls_all_numbered_index_zero_are_kept_apart() {
             {"type": "toolCall", "id": "call_2", "name": "ls", "arguments": {}},
         ])
     );
+}
+
+#[tokio::test]
+async fn azure_empty_first_id_takes_the_later_one_and_reasoning_tokens_count() {
+    // Azure's first chunk (prompt filter results) has `id: ""` and no choices.
+    let server = MockServer::start(vec![MockResponse::sse(vec![
+        oa_raw(json!({"id": "", "object": "", "created": 0, "model": "", "choices": [],
+            "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}]})),
+        oa(json!({"content": "Hi"}), None),
+        oa(json!({}), Some("stop")),
+        oa_raw(json!({"id": "chatcmpl-mock-1", "object": "chat.completion.chunk", "model": "fake-model",
+            "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18,
+            "completion_tokens_details": {"reasoning_tokens": 5}}})),
+        oa_done(),
+    ])])
+    .await;
+    let p = http(fake_model(&server.base), fast_retry(0));
+    let (_, msg) = run(&p, request("x")).await;
+    let v = json_no_ts(&msg);
+    assert_eq!(v["responseId"], "chatcmpl-mock-1");
+    assert_eq!(v["rawStopReason"], "stop");
+    assert_eq!(v["usage"]["reasoning"], 5);
+    assert_eq!(v["usage"]["output"], 8);
 }

@@ -42,7 +42,8 @@ async fn replays_turns_in_order() {
                 {"type": "toolCall", "id": "call_0_0", "name": "write", "arguments": {"path": "a.txt", "content": "hi\n"}}],
             "api": "scripted", "provider": "scripted", "model": "demo",
             "usage": {"input": 100, "output": 10, "cacheRead": 50, "cacheWrite": 0, "totalTokens": 160,
-                "cost": {"input": ci, "output": co, "cacheRead": cr, "cacheWrite": 0, "total": ci + co + cr}},
+                "cost": {"input": ci, "output": co, "cacheRead": cr, "cacheWrite": 0, "total": ci + co + cr,
+                    "totalFromProvider": false}},
             "stopReason": "toolUse", "timestamp": 1000})
     );
     assert!(matches!(events[0], StreamEvent::Start));
