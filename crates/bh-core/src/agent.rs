@@ -80,6 +80,8 @@ pub struct RunOutcome {
     pub last_assistant: Option<AssistantMessage>,
     /// Checkpoint ids taken in this run, in order.
     pub checkpoints: Vec<String>,
+    /// Token and cost totals of this run's assistant messages.
+    pub usage: bh_session::Totals,
     /// Harness overhead of each executed tool call, in order: the wall time
     /// of its turn minus the time spent waiting on the model's stream, in the
     /// tool itself and in the checkpoint (i.e. request building, event
@@ -622,7 +624,14 @@ impl Agent {
             RunStop::Completed => None,
             _ => last.error_message.clone(),
         };
+        let mut usage = bh_session::Totals::default();
+        for m in &self.history[run_start.min(self.history.len())..] {
+            if let Message::Assistant(a) = m {
+                usage.add(&a.usage);
+            }
+        }
         let outcome = RunOutcome {
+            usage,
             stop,
             limit,
             reason: reason.clone(),
