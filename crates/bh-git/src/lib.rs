@@ -7,9 +7,12 @@
 //! system and global configuration and system attributes. Output is parsed from
 //! the `-z` forms as bytes ([`parse`]); paths stay bytes until shown to a person.
 
+mod index;
 pub mod ops;
 pub mod parse;
 mod runner;
+
+pub use index::TempIndex;
 
 pub use ops::{LogCommit, Worktree, WorktreeGuard};
 pub use runner::{GitCommand, GitError, GitOutput, GitProcess, GitRunner, Repo, Scope};

@@ -28,3 +28,9 @@ pub use runtime::{DEFAULT_SYSTEM_PROMPT, Runtime, RuntimeOptions, SystemPrompt};
 pub use session::{
     OpenedSession, SessionChoice, SessionRequest, canonical_dir, dir_str, open_session,
 };
+
+/// The engines' types a front door needs, so it can depend on the runtime alone.
+pub use bh_core::{Agent, CoreError, Event, LimitKind, Limits, RunOutcome, RunStop};
+pub use bh_llm::Provider;
+pub use bh_tools::Profile;
+pub use tokio_util::sync::CancellationToken;
