@@ -175,9 +175,7 @@ pub struct Agent {
     persist_time: Duration,
 }
 
-fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
-}
+use bh_protocol::now_ms;
 
 fn session_err(path: &std::path::Path) -> impl Fn(bh_session::SessionError) -> CoreError + '_ {
     move |source| CoreError::Session {
@@ -849,15 +847,8 @@ impl Agent {
         if !self.offers(name) {
             return Ok(ToolResult::error(format!("Tool {name} not found")));
         }
-        let tool_cancel = bh_tools::CancelToken::new();
-        let _link = {
-            let tc = tool_cancel.clone();
-            let cancel = cancel.clone();
-            AbortOnDrop(tokio::spawn(async move {
-                cancel.cancelled().await;
-                tc.cancel();
-            }))
-        };
+        // The tool watches the run's own token (one token type throughout).
+        let tool_cancel = cancel.clone();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ToolUpdate>();
         let toolbox = self.toolbox.clone();
         let tool = name.to_owned();
