@@ -220,8 +220,8 @@ fn executor_demo(
             limits: bh_exec::Limits::default(),
         },
     )
-    .map_err(CliError::internal)?;
-    bh_exec::write_plan(&plan_path, &plan, false).map_err(CliError::internal)?;
+    .map_err(crate::exec::exec_error)?;
+    bh_exec::write_plan(&plan_path, &plan, false).map_err(crate::exec::exec_error)?;
     say(format!(
         "planned: {} (sha256:{})",
         plan_path.display(),
@@ -240,7 +240,7 @@ fn executor_demo(
     };
     let result = runtime
         .block_on(bh_exec::run_plan(&ctx.git(), &plan_path, &setup))
-        .map_err(CliError::internal)?;
+        .map_err(crate::exec::exec_error)?;
     let commit = result.commit.clone().unwrap_or_default();
     say(format!(
         "ran: {} — commit {} (one parent: the base), ref {}, files: {}",

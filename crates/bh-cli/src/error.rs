@@ -65,6 +65,9 @@ pub struct CliError {
     pub details: Option<serde_json::Value>,
     /// A more specific exit code than the kind's (the executor's re-checks).
     pub exit_code: Option<u8>,
+    /// Stdout already carried a JSON stream (`bh agent --json`): the error
+    /// goes to stderr only, so the stream stays valid.
+    pub after_stream: bool,
 }
 
 impl CliError {
@@ -74,6 +77,7 @@ impl CliError {
             message: message.into(),
             details: None,
             exit_code: None,
+            after_stream: false,
         }
     }
 
@@ -102,8 +106,14 @@ impl CliError {
         CliError::new(ErrorKind::Usage, message.to_string())
     }
 
+    /// Marks an error that ends a JSON stream (see [`CliError::after_stream`]).
+    pub fn after_stream(mut self) -> Self {
+        self.after_stream = true;
+        self
+    }
+
     pub fn report(&self, json: bool) {
-        if json {
+        if json && !self.after_stream {
             let error = serde_json::json!({ "kind": self.kind.as_str(), "message": self.message });
             let doc = match &self.details {
                 Some(serde_json::Value::Object(map)) => {

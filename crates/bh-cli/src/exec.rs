@@ -4,7 +4,10 @@
 
 use std::path::PathBuf;
 
-use bh_exec::{ExecError, Limits, PlanRequest, make_plan, verify_plan, write_plan};
+use bh_exec::{
+    ExecError, Limits, PlanRequest, RunResult, RunState, StopReason, make_plan, verify_plan,
+    write_plan,
+};
 use clap::Subcommand;
 use serde_json::json;
 
@@ -85,17 +88,51 @@ pub enum ExecCmd {
     },
 }
 
-fn exec_error(err: ExecError) -> CliError {
-    let kind = match err.exit_code() {
-        2 => ErrorKind::Usage,
-        3 => ErrorKind::Refused,
-        4 => ErrorKind::NotFound,
-        6 => ErrorKind::Invalid,
-        1 => ErrorKind::Internal,
-        _ => ErrorKind::Tampered,
+/// The exit code of each executor failure (the table in ARCHITECTURE.md):
+/// the re-checks of a plan each have their own.
+pub(crate) fn exec_error(err: ExecError) -> CliError {
+    use ExecError as E;
+    let (kind, code) = match &err {
+        E::PlanTampered { .. } => (ErrorKind::Tampered, Some(20)),
+        E::BaseMoved { .. } => (ErrorKind::Tampered, Some(21)),
+        E::SessionChanged { .. } => (ErrorKind::Tampered, Some(22)),
+        E::SessionIdChanged { .. } => (ErrorKind::Tampered, Some(23)),
+        E::EntryChanged { .. } => (ErrorKind::Tampered, Some(24)),
+        E::RefExists { .. } => (ErrorKind::Tampered, Some(25)),
+        E::PlanExists { .. } => (ErrorKind::Refused, None),
+        E::NotARepository { .. } | E::UnknownBase { .. } | E::UnknownEntry { .. } => {
+            (ErrorKind::NotFound, None)
+        }
+        E::BrokenChain { .. } | E::Session { .. } | E::SessionRead { .. } | E::NoHeader { .. } => {
+            (ErrorKind::Invalid, None)
+        }
+        E::PlanRead { .. } | E::PlanFormat { .. } | E::PlanVersion { .. } => {
+            (ErrorKind::Usage, None)
+        }
+        E::TrailerValue { .. } => (ErrorKind::Invalid, None),
+        E::Runtime(_) => {
+            let E::Runtime(r) = err else {
+                return CliError::internal("unreachable");
+            };
+            return crate::agent::runtime_error(*r);
+        }
+        E::Io { .. } | E::Git(_) | E::Agent { .. } => (ErrorKind::Internal, None),
     };
-    let code = err.exit_code();
-    CliError::new(kind, err.to_string()).with_exit_code(code)
+    let e = CliError::new(kind, err.to_string());
+    match code {
+        Some(c) => e.with_exit_code(c),
+        None => e,
+    }
+}
+
+/// The exit-code kind of an execution that ran but did not commit.
+fn failure_kind(result: &RunResult) -> Option<ErrorKind> {
+    match (result.state, result.stop_reason) {
+        (RunState::Committed | RunState::NoChanges, _) => None,
+        (RunState::Failed, _) => Some(ErrorKind::WorkerFailed),
+        (RunState::Aborted, StopReason::Cancelled) => Some(ErrorKind::Interrupted),
+        (RunState::Aborted, _) => Some(ErrorKind::Limit),
+    }
 }
 
 pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
@@ -201,12 +238,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 bh_exec::run_plan(&ctx.git(), &path, &setup).await
             });
             let result = result.map_err(exec_error)?;
-            let failure = match result.state.as_str() {
-                "committed" | "no-changes" => None,
-                "failed" => Some(ErrorKind::WorkerFailed),
-                _ if result.stop_reason == "cancelled" => Some(ErrorKind::Interrupted),
-                _ => Some(ErrorKind::Limit),
-            };
+            let failure = failure_kind(&result);
             if ctx.json {
                 let doc = json!({ "result": result });
                 return match failure {

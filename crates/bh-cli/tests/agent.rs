@@ -408,7 +408,8 @@ fn resume_continue_and_fork_work_in_the_sessions_cwd() {
     ]);
     assert_eq!(code, 0, "{err}");
 
-    // Resumed from another directory: works in the header's cwd.
+    // Resumed from another directory: refused, naming both, nothing written;
+    // the file's header never picks the tools' root by itself.
     let other = env.root.join("elsewhere");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(
@@ -417,10 +418,32 @@ fn resume_continue_and_fork_work_in_the_sessions_cwd() {
 {"text": "ok"}"#,
     )
     .unwrap();
+    let before = std::fs::read(&file).unwrap();
     let out = env
         .bh()
         .current_dir(&other)
         .args(["--json", "agent", "--session"])
+        .arg(&file)
+        .args(["--script", script, "-p", "second"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["kind"], "refused");
+    let msg = doc["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(env.repo.to_str().unwrap()) && msg.contains(other.to_str().unwrap()),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+
+    // With --cwd naming the root, it works there.
+    let out = env
+        .bh()
+        .current_dir(&other)
+        .args(["--json", "agent", "--cwd"])
+        .arg(&env.repo)
+        .arg("--session")
         .arg(&file)
         .args([
             "--script",
@@ -1153,7 +1176,9 @@ fn worktree_moves_carry_a_session_without_turns_and_a_moved_leaf() {
     let before = std::fs::read(&z).unwrap();
     let mut cmd = env.bh();
     cmd.args(["agent", "-i", "--script", "../talk.jsonl", "--session"])
-        .arg(&z);
+        .arg(&z)
+        .arg("--cwd")
+        .arg(env.root.join("repo.worktrees/z"));
     let (code, stdout, stderr) = run_repl(
         cmd,
         &format!("/tree {first_answer}\n/worktree enter y\n/quit\n"),
@@ -1431,4 +1456,174 @@ fn interactive_mode_prints_bash_output_as_it_arrives() {
         String::from_utf8_lossy(&out.stdout).contains("Printed ab."),
         "{stderr}"
     );
+}
+
+/// `--session ID`: a unique id prefix opens that session, this directory's
+/// folder first, then every folder; an ambiguous or unknown prefix is refused
+/// and creates nothing.
+#[test]
+fn session_by_id_prefix_as_pi_resolves_it() {
+    let env = env();
+    std::fs::write(
+        env.root.join("chat.jsonl"),
+        "{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n",
+    )
+    .unwrap();
+    let script = env.root.join("chat.jsonl");
+    let script = script.to_str().unwrap();
+    for _ in 0..2 {
+        let (code, _, err) = env.agent_json(&["--script", script, "-p", "hi"]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let sessions = env.sessions();
+    assert_eq!(sessions.len(), 2);
+    let id_of = |p: &Path| {
+        bh_session::Session::load(p)
+            .unwrap()
+            .header()
+            .unwrap()
+            .id
+            .clone()
+    };
+    let (a, b) = (id_of(&sessions[0]), id_of(&sessions[1]));
+    // The shortest prefix that tells them apart.
+    let n = (1..a.len()).find(|&n| a[..n] != b[..n]).unwrap();
+    let (code, lines, err) =
+        env.agent_json(&["--session", &b[..n], "--script", script, "-p", "again"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines[0]["id"], b.as_str());
+    assert_eq!(
+        messages(&sessions[1])
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .count(),
+        2
+    );
+    // UUIDv7 ids of one millisecond share a long prefix: "0" matches both.
+    let before: Vec<Vec<u8>> = sessions.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let code_of = |prefix: &str| {
+        let out = env
+            .bh()
+            .args([
+                "--json",
+                "agent",
+                "--session",
+                prefix,
+                "--script",
+                script,
+                "-p",
+                "x",
+            ])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            out.status.code(),
+            doc["error"]["message"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (code, msg) = code_of(&a[..1]);
+    assert_eq!(code, Some(2), "ambiguous: {msg}");
+    assert!(msg.contains(sessions[0].to_str().unwrap()), "{msg}");
+    assert_eq!(code_of("zzzz").0, Some(4), "unknown id");
+    assert_eq!(env.sessions(), sessions, "nothing created");
+    let after: Vec<Vec<u8>> = sessions.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    assert_eq!(after, before);
+
+    // Another directory: found through every folder, then refused because it
+    // belongs to the repository; with --cwd it opens.
+    let other = env.root.join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    let out = env
+        .bh()
+        .current_dir(&other)
+        .args([
+            "--json",
+            "agent",
+            "--session",
+            &a,
+            "--script",
+            script,
+            "-p",
+            "y",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let out = env
+        .bh()
+        .current_dir(&other)
+        .args(["--json", "agent", "--cwd"])
+        .arg(&env.repo)
+        .args(["--session", &a, "--script", script, "-p", "y"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// `bh worktree enter` prepares a session in the worktree; `bh agent
+/// --session <target>` run there consumes the handoff: the verification is
+/// recorded exactly once, before the new turn, and never again.
+#[test]
+fn agent_on_an_entered_session_consumes_the_handoff_once() {
+    let env = env();
+    std::fs::write(
+        env.root.join("chat.jsonl"),
+        "{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n",
+    )
+    .unwrap();
+    let script = env.root.join("chat.jsonl");
+    let script = script.to_str().unwrap();
+    let source = env.root.join("src.jsonl");
+    let (code, _, err) = env.agent_json(&[
+        "--session",
+        source.to_str().unwrap(),
+        "--script",
+        script,
+        "-p",
+        "first",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let out = env.bh().args(["worktree", "create", "h"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = env
+        .bh()
+        .args(["worktree", "enter", "h", "--session"])
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let target = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let handoff = bh_worktree::handoff_path(&target);
+    assert!(handoff.exists());
+    let wt = env.root.join("repo.worktrees/h");
+    const VERIFIED: &str = "better-harness-transition-verification";
+
+    for prompt in ["second", "third"] {
+        let out = env
+            .bh()
+            .current_dir(&wt)
+            .args(["--json", "agent", "--session"])
+            .arg(&target)
+            .args(["--script", script, "-p", prompt])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(custom_count(&target, VERIFIED), 1, "after {prompt}");
+        assert!(!handoff.exists());
+    }
+    let lines = lines_of(&target);
+    let verified = lines
+        .iter()
+        .position(|l| l["customType"] == VERIFIED)
+        .unwrap();
+    let second = lines
+        .iter()
+        .position(|l| {
+            l["message"]["role"] == "user" && l["message"]["content"][0]["text"] == "second"
+        })
+        .unwrap();
+    assert!(verified < second, "verified before the new turn");
+    assert_eq!(lines[second]["parentId"], lines[verified]["id"]);
+    assert_valid(&target);
 }

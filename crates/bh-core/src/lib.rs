@@ -58,7 +58,9 @@
 mod agent;
 mod error;
 mod event;
+mod outcome;
 
-pub use agent::{Agent, AgentConfig, LimitKind, Limits, OverheadStats, RunOutcome, RunStop};
+pub use agent::{Agent, AgentConfig};
 pub use error::{CoreError, Result};
 pub use event::{AssistantDelta, AssistantMessageEvent, Event, ToolExecutionResult};
+pub use outcome::{LimitKind, Limits, OverheadStats, RunOutcome, RunStop};

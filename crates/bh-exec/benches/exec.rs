@@ -194,7 +194,7 @@ async fn main() -> Result<()> {
         let t = Instant::now();
         let result = run_plan(&runner(), &plan_path, &setup).await?;
         run_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        if result.state != "no-changes" {
+        if result.state != bh_exec::RunState::NoChanges {
             bail!("unexpected run result {}", result.state);
         }
     }

@@ -1,6 +1,7 @@
+//! Plans: what a run will do, pinned as full ids and digests, and their
+//! re-checks.
+
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use bh_git::{GitRunner, Scope};
@@ -8,7 +9,7 @@ use bh_session::Session;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::ExecError;
+use crate::error::{ExecError, io, session as session_err};
 
 pub const PLAN_VERSION: u32 = 1;
 /// Executions keep their commits under this namespace in the user's repository.
@@ -109,7 +110,6 @@ impl Plan {
     }
 }
 
-/// The session facts a plan records: file digest, id, and the entry's path.
 /// What a plan records about the session: file digest, id, path digest and
 /// length.
 struct SessionFacts {
@@ -119,15 +119,18 @@ struct SessionFacts {
     path_length: usize,
 }
 
-/// Reads the session once, hashing the file while it is parsed. The path
-/// digest is SHA-256 over the SHA-256 of each line on the root→entry path
-/// (two levels, so the per-line work splits across cores).
-fn session_facts(file: &Path, entry: &str) -> Result<SessionFacts, ExecError> {
-    let shown = file.display().to_string();
-    let bytes = fs::read(file).map_err(|e| ExecError::Session {
-        file: shown.clone(),
-        detail: e.to_string(),
-    })?;
+fn read_session(file: &Path) -> Result<Vec<u8>, ExecError> {
+    fs::read(file).map_err(|source| ExecError::SessionRead {
+        file: file.to_path_buf(),
+        source,
+    })
+}
+
+/// The facts of the session bytes `bytes` (read once by the caller), hashing
+/// the file while it is parsed. The path digest is SHA-256 over the SHA-256
+/// of each line on the root→entry path (two levels, so the per-line work
+/// splits across cores).
+fn session_facts(file: &Path, bytes: Vec<u8>, entry: &str) -> Result<SessionFacts, ExecError> {
     let (file_sha256, session) = std::thread::scope(|scope| {
         let hash = scope.spawn(|| sha256_hex(&bytes));
         let session = Session::parse(bytes.clone(), Some(file.to_path_buf()));
@@ -136,27 +139,21 @@ fn session_facts(file: &Path, entry: &str) -> Result<SessionFacts, ExecError> {
     let id = session
         .header()
         .map(|h| h.id.clone())
-        .ok_or_else(|| ExecError::Session {
-            file: shown.clone(),
-            detail: "no session header".into(),
+        .ok_or_else(|| ExecError::NoHeader {
+            file: file.to_path_buf(),
         })?;
     if session.entry(entry).is_none() {
         return Err(ExecError::UnknownEntry {
-            file: shown,
+            file: file.to_path_buf(),
             entry: entry.to_owned(),
         });
     }
-    let path = session
-        .path_to_root(entry)
-        .map_err(|e| ExecError::Session {
-            file: shown.clone(),
-            detail: e.to_string(),
-        })?;
+    let path = session.path_to_root(entry).map_err(session_err(file))?;
     if let Some(root) = path.first()
         && let Some(parent) = root.parent_id.as_deref().filter(|p| !p.is_empty())
     {
         return Err(ExecError::BrokenChain {
-            file: shown,
+            file: file.to_path_buf(),
             entry: entry.to_owned(),
             at: parent.to_owned(),
         });
@@ -198,12 +195,13 @@ fn session_facts(file: &Path, entry: &str) -> Result<SessionFacts, ExecError> {
 
 /// Resolves and digests everything a plan pins. Reads only.
 pub fn make_plan(runner: &GitRunner, req: &PlanRequest) -> Result<Plan, ExecError> {
-    let dir = fs::canonicalize(&req.repo).map_err(|_| ExecError::NotARepository {
-        path: req.repo.display().to_string(),
+    let dir = fs::canonicalize(&req.repo).map_err(|e| ExecError::NotARepository {
+        path: req.repo.clone(),
+        source: Box::new(e),
     })?;
-    let file = fs::canonicalize(&req.session).map_err(|e| ExecError::Session {
-        file: req.session.display().to_string(),
-        detail: e.to_string(),
+    let file = fs::canonicalize(&req.session).map_err(|source| ExecError::SessionRead {
+        file: req.session.clone(),
+        source,
     })?;
     // The repository questions and the session reading are independent.
     let (git, facts) = std::thread::scope(|scope| {
@@ -211,24 +209,27 @@ pub fn make_plan(runner: &GitRunner, req: &PlanRequest) -> Result<Plan, ExecErro
             let repo = runner.repo(&dir, Scope::User);
             let top = repo
                 .run_line(["rev-parse", "--path-format=absolute", "--show-toplevel"])
-                .map_err(|_| ExecError::NotARepository {
-                    path: dir.display().to_string(),
+                .map_err(|e| ExecError::NotARepository {
+                    path: dir.clone(),
+                    source: Box::new(e),
                 })?;
             let common =
                 repo.run_line(["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
             let commit = repo
                 .resolve_commit(&req.base)
-                .map_err(|_| ExecError::UnknownBase {
+                .map_err(|e| ExecError::UnknownBase {
                     rev: req.base.clone(),
-                    repo: top.clone(),
+                    repo: PathBuf::from(&top),
+                    source: Box::new(e),
                 })?;
             let tree = repo.tree_of(&commit)?;
             Ok((top, common, commit, tree))
         });
-        let facts = session_facts(&file, &req.entry);
+        let facts = read_session(&file).and_then(|b| session_facts(&file, b, &req.entry));
         let git = git.join().unwrap_or_else(|_| {
             Err(ExecError::NotARepository {
-                path: dir.display().to_string(),
+                path: dir.clone(),
+                source: "the repository lookup panicked".into(),
             })
         });
         (git, facts)
@@ -275,75 +276,53 @@ pub fn make_plan(runner: &GitRunner, req: &PlanRequest) -> Result<Plan, ExecErro
     Ok(plan)
 }
 
-/// Writes the plan atomically; refuses to replace an existing file unless
-/// `force`.
+/// Writes the plan atomically (`bh_fs`); refuses to replace an existing
+/// file unless `force` (without it the finished file is linked into place,
+/// which fails when the name is taken).
 pub fn write_plan(path: &Path, plan: &Plan, force: bool) -> Result<(), ExecError> {
-    let io = |what: &str| {
-        let context = format!("cannot {what} {}", path.display());
-        move |source| ExecError::Io { context, source }
+    let exists = || ExecError::PlanExists {
+        path: path.to_path_buf(),
     };
     if !force && path.exists() {
-        return Err(ExecError::PlanExists {
-            path: path.display().to_string(),
-        });
+        return Err(exists());
     }
     let mut text = serde_json::to_vec_pretty(plan).map_err(|e| ExecError::Io {
-        context: "cannot serialise the plan".into(),
+        what: "serialise the plan for",
+        path: path.to_path_buf(),
         source: std::io::Error::other(e),
     })?;
     text.push(b'\n');
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io("write"))?;
-    let written = f.write_all(&text).and_then(|()| f.sync_all());
-    drop(f);
-    let placed = written.and_then(|()| {
-        if force {
-            fs::rename(&tmp, path)
-        } else {
-            // no-clobber: hard_link fails when the target exists
-            fs::hard_link(&tmp, path).and_then(|()| fs::remove_file(&tmp))
-        }
-    });
-    if let Err(e) = placed {
-        let _ = fs::remove_file(&tmp);
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
-            return Err(ExecError::PlanExists {
-                path: path.display().to_string(),
-            });
-        }
-        return Err(io("write")(e));
+    if force {
+        return bh_fs::write_atomic(path, &text, 0o600).map_err(io("write", path));
     }
-    Ok(())
+    let mut staged = path.as_os_str().to_owned();
+    staged.push(format!(".new-{}", std::process::id()));
+    let staged = PathBuf::from(staged);
+    bh_fs::write_atomic(&staged, &text, 0o600).map_err(io("write", &staged))?;
+    let linked = fs::hard_link(&staged, path);
+    let _ = fs::remove_file(&staged);
+    match linked {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists()),
+        other => other.map_err(io("write", path)),
+    }
 }
 
 /// Reads a plan file (shape only; see [`verify_plan`]).
 pub fn read_plan(path: &Path) -> Result<Plan, ExecError> {
-    let unreadable = |detail: String| ExecError::PlanUnreadable {
-        path: path.display().to_string(),
-        detail,
-    };
-    let text = fs::read(path).map_err(|e| unreadable(e.to_string()))?;
-    let plan: Plan = serde_json::from_slice(&text).map_err(|e| unreadable(e.to_string()))?;
+    let text = fs::read(path).map_err(|source| ExecError::PlanRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let plan: Plan = serde_json::from_slice(&text).map_err(|source| ExecError::PlanFormat {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if plan.version != PLAN_VERSION {
-        return Err(unreadable(format!(
-            "plan version {} (this executor reads {PLAN_VERSION})",
-            plan.version
-        )));
+        return Err(ExecError::PlanVersion {
+            path: path.to_path_buf(),
+            version: plan.version,
+            supported: PLAN_VERSION,
+        });
     }
     Ok(plan)
 }
@@ -356,7 +335,7 @@ pub fn verify_plan(runner: &GitRunner, path: &Path) -> Result<Plan, ExecError> {
     let plan = read_plan(path)?;
     if plan.digest() != plan.plan_sha256 {
         return Err(ExecError::PlanTampered {
-            path: path.display().to_string(),
+            path: path.to_path_buf(),
         });
     }
     let repo = runner.repo(&plan.repo.top_level, Scope::User);
@@ -374,38 +353,38 @@ pub fn verify_plan(runner: &GitRunner, path: &Path) -> Result<Plan, ExecError> {
             });
         }
     }
+    // The session is read once: the id, the entry's path and the file digest
+    // all come from these bytes.
     let file = &plan.session.file;
-    let shown = file.display().to_string();
-    let bytes = fs::read(file).map_err(|e| ExecError::Session {
-        file: shown.clone(),
-        detail: e.to_string(),
-    })?;
+    let bytes = read_session(file)?;
     let session = Session::parse(bytes.clone(), Some(file.clone()));
     let id_now = session.header().map(|h| h.id.clone()).unwrap_or_default();
     if id_now != plan.session.id {
         return Err(ExecError::SessionIdChanged {
-            file: shown,
+            file: file.clone(),
             planned: plan.session.id.clone(),
             now: id_now,
         });
     }
-    match session_facts(file, &plan.session.entry) {
+    let facts = match session_facts(file, bytes, &plan.session.entry) {
         Ok(f)
             if f.path_sha256 == plan.session.path_sha256
-                && f.path_length == plan.session.path_length => {}
+                && f.path_length == plan.session.path_length =>
+        {
+            f
+        }
         _ => {
             return Err(ExecError::EntryChanged {
-                file: shown,
+                file: file.clone(),
                 entry: plan.session.entry.clone(),
             });
         }
-    }
-    let now = sha256_hex(&bytes);
-    if now != plan.session.sha256 {
+    };
+    if facts.file_sha256 != plan.session.sha256 {
         return Err(ExecError::SessionChanged {
-            file: shown,
+            file: file.clone(),
             planned: plan.session.sha256.clone(),
-            now,
+            now: facts.file_sha256,
         });
     }
     if let Some(at) = repo.read_ref(&plan.output_ref)? {

@@ -8,9 +8,12 @@
 //! the `-z` forms as bytes ([`parse`]); paths stay bytes until shown to a person.
 
 pub mod object;
+mod index;
 pub mod ops;
 pub mod parse;
 mod runner;
+
+pub use index::TempIndex;
 
 pub use ops::{LogCommit, Worktree, WorktreeGuard};
 pub use runner::{GitCommand, GitError, GitOutput, GitProcess, GitRunner, Repo, Scope};

@@ -69,9 +69,7 @@ pub(crate) struct Turn {
     tx: UnboundedSender<StreamEvent>,
 }
 
-pub(crate) fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
-}
+pub(crate) use bh_protocol::now_ms;
 
 impl Turn {
     pub fn new(model: &ModelSpec, tx: UnboundedSender<StreamEvent>) -> Turn {

@@ -20,6 +20,18 @@ pub struct Totals {
     pub cost: f64,
 }
 
+impl Totals {
+    /// Adds one message's `usage` (the agent loop sums a run's this way).
+    pub fn add(&mut self, u: &bh_protocol::message::Usage) {
+        self.input += u.input;
+        self.output += u.output;
+        self.cache_read += u.cache_read;
+        self.cache_write += u.cache_write;
+        self.total_tokens += u.total_tokens;
+        self.cost += u.cost.total;
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {

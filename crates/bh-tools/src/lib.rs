@@ -28,8 +28,6 @@ pub mod truncate;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -231,22 +229,10 @@ pub fn is_mutating(name: &str) -> bool {
     all_specs().iter().any(|s| s.name == name && s.mutating)
 }
 
-/// A cancellation flag shared with a running tool call (the bash tool kills
-/// its process group when it is set).
-#[derive(Debug, Clone, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
-
-impl CancelToken {
-    pub fn new() -> Self {
-        Self::default()
-    }
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
+/// The cancellation of a running tool call (the bash tool kills its process
+/// group when it fires): the one token type of the workspace, shared with the
+/// loop and the providers.
+pub use tokio_util::sync::CancellationToken as CancelToken;
 
 /// Everything a toolbox needs; nothing is read from the environment.
 #[derive(Debug, Clone)]

@@ -63,6 +63,15 @@ async fn runs_against_a_mock_openai_server() {
     assert_eq!(msgs[1]["provider"], "mock");
     assert_eq!(msgs[1]["stopReason"], "toolUse");
     assert_eq!(msgs[1]["usage"]["input"], 50);
+    // The run's totals are the sum of its assistant messages' usage.
+    assert_eq!((out.usage.input, out.usage.output), (120, 13));
+    let stats = bh_session::Session::load(agent.session_path())
+        .unwrap()
+        .stats();
+    assert_eq!(
+        out.usage, stats.totals,
+        "the same rules as bh session stats"
+    );
     assert!(msgs[2]["details"]["checkpoint"].is_string());
     assert_eq!(msgs[3]["content"][0]["text"], "Done.");
     assert_valid(agent.session_path());

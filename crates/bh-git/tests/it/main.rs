@@ -485,3 +485,36 @@ mod ops {
         assert!(list[2].bare);
     }
 }
+
+/// A private index stages the work tree (edits, additions, deletions, no
+/// ignored files) without touching the user's index, and is removed on drop.
+#[test]
+fn temp_index_stages_the_work_tree_and_leaves_the_users_index_alone() {
+    let t = TestRepo::new();
+    t.write("a.txt", "a\n");
+    t.write("gone.txt", "g\n");
+    t.write(".gitignore", "ignored.txt\n");
+    let base = t.commit_all("base");
+    t.write("a.txt", "changed\n");
+    t.write("new.txt", "n\n");
+    t.write("ignored.txt", "secret\n");
+    fs::remove_file(t.dir.join("gone.txt")).unwrap();
+    t.git(&["add", "a.txt"]);
+    let index_before = fs::read(t.dir.join(".git/index")).unwrap();
+    let repo = t.runner().repo(&t.dir, Scope::User);
+    let path = t.root.join("private.index");
+    let tree = {
+        let index = repo.temp_index(&path);
+        let tree = index.stage_work_tree(&base).unwrap();
+        assert!(path.exists());
+        tree
+    };
+    assert!(!path.exists(), "removed on drop");
+    assert_eq!(fs::read(t.dir.join(".git/index")).unwrap(), index_before);
+    let names = t.git(&["ls-tree", "--name-only", &tree]);
+    assert_eq!(names, ".gitignore\na.txt\nnew.txt");
+    assert_eq!(
+        t.git(&["cat-file", "-p", &format!("{tree}:a.txt")]),
+        "changed"
+    );
+}

@@ -1,0 +1,124 @@
+//! `bh agent`'s command line, and what it means for the runtime.
+
+use std::path::PathBuf;
+
+use bh_core::Limits;
+use bh_runtime::{RuntimeOptions, SessionChoice, SessionRequest, SystemPrompt};
+use bh_tools::{Profile, ToolSpec};
+use clap::Args;
+
+use crate::context::Ctx;
+use crate::error::CliError;
+use crate::units::parse_duration;
+
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    /// Open this session (a path, or a session id prefix as Pi takes it), or
+    /// create a new session at exactly this path.
+    #[arg(long, value_name = "FILE|ID", conflicts_with_all = ["continue_session", "fork"])]
+    pub(super) session: Option<PathBuf>,
+    /// Continue the most recent session of the working directory.
+    #[arg(short = 'c', long = "continue", conflicts_with = "fork")]
+    pub(super) continue_session: bool,
+    /// Fork this session (a path or an id prefix) into a new session and continue there.
+    #[arg(long, value_name = "FILE|ID")]
+    pub(super) fork: Option<PathBuf>,
+    /// Run headless with this prompt (more prompts may follow as arguments).
+    #[arg(short = 'p', long = "print", value_name = "PROMPT")]
+    pub(super) prompt: Option<String>,
+    /// Interactive session even when stdin is not a terminal (commands read line by line).
+    #[arg(short = 'i', long, conflicts_with = "prompt")]
+    pub(super) interactive: bool,
+    /// Further prompts, one user turn each.
+    #[arg(value_name = "PROMPT")]
+    pub(super) prompts: Vec<String>,
+    /// Working directory the tools are confined to (default: the current one;
+    /// needed to resume a session recorded in another directory).
+    #[arg(long, value_name = "DIR")]
+    pub(super) cwd: Option<PathBuf>,
+    /// PROVIDER/MODEL (e.g. anthropic/claude-sonnet-4-5, openai/gpt-4.1, scripted/FILE).
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    pub(super) model: Option<String>,
+    /// Base URL of the provider (any OpenAI-compatible server for unknown providers).
+    #[arg(long, value_name = "URL")]
+    pub(super) base_url: Option<String>,
+    /// Replay a scripted-provider file instead of calling a model.
+    #[arg(long, value_name = "FILE", conflicts_with = "model")]
+    pub(super) script: Option<PathBuf>,
+    /// Comma-separated tools to offer (default: read,ls,edit,write,bash,grep,find).
+    #[arg(long, value_name = "LIST")]
+    pub(super) tools: Option<String>,
+    /// Stop after this many tool calls.
+    #[arg(long, value_name = "N")]
+    pub(super) max_tool_calls: Option<u64>,
+    /// Stop after this many model calls (turns).
+    #[arg(long, value_name = "N")]
+    pub(super) max_turns: Option<u64>,
+    /// Stop after this much wall-clock time (e.g. 90s, 15m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(super) timeout: Option<std::time::Duration>,
+    /// Do not checkpoint before mutating tool calls.
+    #[arg(long)]
+    pub(super) no_checkpoints: bool,
+    /// Replace the default system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub(super) system_prompt: Option<String>,
+}
+
+impl AgentArgs {
+    /// The prompts given on the command line, in order.
+    pub(super) fn prompts(&self) -> Vec<String> {
+        let mut prompts: Vec<String> = self.prompt.iter().cloned().collect();
+        prompts.extend(self.prompts.iter().cloned());
+        prompts
+    }
+
+    /// The tools of `--tools` (default: every interactive tool), in Pi's order.
+    fn tool_list(&self) -> Result<Vec<&'static ToolSpec>, CliError> {
+        let all = Profile::Interactive.specs();
+        let Some(list) = &self.tools else {
+            return Ok(all.to_vec());
+        };
+        let mut out = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let spec = all
+                .iter()
+                .find(|s| s.name == name)
+                .ok_or_else(|| CliError::usage(format!("unknown tool {name:?}")))?;
+            if !out.contains(spec) {
+                out.push(*spec);
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) fn runtime_options(&self, ctx: &Ctx) -> Result<RuntimeOptions, CliError> {
+        let mut opts = RuntimeOptions::new(&ctx.state_dir, Profile::Interactive);
+        opts.tools = Some(self.tool_list()?);
+        opts.checkpoints = !self.no_checkpoints;
+        if let Some(text) = &self.system_prompt {
+            opts.system_prompt = SystemPrompt::Text(text.clone());
+        }
+        opts.limits = Limits {
+            max_tool_calls: self.max_tool_calls,
+            timeout: self.timeout,
+            max_turns: self.max_turns,
+        };
+        Ok(opts)
+    }
+
+    pub(super) fn session_request(&self, ctx: &Ctx) -> SessionRequest {
+        let choice = match (&self.session, &self.fork) {
+            (Some(s), _) => SessionChoice::Open(s.clone()),
+            (None, Some(f)) => SessionChoice::Fork(f.clone()),
+            (None, None) if self.continue_session => SessionChoice::Continue,
+            (None, None) => SessionChoice::New,
+        };
+        SessionRequest {
+            choice,
+            agent_dir: ctx.pi_agent_dir().ok(),
+            run_dir: ctx.cwd.clone(),
+            cwd: self.cwd.clone(),
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The model: `--model`, `--script`, `--base-url`, our config file, Pi's
+//! `models.json`, and API keys from the environment (the only place that
+//! reads them).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bh_llm::{Api, Config, HttpProvider, ModelRef, ModelSpec, Provider, ResolveOptions};
+
+use crate::context::Ctx;
+use crate::error::{CliError, ErrorKind};
+
+/// `BH_CONFIG`, else `$XDG_CONFIG_HOME/better-harness/config.toml`, else
+/// `~/.config/better-harness/config.toml`.
+fn config_file(ctx: &Ctx) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("BH_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(ctx.abs(Path::new(&p)));
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .or_else(|| ctx.home.as_ref().map(|h| h.join(".config")))?;
+    Some(base.join("better-harness").join("config.toml"))
+}
+
+/// Run a `!command` of a Pi config value; its trimmed stdout is the key.
+fn run_key_command(cmd: &str) -> Option<String> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A provider for `--model`/`--script`/`--base-url` (also `/model` in the
+/// REPL, and the executor's planned model).
+pub(crate) fn build_provider(
+    model: Option<&str>,
+    script: Option<&Path>,
+    base_url: Option<&str>,
+    ctx: &Ctx,
+) -> Result<Arc<dyn Provider>, CliError> {
+    let script = match (script, model) {
+        (Some(s), _) => Some(ctx.abs(s)),
+        (None, Some(m)) => m.strip_prefix("scripted/").map(|f| ctx.abs(Path::new(f))),
+        (None, None) => None,
+    };
+    if let Some(file) = script {
+        let src = std::fs::read_to_string(&file).map_err(|e| {
+            CliError::new(
+                ErrorKind::NotFound,
+                format!("script {}: {e}", file.display()),
+            )
+        })?;
+        let model = ModelSpec::new("scripted", "scripted", Api::Scripted);
+        let p = bh_llm::ScriptedProvider::from_str(&src, model)
+            .map_err(|e| CliError::usage(format!("script {}: {e}", file.display())))?;
+        return Ok(Arc::new(p));
+    }
+    let Some(model) = model else {
+        return Err(CliError::usage(
+            "no model: pass --model PROVIDER/MODEL or --script FILE",
+        ));
+    };
+    let r: ModelRef = model.parse().map_err(CliError::usage)?;
+    // Our own TOML config first (its entries win), then Pi's models.json.
+    let mut config = match config_file(ctx) {
+        Some(path) => match std::fs::read_to_string(&path) {
+            Ok(src) => Config::from_toml(&src).map_err(|e| {
+                CliError::new(ErrorKind::Invalid, format!("{}: {e}", path.display()))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
+            Err(e) => {
+                return Err(CliError::new(
+                    ErrorKind::Invalid,
+                    format!("{}: {e}", path.display()),
+                ));
+            }
+        },
+        None => Config::default(),
+    };
+    if let Ok(dir) = ctx.pi_agent_dir() {
+        let models = dir.join("models.json");
+        if let Ok(src) = std::fs::read_to_string(&models) {
+            config.add_pi_models_json(&src).map_err(|e| {
+                CliError::new(ErrorKind::Invalid, format!("{}: {e}", models.display()))
+            })?;
+        }
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    let source = config.key_source(&r.provider);
+    let key = source
+        .as_ref()
+        .and_then(|k| k.resolve(&env, &run_key_command));
+    // The hosted APIs need a key; a server at another base URL may not.
+    if key.is_none()
+        && base_url.is_none()
+        && let Some(bh_llm::KeySource::Env(var)) = &source
+    {
+        return Err(CliError::usage(format!(
+            "no API key for {}: set {var}",
+            r.provider
+        )));
+    }
+    let opts = ResolveOptions {
+        base_url: base_url.map(str::to_owned),
+        api_key: key,
+    };
+    let spec = config.resolve(&r, &opts).map_err(CliError::usage)?;
+    let p = HttpProvider::new(spec).map_err(CliError::internal)?;
+    Ok(Arc::new(p))
+}

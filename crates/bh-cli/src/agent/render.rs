@@ -1,0 +1,285 @@
+//! How the agent's events and results are shown: JSON lines for a machine,
+//! streamed text for a person (answers on stdout, the rest on stderr).
+
+use std::io::Write;
+use std::path::Path;
+
+use bh_core::{Event, RunOutcome, RunStop};
+use bh_protocol::message::{ContentBlock, KnownBlock};
+use bh_session::Session;
+
+use super::session_error;
+use crate::error::{CliError, ErrorKind};
+
+/// Where output goes: JSON lines or a person.
+pub(super) struct Printer {
+    pub(super) json: bool,
+}
+
+impl Printer {
+    pub(super) fn line(&self, v: &impl serde::Serialize) {
+        if let Ok(text) = serde_json::to_string(v) {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{text}");
+            let _ = out.flush();
+        }
+    }
+
+    pub(super) fn event(&self, e: Event) {
+        if self.json {
+            self.line(&e);
+            return;
+        }
+        match e {
+            Event::ToolExecutionStart {
+                tool_name, args, ..
+            } => {
+                let what = args
+                    .get("path")
+                    .or_else(|| args.get("command"))
+                    .or_else(|| args.get("pattern"))
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("");
+                eprintln!("→ {tool_name} {what}");
+            }
+            Event::ToolExecutionEnd {
+                tool_name,
+                is_error: true,
+                result,
+                ..
+            } => {
+                let text = result
+                    .content
+                    .iter()
+                    .find_map(|b| match b {
+                        ContentBlock::Known(KnownBlock::Text { text, .. }) => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .unwrap_or("");
+                eprintln!(
+                    "  {tool_name} failed: {}",
+                    text.lines().next().unwrap_or("")
+                );
+            }
+            Event::Checkpoint { id, .. } => eprintln!("  checkpoint {id}"),
+            Event::Warning { message } => eprintln!("bh: warning: {message}"),
+            Event::Retry {
+                attempt, reason, ..
+            } => {
+                eprintln!("bh: retrying (attempt {attempt}): {reason}");
+            }
+            _ => {}
+        }
+    }
+}
+
+pub(super) fn final_text(out: &RunOutcome) -> String {
+    out.last_assistant
+        .as_ref()
+        .map(|m| {
+            m.content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Known(KnownBlock::Text { text, .. }) => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+pub(super) fn outcome_error(out: &RunOutcome) -> Option<CliError> {
+    let reason = out.reason.clone().unwrap_or_default();
+    match out.stop {
+        RunStop::Completed => None,
+        RunStop::Error => Some(CliError::new(
+            ErrorKind::WorkerFailed,
+            format!("the model call failed: {reason}"),
+        )),
+        RunStop::Cancelled => Some(CliError::new(ErrorKind::Interrupted, reason)),
+        RunStop::Limit => Some(CliError::new(
+            ErrorKind::Limit,
+            format!("{} limit: {reason}", out.limit.map_or("a", |l| l.as_str())),
+        )),
+    }
+}
+
+/// A running tool's output as printed so far (interactive mode).
+#[derive(Default)]
+pub(super) struct ToolOutput {
+    call: String,
+    /// The text of the last update.
+    last: String,
+    /// Output bytes printed (the whole output's count, not the tail's).
+    printed: usize,
+    /// Whether the last byte printed ended a line.
+    mid_line: bool,
+}
+
+impl ToolOutput {
+    /// Print what an update adds to the previous one. Updates carry the tail
+    /// of the output so far; once it is truncated, the new part is the last
+    /// `totalBytes - printed` bytes of the tail.
+    fn update(&mut self, call: &str, partial: &bh_core::ToolExecutionResult) {
+        if self.call != call {
+            *self = ToolOutput {
+                call: call.to_owned(),
+                ..ToolOutput::default()
+            };
+        }
+        let text: String = partial
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Known(KnownBlock::Text { text, .. }) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let total = partial
+            .details
+            .as_ref()
+            .and_then(|d| d.pointer("/truncation/totalBytes"))
+            .and_then(|v| v.as_u64())
+            .map_or(text.len(), |n| usize::try_from(n).unwrap_or(usize::MAX));
+        let new = if total <= text.len() && text.starts_with(&self.last) {
+            &text[self.last.len()..]
+        } else {
+            let n = total.saturating_sub(self.printed).min(text.len());
+            let mut start = text.len() - n;
+            while !text.is_char_boundary(start) {
+                start += 1;
+            }
+            &text[start..]
+        };
+        if !new.is_empty() {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "{new}");
+            let _ = err.flush();
+            self.mid_line = !new.ends_with('\n');
+        }
+        self.printed = total;
+        self.last = text;
+    }
+
+    /// The tool ended: finish the line its output left open.
+    fn end(&mut self) {
+        if self.mid_line {
+            eprintln!();
+        }
+        *self = ToolOutput::default();
+    }
+}
+
+/// Streams an event to the terminal: answer text on stdout, the rest on stderr
+/// (a running tool's output too, as it arrives).
+pub(super) fn stream_event(e: Event, tool_output: &mut ToolOutput) {
+    match e {
+        Event::ToolExecutionUpdate {
+            tool_call_id,
+            partial_result,
+            ..
+        } => tool_output.update(&tool_call_id, &partial_result),
+        Event::MessageUpdate {
+            assistant_message_event:
+                bh_core::AssistantMessageEvent {
+                    delta: bh_core::AssistantDelta::TextDelta { delta, .. },
+                    ..
+                },
+            ..
+        } => {
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "{delta}");
+            let _ = out.flush();
+        }
+        Event::MessageUpdate {
+            assistant_message_event:
+                bh_core::AssistantMessageEvent {
+                    delta: bh_core::AssistantDelta::ThinkingDelta { delta, .. },
+                    ..
+                },
+            ..
+        } => eprint!("{delta}"),
+        Event::MessageUpdate {
+            assistant_message_event:
+                bh_core::AssistantMessageEvent {
+                    delta: bh_core::AssistantDelta::ThinkingEnd { .. },
+                    ..
+                },
+            ..
+        } => eprintln!(),
+        other => {
+            if matches!(other, Event::ToolExecutionStart { .. }) {
+                println!();
+            }
+            if matches!(other, Event::ToolExecutionEnd { .. }) {
+                tool_output.end();
+            }
+            Printer { json: false }.event(other);
+        }
+    }
+}
+
+fn short(text: &str, n: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() > n {
+        format!("{}…", line.chars().take(n).collect::<String>())
+    } else {
+        line.to_owned()
+    }
+}
+
+/// The session tree, one entry a line, the active leaf marked.
+pub(super) fn print_tree(path: &Path, leaf: Option<&str>) -> Result<(), CliError> {
+    let s = Session::load(path).map_err(session_error)?;
+    let (roots, children) = s.children_map();
+    let entries = s.entries();
+    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+    while let Some((ix, depth)) = stack.pop() {
+        let e = &entries[ix];
+        let what = match &e.role {
+            Some(role) => {
+                let raw = s.message_raw(e).ok().flatten();
+                let text = raw
+                    .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+                    .map(|v| message_summary(&v))
+                    .unwrap_or_default();
+                format!("{role}: {}", short(&text, 60))
+            }
+            None => e.kind.as_str().to_owned(),
+        };
+        let mark = if Some(e.id.as_str()) == leaf {
+            " ◀ leaf"
+        } else {
+            ""
+        };
+        println!("{}{} {what}{mark}", "  ".repeat(depth), e.id);
+        for &c in children[ix].iter().rev() {
+            stack.push((c, depth + 1));
+        }
+    }
+    Ok(())
+}
+
+fn message_summary(v: &serde_json::Value) -> String {
+    let Some(content) = v.get("content") else {
+        return String::new();
+    };
+    if let Some(s) = content.as_str() {
+        return s.to_owned();
+    }
+    let mut parts = Vec::new();
+    for b in content.as_array().into_iter().flatten() {
+        match b.get("type").and_then(|t| t.as_str()) {
+            Some("text") => parts.push(b["text"].as_str().unwrap_or("").to_owned()),
+            Some("toolCall") => parts.push(format!("[{}]", b["name"].as_str().unwrap_or(""))),
+            _ => {}
+        }
+    }
+    if parts.is_empty()
+        && let Some(err) = v.get("errorMessage").and_then(|e| e.as_str())
+    {
+        return format!("({err})");
+    }
+    parts.join(" ")
+}

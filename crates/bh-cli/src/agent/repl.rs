@@ -1,0 +1,294 @@
+//! The interactive `bh agent`: a line-based REPL with streamed answers,
+//! `/tree`, `/fork`, `/checkpoints`, `/restore`, `/model`, `/worktree`,
+//! `/quit`. Ctrl-C aborts the running turn (or a `/worktree` move being
+//! prepared); a second Ctrl-C ends the command (during a move: once the move
+//! is undone; a third at once). Ending returns from here, so destructors run.
+//! The working directory is the live agent's, never the process's.
+
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+
+use bh_runtime::Live;
+use bh_session::{ForkOptions, ForkTarget, Session, SessionWriter, session_dir_for_cwd};
+use tokio_util::sync::CancellationToken;
+
+use super::args::AgentArgs;
+use super::headless::interrupted;
+use super::provider::build_provider;
+use super::render::{ToolOutput, outcome_error, print_tree, stream_event};
+use super::{session_error, switch};
+use crate::context::Ctx;
+use crate::error::CliError;
+
+/// Ctrl-C in the REPL: the running turn's (or `/worktree` move's) token and the presses since the
+/// last prompt (the second press exits).
+#[derive(Default)]
+struct CtrlC {
+    turn: Option<CancellationToken>,
+    presses: u32,
+    /// A `/worktree` move is running: the second press waits for it to be
+    /// undone (its prepared session deleted) before exiting; a third exits.
+    moving: bool,
+    exit_after_move: bool,
+}
+
+const HELP: &str = "\
+/tree [ENTRY]            show the session tree; with ENTRY, continue from that entry
+/fork [ENTRY]            fork the session (root → ENTRY, default the leaf) and continue in the fork
+/checkpoints             list the project's checkpoints
+/restore ID [PATH…]      restore files from a checkpoint (a pre-restore checkpoint is taken first)
+/model PROVIDER/MODEL    switch models
+/worktree create NAME [--from REV] [--branch B | --detach]
+                         create a managed worktree and move the session into it
+/worktree enter NAME     move the session into a managed worktree
+/worktree dispose [--force]
+                         move the session back to the main checkout, then dispose
+                         the worktree it was in (refuses dirty or unmerged work)
+/worktree list           every worktree, as `bh worktree list`
+/session                 show the session file
+/quit                    exit (also Ctrl-D, or Ctrl-C twice)";
+
+/// What Ctrl-C has done since the last prompt, and what it asks for.
+impl CtrlC {
+    fn begin(&mut self, token: &CancellationToken, moving: bool) {
+        self.turn = Some(token.clone());
+        self.presses = 0;
+        self.moving = moving;
+    }
+
+    /// Back at the prompt; whether a press during a move asked to exit.
+    fn end(&mut self) -> bool {
+        self.turn = None;
+        self.presses = 0;
+        self.moving = false;
+        std::mem::take(&mut self.exit_after_move)
+    }
+}
+
+pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<(), CliError> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let state = Arc::new(Mutex::new(CtrlC::default()));
+    let quit = CancellationToken::new();
+    let signals = {
+        let state = state.clone();
+        let quit = quit.clone();
+        tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                let Ok(mut st) = state.lock() else { return };
+                st.presses += 1;
+                match &st.turn {
+                    _ if st.presses == 2 && st.moving => {
+                        st.exit_after_move = true;
+                        eprintln!("\n(exiting once the move is undone; Ctrl-C again to exit now)");
+                    }
+                    _ if st.presses >= 2 => {
+                        eprintln!();
+                        quit.cancel();
+                    }
+                    Some(t) => {
+                        t.cancel();
+                        eprintln!("\n(aborting; Ctrl-C again to exit)");
+                    }
+                    None => eprintln!("\n(Ctrl-C again to exit)"),
+                }
+            }
+        })
+    };
+    let result = repl(live, ctx, args, &mut rx, &state, &quit).await;
+    signals.abort();
+    result
+}
+
+async fn repl(
+    live: &mut Live,
+    ctx: &Ctx,
+    args: &AgentArgs,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    state: &Mutex<CtrlC>,
+    quit: &CancellationToken,
+) -> Result<(), CliError> {
+    eprintln!(
+        "bh agent: {} in {} — /help for commands",
+        live.agent().session_path().display(),
+        live.cwd().display()
+    );
+    loop {
+        {
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "> ");
+            let _ = out.flush();
+        }
+        let line = tokio::select! {
+            () = quit.cancelled() => return Err(interrupted()),
+            line = rx.recv() => line,
+        };
+        let Some(line) = line else {
+            println!();
+            break;
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let cancel = CancellationToken::new();
+        if let Some(cmd) = line.strip_prefix('/') {
+            let mut words = cmd.split_whitespace();
+            let name = words.next().unwrap_or("");
+            let rest: Vec<&str> = words.collect();
+            if name == "worktree" {
+                // Moves the live session; Ctrl-C cancels the preparation.
+                if let Ok(mut st) = state.lock() {
+                    st.begin(&cancel, true);
+                }
+                let result = tokio::select! {
+                    () = quit.cancelled() => return Err(interrupted()),
+                    r = switch::command(live, ctx, &rest, &cancel) => r,
+                };
+                let exit = state.lock().map(|mut st| st.end()).unwrap_or(false);
+                if let Err(e) = result {
+                    eprintln!("bh: {}", e.message);
+                }
+                if exit {
+                    return Err(interrupted());
+                }
+                continue;
+            }
+            match command(live, ctx, args, name, &rest) {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(e) => eprintln!("bh: {}", e.message),
+            }
+            continue;
+        }
+        if let Ok(mut st) = state.lock() {
+            st.begin(&cancel, false);
+        }
+        let agent = live.agent_mut();
+        agent.reset_limits();
+        let mut tool_output = ToolOutput::default();
+        let mut sink = |e| stream_event(e, &mut tool_output);
+        let result = tokio::select! {
+            () = quit.cancelled() => return Err(interrupted()),
+            r = agent.run(line, &cancel, &mut sink) => r,
+        };
+        if let Ok(mut st) = state.lock() {
+            st.end();
+        }
+        println!();
+        match result {
+            Ok(out) => {
+                if let Some(err) = outcome_error(&out) {
+                    eprintln!("[{}]", err.message);
+                }
+            }
+            Err(e) => return Err(CliError::internal(e)),
+        }
+    }
+    eprintln!("session: {}", live.agent().session_path().display());
+    Ok(())
+}
+
+/// One REPL command; `Ok(true)` quits.
+fn command(
+    live: &mut Live,
+    ctx: &Ctx,
+    args: &AgentArgs,
+    name: &str,
+    rest: &[&str],
+) -> Result<bool, CliError> {
+    let cwd = live.cwd().to_path_buf();
+    let agent = live.agent_mut();
+    let core = |e: bh_core::CoreError| CliError::internal(e);
+    match name {
+        "quit" | "exit" | "q" => return Ok(true),
+        "help" | "?" => println!("{HELP}"),
+        "session" => println!("{}", agent.session_path().display()),
+        "tree" => {
+            if let Some(entry) = rest.first() {
+                agent.branch(Some(entry)).map_err(core)?;
+                println!("continuing from {entry}");
+            } else {
+                print_tree(agent.session_path(), agent.leaf())?;
+            }
+        }
+        "fork" => {
+            let session = Session::load(agent.session_path()).map_err(session_error)?;
+            let cwd_s = bh_runtime::dir_str(&cwd).map_err(super::runtime_error)?;
+            let target = ForkTarget::Dir(session_dir_for_cwd(&ctx.pi_agent_dir()?, &cwd_s));
+            let opts = ForkOptions {
+                path_only: true,
+                entry: rest
+                    .first()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| agent.leaf().map(str::to_owned)),
+                cwd: Some(cwd_s),
+                ..ForkOptions::default()
+            };
+            let forked = bh_session::fork(&session, &target, &opts).map_err(session_error)?;
+            let writer = SessionWriter::open(&forked.path).map_err(session_error)?;
+            agent.switch_session(writer).map_err(core)?;
+            println!("forked into {}", forked.path.display());
+        }
+        "checkpoints" => {
+            let Some(store) = agent.checkpoint_store() else {
+                return Err(CliError::usage("checkpoints are off"));
+            };
+            let list = store.list().map_err(CliError::internal)?;
+            if list.is_empty() {
+                println!("(no checkpoints)");
+            }
+            for c in list {
+                println!(
+                    "{}  #{:<4} {:<8} {} file(s) changed{}",
+                    c.id,
+                    c.seq,
+                    c.tool,
+                    c.files_changed,
+                    c.entry.map(|e| format!("  entry {e}")).unwrap_or_default()
+                );
+            }
+        }
+        "restore" => {
+            let Some(store) = agent.checkpoint_store() else {
+                return Err(CliError::usage("checkpoints are off"));
+            };
+            let Some(id) = rest.first() else {
+                return Err(CliError::usage("usage: /restore ID [PATH…]"));
+            };
+            let paths: Vec<Vec<u8>> = rest[1..].iter().map(|p| p.as_bytes().to_vec()).collect();
+            let out = store
+                .restore(id, &paths, bh_checkpoint::RestoreMode::Additive)
+                .map_err(CliError::internal)?;
+            println!(
+                "restored {} file(s) from {} (undo: /restore {})",
+                out.restored.len(),
+                out.checkpoint.id,
+                out.safety.id
+            );
+        }
+        "model" => {
+            let Some(model) = rest.first() else {
+                let m = agent.provider().model();
+                println!("{}/{}", m.provider, m.id);
+                return Ok(false);
+            };
+            let p = build_provider(Some(model), None, args.base_url.as_deref(), ctx)?;
+            agent.set_provider(p).map_err(core)?;
+            println!("model: {model}");
+        }
+        other => {
+            return Err(CliError::usage(format!(
+                "unknown command /{other} (/help lists them)"
+            )));
+        }
+    }
+    Ok(false)
+}

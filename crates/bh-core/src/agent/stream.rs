@@ -1,0 +1,261 @@
+//! One model call, streamed: events to the sink, Pi's `partial` snapshot.
+
+use super::*;
+
+impl Agent {
+    /// One model call, streamed to the sink; returns the final message.
+    pub(super) async fn sample(
+        &mut self,
+        cancel: &CancellationToken,
+        sink: &mut (dyn FnMut(Event) + Send),
+        model_wait: &mut Duration,
+    ) -> AssistantMessage {
+        let mut start = self.synthetic_aborted("");
+        start.stop_reason = "stop".into();
+        start.error_message = None;
+        if let Ok(message) = to_value(&start) {
+            sink(Event::MessageStart { message });
+        }
+        // Pi's `partial` snapshot of the message being streamed.
+        let mut partial = start;
+        let mut partial_args: Vec<(usize, String)> = Vec::new();
+        // The history is lent, not copied: the provider serialises the
+        // request before `stream` returns.
+        let request = ChatRequest {
+            system_prompt: self.system_prompt.clone(),
+            messages: Cow::Borrowed(&self.history),
+            tools: Cow::Borrowed(&self.llm_tools),
+            max_tokens: self.max_tokens,
+            temperature: None,
+            thinking: self.thinking,
+        };
+        let waiting = Instant::now();
+        let mut stream = self.provider.stream(request, cancel.clone());
+        *model_wait += waiting.elapsed();
+        let mut done = None;
+        loop {
+            let waiting = Instant::now();
+            let next = stream.next().await;
+            *model_wait += waiting.elapsed();
+            let Some(ev) = next else { break };
+            apply_to_partial(&mut partial, &mut partial_args, &ev);
+            let delta = match ev {
+                StreamEvent::Start => None,
+                StreamEvent::TextStart { index } => Some(AssistantDelta::TextStart {
+                    content_index: index,
+                }),
+                StreamEvent::TextDelta { index, delta } => Some(AssistantDelta::TextDelta {
+                    content_index: index,
+                    delta,
+                }),
+                StreamEvent::TextEnd { index, text } => Some(AssistantDelta::TextEnd {
+                    content_index: index,
+                    content: text,
+                }),
+                StreamEvent::ThinkingStart { index } => Some(AssistantDelta::ThinkingStart {
+                    content_index: index,
+                }),
+                StreamEvent::ThinkingDelta { index, delta } => {
+                    Some(AssistantDelta::ThinkingDelta {
+                        content_index: index,
+                        delta,
+                    })
+                }
+                StreamEvent::ThinkingEnd {
+                    index, thinking, ..
+                } => Some(AssistantDelta::ThinkingEnd {
+                    content_index: index,
+                    content: thinking,
+                }),
+                StreamEvent::ToolCallStart { index, .. } => Some(AssistantDelta::ToolCallStart {
+                    content_index: index,
+                }),
+                StreamEvent::ToolCallDelta { index, delta } => {
+                    Some(AssistantDelta::ToolCallDelta {
+                        content_index: index,
+                        delta,
+                    })
+                }
+                StreamEvent::ToolCallEnd {
+                    index,
+                    id,
+                    name,
+                    arguments,
+                    arguments_error,
+                } => {
+                    let mut tool_call = serde_json::json!({
+                        "type": "toolCall", "id": id, "name": name, "arguments": arguments
+                    });
+                    if let Some(e) = arguments_error {
+                        tool_call["argumentsError"] = Value::String(e);
+                    }
+                    Some(AssistantDelta::ToolCallEnd {
+                        content_index: index,
+                        tool_call,
+                    })
+                }
+                StreamEvent::Retry {
+                    attempt,
+                    delay,
+                    reason,
+                } => {
+                    sink(Event::Retry {
+                        attempt,
+                        delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        reason,
+                    });
+                    None
+                }
+                StreamEvent::Done(m) => {
+                    done = Some(*m);
+                    None
+                }
+            };
+            if let Some(d) = delta
+                && let Ok(snapshot) = to_value(&partial)
+            {
+                sink(Event::MessageUpdate {
+                    assistant_message_event: AssistantMessageEvent {
+                        delta: d,
+                        partial: snapshot.clone(),
+                    },
+                    message: snapshot,
+                });
+            }
+        }
+        let mut msg = done.unwrap_or_else(|| {
+            let mut m = self.synthetic_aborted("stream ended without a message");
+            m.stop_reason = "error".into();
+            m
+        });
+        // Pi 1.6's agent loop records the thinking level each response was asked with.
+        msg.extra
+            .insert("thinkingLevel".into(), Value::from(self.thinking.as_str()));
+        msg
+    }
+}
+
+/// The block at `index` of a partial message, created by `make` if missing.
+fn block_at(
+    content: &mut Vec<ContentBlock>,
+    index: usize,
+    make: impl FnOnce() -> ContentBlock,
+) -> &mut ContentBlock {
+    if content.len() <= index {
+        content.push(make());
+    }
+    let last = content.len() - 1;
+    &mut content[index.min(last)]
+}
+
+/// Follow a stream event in the `partial` snapshot, as Pi's stream does:
+/// blocks grow with their deltas, tool-call arguments are parsed as soon as
+/// the streamed JSON is complete (kept as they were until then).
+fn apply_to_partial(
+    partial: &mut AssistantMessage,
+    args: &mut Vec<(usize, String)>,
+    ev: &StreamEvent,
+) {
+    let new_text = || ContentBlock::text("");
+    let new_thinking = || {
+        ContentBlock::Known(KnownBlock::Thinking {
+            thinking: String::new(),
+            extra: Default::default(),
+        })
+    };
+    let content = &mut partial.content;
+    match ev {
+        StreamEvent::TextStart { index } => {
+            block_at(content, *index, new_text);
+        }
+        StreamEvent::TextDelta { index, delta } => {
+            if let ContentBlock::Known(KnownBlock::Text { text, .. }) =
+                block_at(content, *index, new_text)
+            {
+                text.push_str(delta);
+            }
+        }
+        StreamEvent::TextEnd { index, text: full } => {
+            if let ContentBlock::Known(KnownBlock::Text { text, .. }) =
+                block_at(content, *index, new_text)
+            {
+                text.clone_from(full);
+            }
+        }
+        StreamEvent::ThinkingStart { index } => {
+            block_at(content, *index, new_thinking);
+        }
+        StreamEvent::ThinkingDelta { index, delta } => {
+            if let ContentBlock::Known(KnownBlock::Thinking { thinking, .. }) =
+                block_at(content, *index, new_thinking)
+            {
+                thinking.push_str(delta);
+            }
+        }
+        StreamEvent::ThinkingEnd {
+            index,
+            thinking: full,
+            signature,
+        } => {
+            if let ContentBlock::Known(KnownBlock::Thinking { thinking, extra }) =
+                block_at(content, *index, new_thinking)
+            {
+                thinking.clone_from(full);
+                if let Some(sig) = signature {
+                    extra.insert("thinkingSignature".into(), Value::from(sig.as_str()));
+                }
+            }
+        }
+        StreamEvent::ToolCallStart { index, id, name } => {
+            block_at(content, *index, || {
+                ContentBlock::Known(KnownBlock::ToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: Value::Object(Default::default()),
+                    extra: Default::default(),
+                })
+            });
+            args.push((*index, String::new()));
+        }
+        StreamEvent::ToolCallDelta { index, delta } => {
+            let Some((_, buf)) = args.iter_mut().find(|(i, _)| i == index) else {
+                return;
+            };
+            buf.push_str(delta);
+            if let Ok(parsed) = serde_json::from_str::<Value>(buf)
+                && let Some(ContentBlock::Known(KnownBlock::ToolCall { arguments, .. })) =
+                    content.get_mut(*index)
+            {
+                *arguments = parsed;
+            }
+        }
+        StreamEvent::ToolCallEnd {
+            index,
+            id,
+            name,
+            arguments,
+            arguments_error,
+        } => {
+            if let Some(ContentBlock::Known(KnownBlock::ToolCall {
+                id: bid,
+                name: bname,
+                arguments: bargs,
+                extra,
+            })) = content.get_mut(*index)
+            {
+                bid.clone_from(id);
+                bname.clone_from(name);
+                bargs.clone_from(arguments);
+                if let Some(e) = arguments_error {
+                    extra.insert("argumentsError".into(), Value::String(e.clone()));
+                }
+            }
+        }
+        // A retried stream starts over: what the failed attempt streamed is dropped.
+        StreamEvent::Retry { .. } => {
+            content.clear();
+            args.clear();
+        }
+        StreamEvent::Start | StreamEvent::Done(_) => {}
+    }
+}

@@ -1,0 +1,152 @@
+//! The execution folder `<state>/executions/<id>/` (0700): `plan.json` (the
+//! plan as run), `owner` (`<pid> <start time>` of the running process),
+//! `run.log`, `session.jsonl` (the forked session), `worktree/` (the detached
+//! worktree, removed at the end unless kept), `index` (the private index,
+//! removed), `partial.patch` (a stopped run's change) and `result.json`
+//! (written last: an execution without it did not finish).
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use bh_git::{GitRunner, Scope};
+use serde::Serialize;
+
+use crate::error::{ExecError, io};
+use crate::plan::Plan;
+
+/// Executions live under `<state>/executions/`.
+pub const EXECUTIONS_DIR: &str = "executions";
+/// The lock reason of an execution's worktree: `bh exec <id>`.
+const LOCK_PREFIX: &str = "bh exec ";
+
+/// One execution's folder.
+pub struct Execution {
+    pub id: String,
+    pub dir: PathBuf,
+}
+
+impl Execution {
+    /// Creates the folder of a new execution of `plan` with its plan copy
+    /// and owner stamp.
+    pub fn create(state_dir: &Path, plan: &Plan, plan_path: &Path) -> Result<Execution, ExecError> {
+        let id = bh_fs::time_ordered_id("x", plan.plan_sha256.as_bytes());
+        let dir = state_dir.join(EXECUTIONS_DIR).join(&id);
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io("create", &dir))?;
+        let copy = dir.join("plan.json");
+        fs::copy(plan_path, &copy).map_err(io("copy the plan to", &copy))?;
+        let owner = dir.join("owner");
+        fs::write(&owner, owner_stamp(std::process::id()).unwrap_or_default())
+            .map_err(io("write", &owner))?;
+        let exec = Execution { id, dir };
+        exec.log(&format!(
+            "execution {} of plan sha256:{}",
+            exec.id, plan.plan_sha256
+        ));
+        Ok(exec)
+    }
+
+    pub fn worktree(&self) -> PathBuf {
+        self.dir.join("worktree")
+    }
+
+    pub fn session(&self) -> PathBuf {
+        self.dir.join("session.jsonl")
+    }
+
+    pub fn index(&self) -> PathBuf {
+        self.dir.join("index")
+    }
+
+    /// The lock reason of this execution's worktree.
+    pub fn lock_reason(&self) -> String {
+        format!("{LOCK_PREFIX}{}", self.id)
+    }
+
+    /// Appends a line to `run.log` (best effort: the log is for people).
+    pub fn log(&self, line: &str) {
+        if let Ok(mut f) = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(self.dir.join("run.log"))
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+
+    /// The execution's start time (seconds), fixed by the plan copy's
+    /// creation so the commit is deterministic for a given execution.
+    pub fn started_secs(&self) -> u64 {
+        fs::metadata(self.dir.join("plan.json"))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    }
+
+    /// Saves a stopped run's change as `partial.patch`.
+    pub fn write_patch(&self, patch: &[u8]) -> Result<PathBuf, ExecError> {
+        let path = self.dir.join("partial.patch");
+        bh_fs::write_atomic(&path, patch, 0o600).map_err(io("write", &path))?;
+        Ok(path)
+    }
+
+    /// Writes `result.json`, the mark of a finished execution.
+    pub fn write_result(&self, result: &impl Serialize) -> Result<(), ExecError> {
+        let path = self.dir.join("result.json");
+        bh_fs::write_json_atomic(&path, result).map_err(io("write", &path))
+    }
+}
+
+/// Removes what crashed executions left behind: worktrees the executor made
+/// (locked `bh exec <id>`, inside `<state>/executions/`) whose execution has
+/// no `result.json` and whose owner is gone. Touches nothing else. Returns
+/// the paths removed.
+pub fn gc(
+    runner: &GitRunner,
+    repo_dir: &Path,
+    state_dir: &Path,
+) -> Result<Vec<PathBuf>, ExecError> {
+    let repo = runner.repo(repo_dir, Scope::User);
+    let executions = state_dir.join(EXECUTIONS_DIR);
+    let mut removed = Vec::new();
+    for wt in repo.worktrees()? {
+        let ours = wt
+            .locked
+            .as_deref()
+            .is_some_and(|r| r.starts_with(LOCK_PREFIX));
+        let inside = wt.path.starts_with(&executions);
+        let exec_dir = wt.path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let finished = exec_dir.join("result.json").exists();
+        let running = fs::read_to_string(exec_dir.join("owner"))
+            .ok()
+            .and_then(|o| {
+                let pid: u32 = o.split_whitespace().next()?.parse().ok()?;
+                Some(owner_stamp(pid).as_deref() == Some(o.as_str()))
+            })
+            .unwrap_or(false);
+        if ours && inside && !finished && !running {
+            let _ = repo.worktree_unlock(&wt.path);
+            repo.worktree_remove(&wt.path, true)?;
+            removed.push(wt.path);
+        }
+    }
+    Ok(removed)
+}
+
+/// `"<pid> <start time>"` of a live process (start time from `/proc`, so a
+/// reused pid does not look like the original owner).
+fn owner_stamp(pid: u32) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // fields after the command: state is field 3; start time is field 22
+    let start = rest.split_whitespace().nth(19)?;
+    Some(format!("{pid} {start}"))
+}

@@ -1,0 +1,322 @@
+//! `run`: continue the planned conversation point inside a detached worktree
+//! at the planned commit, and record the result as a commit with one parent.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bh_git::{GitRunner, Repo, Scope, WorktreeGuard};
+use bh_runtime::{
+    CancellationToken, Limits, Profile, Provider, RunOutcome, RunStop, Runtime, RuntimeOptions,
+    SystemPrompt,
+};
+use bh_session::{ForkOptions, ForkTarget, Forked, Session, SessionWriter, Totals};
+use serde::Serialize;
+
+use crate::commit::{commit_message, commit_tree};
+use crate::error::{ExecError, session as session_err};
+use crate::folder::{Execution, gc};
+use crate::plan::{Plan, verify_plan};
+
+/// How a run is set up by its caller (the CLI).
+pub struct RunSetup {
+    /// The Better Harness state directory (executions go to `executions/`).
+    pub state_dir: PathBuf,
+    pub keep_worktree: bool,
+    /// The model the plan names, built by the caller (endpoint and key never
+    /// come from the plan).
+    pub provider: Arc<dyn Provider>,
+    pub cancel: CancellationToken,
+}
+
+/// How an execution ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum RunState {
+    /// The agent finished and changed something: a commit under the output ref.
+    #[serde(rename = "committed")]
+    Committed,
+    /// The agent finished without changing anything: no commit, no ref.
+    #[serde(rename = "no-changes")]
+    NoChanges,
+    /// Stopped by a limit or cancellation: no commit; the change as a patch.
+    #[serde(rename = "aborted")]
+    Aborted,
+    /// The model call failed: no commit; the change as a patch.
+    #[serde(rename = "failed")]
+    Failed,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Committed => "committed",
+            RunState::NoChanges => "no-changes",
+            RunState::Aborted => "aborted",
+            RunState::Failed => "failed",
+        }
+    }
+}
+
+/// Why the agent stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum StopReason {
+    #[serde(rename = "completed")]
+    Completed,
+    #[serde(rename = "error")]
+    Error,
+    #[serde(rename = "cancelled")]
+    Cancelled,
+    #[serde(rename = "limit")]
+    Limit,
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<RunStop> for StopReason {
+    fn from(s: RunStop) -> Self {
+        match s {
+            RunStop::Completed => StopReason::Completed,
+            RunStop::Error => StopReason::Error,
+            RunStop::Cancelled => StopReason::Cancelled,
+            RunStop::Limit => StopReason::Limit,
+        }
+    }
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Completed => "completed",
+            StopReason::Error => "error",
+            StopReason::Cancelled => "cancelled",
+            StopReason::Limit => "limit",
+        }
+    }
+}
+
+/// What `result.json` holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub state: RunState,
+    pub execution_id: String,
+    pub commit: Option<String>,
+    pub tree: Option<String>,
+    #[serde(rename = "ref")]
+    pub output_ref: Option<String>,
+    pub changed_paths: Vec<String>,
+    pub tool_calls: u64,
+    pub stop_reason: StopReason,
+    pub reason: Option<String>,
+    /// The run's tokens and cost (the loop's sums, as `bh session stats`).
+    pub usage: Totals,
+    pub forked_session: PathBuf,
+    pub checkpoints: Vec<String>,
+    /// The partial change of a run that committed nothing.
+    pub patch: Option<PathBuf>,
+    pub execution_dir: PathBuf,
+    pub worktree: Option<PathBuf>,
+    /// What the runtime reported (e.g. checkpoints off for this run).
+    pub warnings: Vec<String>,
+}
+
+/// Runs a plan. Every re-check happens before any model call or Git
+/// mutation; a run stopped by a limit, a provider failure or cancellation
+/// commits nothing and saves its partial change as a patch.
+pub async fn run_plan(
+    runner: &GitRunner,
+    plan_path: &Path,
+    setup: &RunSetup,
+) -> Result<RunResult, ExecError> {
+    // 1. Re-check everything the plan pins.
+    let plan = verify_plan(runner, plan_path)?;
+    let repo = runner.repo(&plan.repo.top_level, Scope::User);
+    // 2. Leftovers of crashed executions go first.
+    let _ = gc(runner, &plan.repo.top_level, &setup.state_dir);
+    // 3. The execution folder.
+    let exec = Execution::create(&setup.state_dir, &plan, plan_path)?;
+    // 4. A detached worktree at the base, locked from its creation.
+    let worktree = exec.worktree();
+    repo.worktree_add_detached(&worktree, &plan.base.commit, &exec.lock_reason())?;
+    let mut guard = WorktreeGuard::new(&repo, &worktree);
+    if setup.keep_worktree {
+        guard.keep();
+    }
+    // 5. The session forked at the planned entry, working in the worktree.
+    let forked = fork_session(&plan, &exec)?;
+    // 6. The agent continues it with exactly the executor's tools.
+    let (outcome, warnings) = continue_session(runner, &plan, &exec, &forked, setup).await?;
+    // 7. The worktree's content as a tree, through a private index.
+    let tree = runner
+        .repo(&worktree, Scope::User)
+        .temp_index(exec.index())
+        .stage_work_tree(&plan.base.commit)?;
+    // 8. Record it: a commit under the output ref, or the partial patch.
+    let model = plan.model.clone().unwrap_or_else(|| {
+        let m = setup.provider.model();
+        format!("{}/{}", m.provider, m.id)
+    });
+    let mut result = RunResult {
+        state: RunState::NoChanges,
+        execution_id: exec.id.clone(),
+        commit: None,
+        tree: Some(tree.clone()),
+        output_ref: None,
+        changed_paths: Vec::new(),
+        tool_calls: outcome.tool_calls,
+        stop_reason: outcome.stop.into(),
+        reason: outcome.reason.clone(),
+        usage: outcome.usage,
+        forked_session: forked.path.clone(),
+        checkpoints: outcome.checkpoints.clone(),
+        patch: None,
+        execution_dir: exec.dir.clone(),
+        worktree: setup.keep_worktree.then(|| worktree.clone()),
+        warnings,
+    };
+    record(&repo, &plan, &exec, &outcome, &tree, &model, &mut result)?;
+    // 9. Clean up; `result.json` marks the execution finished.
+    if !setup.keep_worktree {
+        // The result stands whether or not the removal succeeds.
+        let _ = guard.remove();
+    }
+    exec.write_result(&result)?;
+    exec.log(&format!("result: {}", result.state.as_str()));
+    Ok(result)
+}
+
+/// A new session file in the execution folder: new id, `parentSession` =
+/// the source, `cwd` = the worktree, the planned entry as the leaf.
+fn fork_session(plan: &Plan, exec: &Execution) -> Result<Forked, ExecError> {
+    let file = &plan.session.file;
+    let source = Session::load(file).map_err(session_err(file))?;
+    let forked = bh_session::fork(
+        &source,
+        &ForkTarget::File(exec.session()),
+        &ForkOptions {
+            path_only: false,
+            entry: Some(plan.session.entry.clone()),
+            cwd: Some(exec.worktree().display().to_string()),
+            parent_session: Some(file.display().to_string()),
+            ..Default::default()
+        },
+    )
+    .map_err(session_err(file))?;
+    exec.log(&format!(
+        "forked session {} at {}",
+        forked.session_id,
+        forked.path.display()
+    ));
+    Ok(forked)
+}
+
+/// The agent of the worktree (bh-runtime: read, ls, edit, write confined to
+/// it, its checkpoint store, the plan's limits) runs the prompt.
+async fn continue_session(
+    runner: &GitRunner,
+    plan: &Plan,
+    exec: &Execution,
+    forked: &Forked,
+    setup: &RunSetup,
+) -> Result<(RunOutcome, Vec<String>), ExecError> {
+    let mut opts = RuntimeOptions::new(&setup.state_dir, Profile::Executor);
+    opts.tool_output_dir = Some(exec.dir.clone());
+    opts.system_prompt = SystemPrompt::Omitted;
+    opts.limits = Limits {
+        max_tool_calls: Some(u64::from(plan.limits.max_tool_calls)),
+        timeout: Some(std::time::Duration::from_secs(plan.limits.timeout_secs)),
+        max_turns: None,
+    };
+    let runtime = Runtime::open(runner, &exec.worktree(), &opts)?;
+    for w in &runtime.warnings {
+        exec.log(w);
+    }
+    let writer = SessionWriter::open(&forked.path).map_err(session_err(&forked.path))?;
+    let mut agent = runtime.agent(&opts, setup.provider.clone(), writer)?;
+    let outcome = agent
+        .run(&plan.prompt.text, &setup.cancel, &mut |_| {})
+        .await
+        .map_err(|source| ExecError::Agent {
+            file: forked.path.clone(),
+            source: Box::new(source),
+        })?;
+    exec.log(&format!(
+        "agent stopped: {} {}",
+        StopReason::from(outcome.stop).as_str(),
+        outcome.reason.as_deref().unwrap_or("")
+    ));
+    Ok((outcome, runtime.warnings))
+}
+
+/// Commits a finished run's change under the output ref (create-only), or
+/// saves a stopped run's change as a patch.
+fn record(
+    repo: &Repo,
+    plan: &Plan,
+    exec: &Execution,
+    outcome: &RunOutcome,
+    tree: &str,
+    model: &str,
+    result: &mut RunResult,
+) -> Result<(), ExecError> {
+    let changed = tree != plan.base.tree;
+    if outcome.stop != RunStop::Completed {
+        result.state = if outcome.stop == RunStop::Error {
+            RunState::Failed
+        } else {
+            RunState::Aborted
+        };
+        if changed {
+            let patch = repo.run([
+                "diff",
+                "--binary",
+                "--no-ext-diff",
+                "--no-textconv",
+                &plan.base.tree,
+                tree,
+                "--",
+            ])?;
+            result.patch = Some(exec.write_patch(&patch)?);
+        }
+        return Ok(());
+    }
+    if !changed {
+        result.state = RunState::NoChanges;
+        return Ok(());
+    }
+    let message = commit_message(plan, &exec.id, model)?;
+    let commit = commit_tree(repo, tree, &plan.base.commit, message, exec.started_secs())?;
+    // Create-only: losing a race is an error, never an overwrite.
+    repo.create_ref(&plan.output_ref, &commit)
+        .map_err(|_| ExecError::RefExists {
+            name: plan.output_ref.clone(),
+            at: repo
+                .read_ref(&plan.output_ref)
+                .ok()
+                .flatten()
+                .unwrap_or_default(),
+        })?;
+    result.changed_paths = repo
+        .name_status(&plan.base.commit, &commit)?
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c.status as char,
+                bh_git::parse::display_path(&c.path)
+            )
+        })
+        .collect();
+    result.commit = Some(commit);
+    result.output_ref = Some(plan.output_ref.clone());
+    result.state = RunState::Committed;
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! Whole runs in-process, with the scripted provider: the library's `run`
+//! from plan to commit, and the trailers' writer and parser.
+
+use std::fs;
+use std::sync::Arc;
+
+use bh_exec::{
+    ExecError, RunSetup, RunState, StopReason, Trailers, commit_message, make_plan, run_plan,
+    write_plan,
+};
+use bh_llm::{Api, ModelSpec, ScriptedProvider};
+use pretty_assertions::assert_eq;
+use tokio_util::sync::CancellationToken;
+
+use super::{ENTRY, fx};
+
+fn setup(f: &super::Fx, script: &str) -> RunSetup {
+    RunSetup {
+        state_dir: f.root.join("state"),
+        keep_worktree: false,
+        provider: Arc::new(
+            ScriptedProvider::from_str(script, ModelSpec::new("scripted", "demo", Api::Scripted))
+                .unwrap(),
+        ),
+        cancel: CancellationToken::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_runs_end_to_end_in_process() {
+    let f = fx();
+    let plan = make_plan(&f.runner(), &f.request(ENTRY)).unwrap();
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let user_before = (
+        f.git(&["status", "--porcelain"]),
+        fs::read(f.dir.join(".git/index")).unwrap(),
+        f.git(&["rev-parse", "HEAD"]),
+    );
+    let session_before = fs::read(&f.session).unwrap();
+    let script = r#"{"text": "Writing.", "toolCalls": [{"name": "write", "arguments": {"path": "src/new.rs", "content": "pub fn x() {}\n"}}], "usage": {"input": 100, "output": 10}}
+{"toolCalls": [{"name": "edit", "arguments": {"path": "a.txt", "edits": [{"oldText": "a", "newText": "b"}]}}], "usage": {"input": 150, "output": 5}}
+{"text": "Done.", "usage": {"input": 200, "output": 2}}
+"#;
+    let result = run_plan(&f.runner(), &path, &setup(&f, script))
+        .await
+        .unwrap();
+    assert_eq!(result.state, RunState::Committed, "{result:?}");
+    assert_eq!(result.stop_reason, StopReason::Completed);
+    assert_eq!(result.tool_calls, 2);
+    assert_eq!((result.usage.input, result.usage.output), (450, 17));
+    assert_eq!(result.changed_paths, vec!["M a.txt", "A src/new.rs"]);
+    assert_eq!(result.checkpoints.len(), 2, "{:?}", result.warnings);
+
+    // One commit on the base, under the plan's ref, with the provenance.
+    let commit = result.commit.clone().unwrap();
+    assert_eq!(f.git(&["rev-parse", &plan.output_ref]), commit);
+    assert_eq!(
+        f.git(&["rev-parse", &format!("{commit}^@")]),
+        plan.base.commit
+    );
+    assert_eq!(
+        f.git(&["log", "-1", "--format=%an <%ae>|%cn <%ce>", &commit]),
+        "Better Harness <executor@better-harness.invalid>|Better Harness <executor@better-harness.invalid>"
+    );
+    let message = f.git(&["log", "-1", "--format=%B", &commit]);
+    let trailers = Trailers::parse(&message).unwrap();
+    assert_eq!(
+        trailers,
+        Trailers::of(&plan, &result.execution_id, "scripted/demo")
+    );
+    assert_eq!(f.git(&["show", &format!("{commit}:a.txt")]), "b");
+
+    // The user's checkout, index and session are as they were; the
+    // execution's worktree is gone; result.json says what happened.
+    assert_eq!(
+        (
+            f.git(&["status", "--porcelain"]),
+            fs::read(f.dir.join(".git/index")).unwrap(),
+            f.git(&["rev-parse", "HEAD"]),
+        ),
+        user_before
+    );
+    assert_eq!(fs::read(&f.session).unwrap(), session_before);
+    assert!(!result.execution_dir.join("worktree").exists());
+    assert!(!result.execution_dir.join("index").exists());
+    let doc: serde_json::Value =
+        serde_json::from_slice(&fs::read(result.execution_dir.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(doc["state"], "committed");
+    assert_eq!(doc["stop_reason"], "completed");
+    assert_eq!(doc["ref"], plan.output_ref.as_str());
+    assert_eq!(doc["usage"]["input"], 450);
+
+    // A plan runs once.
+    let err = run_plan(&f.runner(), &path, &setup(&f, script))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ExecError::RefExists { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_run_commits_nothing_and_keeps_a_patch() {
+    let f = fx();
+    let mut req = f.request(ENTRY);
+    req.limits.max_tool_calls = 1;
+    let plan = make_plan(&f.runner(), &req).unwrap();
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let script = r#"{"toolCalls": [{"name": "write", "arguments": {"path": "one.txt", "content": "1"}}, {"name": "write", "arguments": {"path": "two.txt", "content": "2"}}]}
+{"text": "never"}
+"#;
+    let result = run_plan(&f.runner(), &path, &setup(&f, script))
+        .await
+        .unwrap();
+    assert_eq!(result.state, RunState::Aborted);
+    assert_eq!(result.stop_reason, StopReason::Limit);
+    assert!(result.commit.is_none() && result.output_ref.is_none());
+    assert_eq!(f.git(&["for-each-ref", "refs/better-harness/"]), "");
+    let patch = fs::read_to_string(result.patch.unwrap()).unwrap();
+    assert!(
+        patch.contains("one.txt") && !patch.contains("two.txt"),
+        "{patch}"
+    );
+}
+
+#[test]
+fn trailers_round_trip_and_refuse_values_that_break_lines() {
+    let f = fx();
+    let mut plan = make_plan(&f.runner(), &f.request(ENTRY)).unwrap();
+    let message = commit_message(&plan, "x1-abc", "openai/gpt").unwrap();
+    let t = Trailers::parse(&message).unwrap();
+    assert_eq!(t, Trailers::of(&plan, "x1-abc", "openai/gpt"));
+    assert_eq!(t.plan, format!("sha256:{}", plan.plan_sha256));
+    // Parsed exactly as git parses them.
+    let mut git = f.command(&["interpret-trailers", "--parse"]);
+    let out = {
+        use std::io::Write;
+        let mut child = git
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(message.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let keys: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(':').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(keys, bh_exec::TRAILER_KEYS);
+
+    plan.session.entry = "abc\nBetter-Harness-Base: forged".into();
+    let err = commit_message(&plan, "x1-abc", "m").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExecError::TrailerValue {
+                trailer: "Better-Harness-Entry",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(Trailers::parse("no trailers here").is_none());
+}

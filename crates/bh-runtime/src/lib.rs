@@ -1,0 +1,36 @@
+//! `bh-runtime`: an agent working in one directory.
+//!
+//! Between the front doors (`bh agent`, the executor) and the engines:
+//!
+//! * [`open_session`]: which session, as Pi chooses it (`--session` path or
+//!   id prefix, `--continue`, `--fork`, the per-cwd folder); a resumed
+//!   session recorded in another directory is refused unless the caller
+//!   names the working directory; opening a session with a pending worktree
+//!   handoff consumes it (verified and recorded once).
+//! * [`Runtime::open`]: one assembly of the tools confined to a directory,
+//!   its checkpoint store (one policy when it cannot be opened: checkpoints
+//!   off, a warning), and [`Runtime::agent`]: the agent on a session writer
+//!   with a provider, system prompt and limits.
+//! * [`Live`]: a running agent that moves between the main checkout and
+//!   managed worktrees as one transaction (nothing changes unless the move
+//!   commits).
+//!
+//! Library rules: never prints, never reads the environment or `$HOME`.
+
+mod error;
+mod relocate;
+mod runtime;
+mod session;
+
+pub use error::{Result, RuntimeError};
+pub use relocate::{Disposed, Live, Moved, RelocateError};
+pub use runtime::{DEFAULT_SYSTEM_PROMPT, Runtime, RuntimeOptions, SystemPrompt};
+pub use session::{
+    OpenedSession, SessionChoice, SessionRequest, canonical_dir, dir_str, open_session,
+};
+
+/// The engines' types a front door needs, so it can depend on the runtime alone.
+pub use bh_core::{Agent, CoreError, Event, LimitKind, Limits, RunOutcome, RunStop};
+pub use bh_llm::Provider;
+pub use bh_tools::Profile;
+pub use tokio_util::sync::CancellationToken;
