@@ -4,4 +4,5 @@ mod common;
 mod confinement;
 mod fixtures;
 mod props;
+mod sandboxing;
 mod tools;
