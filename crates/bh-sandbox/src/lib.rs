@@ -59,7 +59,7 @@ pub struct Policy {
 }
 
 /// What is in force, and what the kernel could not enforce.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Report {
     pub landlock_abi: u32,
     pub user_namespace: bool,
@@ -281,7 +281,29 @@ impl Sandbox {
             read_only: read_only.clone(),
             not_enforced,
         };
+        let inside = |p: &PathBuf, q: &PathBuf| p != q && p.starts_with(q);
+        let rw_over: Vec<PathBuf> = writable
+            .iter()
+            .filter(|w| read_only.iter().any(|r| inside(w, r)))
+            .cloned()
+            .collect();
+        let ro_after: Vec<CString> = read_only
+            .iter()
+            .filter(|r| rw_over.iter().any(|w| inside(r, w)))
+            .map(|p| c(p))
+            .collect();
         let plan = sys::Plan {
+            rw_over: rw_over
+                .iter()
+                .map(|p| sys::Bind {
+                    path: c(p),
+                    mkdirs: Vec::new(),
+                    is_dir: p.is_dir(),
+                    read_only: false,
+                    fd: -1,
+                })
+                .collect(),
+            ro_after,
             unshare,
             maps,
             private_tmp: policy.private_tmp,
@@ -452,15 +474,24 @@ impl Drop for Confined {
 /// since boot): with the pid, a stamp that a reused pid does not match.
 /// `None` when no such process runs. The one `/proc` process stamp.
 pub fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
+    stat_field(pid, 19)?.parse().ok()
 }
 
 /// State of a process (field 3 of `/proc/<pid>/stat`, e.g. `'Z'`), `None`
 /// when it does not exist.
 pub fn process_state(pid: u32) -> Option<char> {
+    stat_field(pid, 0)?.chars().next()
+}
+
+/// Parent pid of a process (field 4 of `/proc/<pid>/stat`).
+pub fn process_parent(pid: u32) -> Option<i32> {
+    stat_field(pid, 1)?.parse().ok()
+}
+
+/// Field `3 + n` of `/proc/<pid>/stat` (after `pid (comm)`, whose comm may
+/// hold spaces and parentheses).
+fn stat_field(pid: u32, n: usize) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().next()?.chars().next()
+    after.split_whitespace().nth(n).map(str::to_owned)
 }

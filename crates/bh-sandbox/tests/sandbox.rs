@@ -187,6 +187,40 @@ fn a_protected_file_outside_stays_read_only_and_the_rest_of_home_too() {
 }
 
 #[test]
+fn a_writable_root_inside_a_read_only_folder_stays_writable() {
+    // The task layout: the worker's repository lives in the harness's state
+    // folder, which is protected.
+    let (t, p) = project();
+    let state = t.path().join("state");
+    let work = state.join("tasks/t1/worktree");
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::fs::write(state.join("config"), "x\n").unwrap();
+    let pol = Policy {
+        writable: vec![work.clone()],
+        read_only: vec![state.clone(), p.join(".git")],
+        visible: vec![],
+        private_tmp: true,
+        network: true,
+    };
+    let r = run(
+        &pol,
+        &work,
+        &format!(
+            "echo ok > f && git init -q . && echo y > {}/config; echo y > {}/tasks/t1/other; echo done",
+            state.display(),
+            state.display()
+        ),
+    );
+    assert!(r.out.contains("done"), "{}", r.out);
+    assert_eq!(std::fs::read_to_string(work.join("f")).unwrap(), "ok\n");
+    assert_eq!(
+        std::fs::read_to_string(state.join("config")).unwrap(),
+        "x\n"
+    );
+    assert!(!state.join("tasks/t1/other").exists());
+}
+
+#[test]
 fn private_tmp_hides_the_hosts_tmp_and_keeps_nothing() {
     let (_t, p) = project();
     let host = tempfile::NamedTempFile::new().unwrap();
