@@ -78,13 +78,21 @@ pub struct Snapshot {
     pub work: String,
 }
 
-/// The snapshot script, run with `sh -c` in the worker's repository.
+/// The snapshot script, run with `sh -c` in the worker's repository. It
+/// starts from a copy of the worker's own index (its stat data spares
+/// re-hashing every file; a forged entry could only hide the worker's own
+/// work from the candidate, never add to it), with every assume-unchanged
+/// and skip-worktree bit cleared so nothing is hidden by accident.
 const SCRIPT: &str = r#"set -e
 export GIT_INDEX_FILE="$BH_SNAPSHOT_INDEX"
 rm -f "$GIT_INDEX_FILE"
 head=$(git rev-parse --verify HEAD^{commit})
-git read-tree "$head"
-git add -A --force -- . ':!.git'
+own=$(git rev-parse --git-path index)
+if [ -f "$own" ]; then cp "$own" "$GIT_INDEX_FILE"; else git read-tree "$head"; fi
+if git ls-files -v | grep -q '^[a-zS] '; then
+  git ls-files -z | xargs -0 -r git update-index -q --no-assume-unchanged --no-skip-worktree --
+fi
+git add -A
 tree=$(git write-tree)
 if [ "$tree" = "$(git rev-parse "$head^{tree}")" ]; then
   work=$head
