@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bh_task::run::{Outcome, PreflightError, TaskOptions, TaskReport, new_task_id, run_task};
+use bh_task::run::{
+    Outcome, PreflightError, SandboxOptions, TaskOptions, TaskReport, new_task_id, run_task,
+};
 use bh_task::{ScopeSpec, TaskError};
 use clap::Subcommand;
 use serde_json::json;
@@ -50,6 +52,19 @@ pub enum TaskCmd {
         /// The source repository (default: the current directory).
         #[arg(long, value_name = "DIR")]
         repo: Option<PathBuf>,
+        /// Commit the worker's uncommitted in-scope work as one commit
+        /// naming the task, then validate (and promote) it as usual.
+        #[arg(long)]
+        commit: bool,
+        /// Let the worker write this folder too, e.g. a build cache (repeatable).
+        #[arg(long = "allow-write", value_name = "DIR")]
+        allow_write: Vec<PathBuf>,
+        /// Cut the worker's network (a network namespace of its own).
+        #[arg(long)]
+        no_network: bool,
+        /// Run the worker without the kernel sandbox (printed and recorded).
+        #[arg(long)]
+        no_sandbox: bool,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<OsString>,
@@ -98,7 +113,8 @@ fn preflight_error(err: PreflightError) -> CliError {
         | PreflightError::Dirty { .. }
         | PreflightError::Detached { .. }
         | PreflightError::Nested { .. }
-        | PreflightError::Artifacts { .. } => ErrorKind::Refused,
+        | PreflightError::Artifacts { .. }
+        | PreflightError::Sandbox(_) => ErrorKind::Refused,
         _ => ErrorKind::Internal,
     };
     CliError::new(kind, err.to_string())
@@ -138,8 +154,57 @@ fn outcome_word(o: Outcome) -> &'static str {
     }
 }
 
+/// `~/.gitconfig`, `$XDG_CONFIG_HOME` (or `~/.config`) and the state folder:
+/// read-only to the worker even where a writable folder contains them.
+fn protected_paths(ctx: &Ctx) -> Vec<PathBuf> {
+    let mut out = vec![ctx.state_dir.clone()];
+    if let Some(home) = &ctx.home {
+        out.push(home.join(".gitconfig"));
+    }
+    out.extend(xdg_config(ctx));
+    out
+}
+
+fn xdg_config(ctx: &Ctx) -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| ctx.home.as_ref().map(|h| h.join(".config")))
+}
+
+/// The Git configuration and attributes files outside the repository that
+/// the second line compares before and after the worker.
+fn git_config_files(ctx: &Ctx) -> Vec<PathBuf> {
+    let mut out = vec![
+        PathBuf::from("/etc/gitconfig"),
+        PathBuf::from("/etc/gitattributes"),
+    ];
+    if let Some(home) = &ctx.home {
+        out.push(home.join(".gitconfig"));
+    }
+    if let Some(xdg) = xdg_config(ctx) {
+        out.push(xdg.join("git/config"));
+        out.push(xdg.join("git/attributes"));
+    }
+    out
+}
+
 fn print_report(report: &TaskReport) {
     println!("task {}: {}", report.id, outcome_word(report.outcome));
+    match &report.sandbox {
+        Some(sb) => println!(
+            "  sandbox:   Landlock ABI {}, network {}{}",
+            sb.landlock_abi,
+            if sb.network { "on" } else { "off" },
+            if sb.not_enforced.is_empty() {
+                String::new()
+            } else {
+                format!(" (not enforced: {})", sb.not_enforced.join("; "))
+            }
+        ),
+        None if report.no_sandbox => println!("  sandbox:   OFF (--no-sandbox)"),
+        None => {}
+    }
     println!(
         "  source:    {} ({})",
         report.source.display(),
@@ -168,6 +233,9 @@ fn print_report(report: &TaskReport) {
     if let Some(r) = &report.kept_ref {
         println!("  kept:      {r}");
     }
+    if let Some(w) = &report.work {
+        println!("  work:      {w}");
+    }
     if let Some(w) = &report.worktree {
         println!("  worktree:  {} (kept)", w.display());
     }
@@ -185,6 +253,10 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             timeout,
             env,
             repo,
+            commit,
+            allow_write,
+            no_network,
+            no_sandbox,
             command,
         } => {
             catch_signals();
@@ -234,7 +306,19 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                 inside_task_session: std::env::var_os("BH_TASK_SESSION").is_some(),
                 tasks_root,
                 grace: Duration::from_secs(2),
+                commit,
+                sandbox: (!no_sandbox).then(|| SandboxOptions {
+                    allow_write: allow_write.iter().map(|d| ctx.cwd.join(d)).collect(),
+                    network: !no_network,
+                    protected: protected_paths(ctx),
+                }),
+                config_files: git_config_files(ctx),
             };
+            if no_sandbox {
+                eprintln!(
+                    "bh: warning: --no-sandbox: the worker runs with your full authority (recorded in the task's artifacts)"
+                );
+            }
             let report = run_task(&ctx.git(), &opts, &CANCEL).map_err(preflight_error)?;
             let failure = outcome_error(&report);
             if ctx.json {

@@ -73,6 +73,39 @@ fn task_doc(doc: &Value) -> &Value {
     doc.get("task").unwrap_or(doc)
 }
 
+/// Every file of the repository folder, `.git` included, by content and
+/// mode — except what a task legitimately adds: new objects and the task's
+/// own refs.
+pub fn fingerprint(dir: &std::path::Path) -> std::collections::BTreeMap<PathBuf, (u32, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(
+        base: &std::path::Path,
+        dir: &std::path::Path,
+        out: &mut std::collections::BTreeMap<PathBuf, (u32, Vec<u8>)>,
+    ) {
+        for e in fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(base).unwrap().to_path_buf();
+            if [".git/objects", ".git/refs/better-harness", ".git/logs"]
+                .iter()
+                .any(|x| rel == std::path::Path::new(x))
+            {
+                continue;
+            }
+            let m = fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                out.insert(rel, (m.mode(), Vec::new()));
+                walk(base, &p, out);
+            } else {
+                out.insert(rel, (m.mode(), fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
 #[test]
 fn an_allowed_change_is_promoted_by_fast_forward() {
     let env = Env::new();
@@ -163,12 +196,6 @@ fn uncommitted_work_protected_files_and_links_are_rejected() {
             (head.clone(), status.clone())
         );
     }
-    // hiding untracked work through the shared info/exclude changes the control plane
-    let (code, doc) = env.task(
-        &["--module", "src"],
-        r#"echo stray > src/stray.txt && echo src/stray.txt >> "$(git rev-parse --git-common-dir)/info/exclude""#,
-    );
-    assert_eq!(code, 5, "{doc}");
 }
 
 #[test]
@@ -205,61 +232,58 @@ fn failures_and_timeouts_have_their_own_outcomes() {
             .count(),
         1
     );
-    let (code, doc) = env.task(&["--module", "src"], "exit 3");
+    let (code, doc) = env.task(
+        &["--module", "src"],
+        "echo noise >&2; echo '*** Please tell me who you are.' >&2; exit 3",
+    );
     assert_eq!(code, 9, "{doc}");
     assert_eq!(task_doc(&doc)["outcome"], "failed");
+    assert!(
+        task_doc(&doc)["reasons"]
+            .to_string()
+            .contains("exited with code 3: noise / *** Please tell me who you are."),
+        "the failure says why: {doc}"
+    );
     let (code, doc) = env.task(&["--module", "src", "--timeout", "1s"], "sleep 30");
     assert_eq!(code, 7, "{doc}");
     assert_eq!(task_doc(&doc)["outcome"], "timed-out");
 }
 
 #[test]
-fn tampering_with_the_control_plane_is_untrusted() {
+fn without_the_sandbox_the_second_line_still_catches_tampering() {
     let env = Env::new();
     let (code, doc) = env.task(
-        &["--module", "src"],
-        "git config core.fsmonitor 'touch /tmp/pwned'",
+        &["--module", "src", "--no-sandbox"],
+        "git -C \"$SOURCE\" config core.fsmonitor 'touch /tmp/pwned'",
     );
     let t = task_doc(&doc);
     assert_eq!(code, 5, "{doc}");
     assert_eq!(t["outcome"], "untrusted");
+    assert_eq!(t["no_sandbox"], true);
+    assert!(t["reasons"].to_string().contains("config changed"), "{doc}");
     assert!(
         PathBuf::from(t["worktree"].as_str().unwrap()).exists(),
         "kept for inspection"
     );
-    // gc removes kept task worktrees on request
-    let out = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&env.repo)
-        .env("HOME", &env.home)
-        .args(["--json", "task", "gc"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["removed"].as_array().unwrap().len(), 1);
-    let hooks = env.repo.join(".git/hooks");
-    let (code, _) = env.task(
-        &["--module", "src"],
-        &format!(
-            "mkdir -p {0} && echo '#!/bin/sh' > {0}/pre-commit",
-            hooks.display()
-        ),
-    );
-    assert_eq!(code, 5);
-}
-
-#[test]
-fn a_source_that_moved_during_the_run_is_not_promoted() {
-    let env = Env::new();
+    let task_json =
+        fs::read_to_string(PathBuf::from(t["artifacts"].as_str().unwrap()).join("task.json"))
+            .unwrap();
+    let task_json: Value = serde_json::from_str(&task_json).unwrap();
+    assert_eq!(task_json["no_sandbox"], true, "{task_json}");
+    env.git(&["config", "--unset", "core.fsmonitor"]);
+    // the user's branch moved by the worker: untrusted, never promoted
     let (code, doc) = env.task(
-        &["--module", "src", "--promote"],
+        &["--module", "src", "--promote", "--no-sandbox"],
         "echo 'pub fn c() {}' >> src/lib.rs && git commit -qam work && \
          git -C \"$SOURCE\" commit -q --allow-empty -m 'user commit meanwhile'",
     );
-    let t = task_doc(&doc);
-    assert_eq!(code, 6, "{doc}");
-    assert!(t["reasons"].to_string().contains("moved"), "{doc}");
+    assert_eq!(code, 5, "{doc}");
+    assert!(
+        task_doc(&doc)["reasons"]
+            .to_string()
+            .contains("refs/heads/main"),
+        "{doc}"
+    );
     assert_eq!(
         env.git(&["log", "-1", "--format=%s"]),
         "user commit meanwhile"
@@ -364,27 +388,36 @@ fn show_reads_the_recorded_state() {
 fn moving_the_worktree_or_hiding_work_is_caught() {
     let env = Env::new();
     let (code, doc) = env.task(&["--module", "src"], r#"mv "$PWD" "$PWD-moved""#);
-    assert_eq!(code, 5, "{doc}");
-    for script in [
-        "rm .git && git init -q",
-        r#"git worktree unlock "$PWD""#,
-        r#"echo "$(git rev-parse --git-common-dir)/../elsewhere" > "$(git rev-parse --absolute-git-dir)/commondir""#,
-        r#"echo /tmp > "$(git rev-parse --git-common-dir)/objects/info/alternates""#,
-    ] {
-        let (code, doc) = env.task(&["--module", "src"], script);
-        assert_eq!(code, 5, "{script}: {doc}");
-    }
+    assert_eq!(code, 9, "{doc}");
     assert!(
-        task_doc(&doc)["reasons"].to_string().contains("identity"),
+        task_doc(&doc)["reasons"]
+            .to_string()
+            .contains("Read-only file system"),
         "{doc}"
     );
+    // its own repository replaced or its objects cut off: nothing to judge
+    for script in [
+        "rm -rf .git && git init -q",
+        "echo /nowhere > .git/objects/info/alternates",
+    ] {
+        let (code, doc) = env.task(&["--module", "src"], script);
+        assert_eq!(code, 6, "{script}: {doc}");
+        assert!(
+            task_doc(&doc)["reasons"]
+                .to_string()
+                .contains("cannot read the worker's repository"),
+            "{script}: {doc}"
+        );
+    }
     let (code, doc) = env.task(
         &["--module", "src"],
         "echo hidden >> src/lib.rs && git update-index --assume-unchanged src/lib.rs",
     );
     assert_eq!(code, 6, "{doc}");
     assert!(
-        task_doc(&doc)["violations"].to_string().contains("hidden"),
+        task_doc(&doc)["violations"]
+            .to_string()
+            .contains("uncommitted change"),
         "{doc}"
     );
     let (code, doc) = env.task(

@@ -492,19 +492,6 @@ impl Drop for GitProcess {
 /// Asks the kernel to kill a git child when the harness dies, so that an
 /// orphaned git can never hold a lock (`index.lock`, a ref lock) that the next
 /// harness process, holding the store lock, then treats as stale.
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
 fn die_with_parent(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs between fork and exec and only calls prctl(2),
-    // which is async-signal-safe; it allocates nothing and takes no locks.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(std::io::Error::from)
-        });
-    }
+    bh_sandbox::die_with_parent(cmd);
 }
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_cmd: &mut Command) {}

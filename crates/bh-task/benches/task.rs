@@ -156,6 +156,12 @@ fn op(args: &[String]) -> Result<()> {
                 inside_task_session: false,
                 tasks_root: state.join("tasks"),
                 grace: Duration::from_secs(1),
+                commit: false,
+                sandbox: Some(bh_task::run::SandboxOptions {
+                    network: true,
+                    ..Default::default()
+                }),
+                config_files: Vec::new(),
             };
             let report = run_task(&runner(), &opts, &AtomicBool::new(false))?;
             if report.outcome != bh_task::run::Outcome::Succeeded {

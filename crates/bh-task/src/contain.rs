@@ -1,6 +1,14 @@
 //! Running a worker with its whole process tree contained.
 //!
-//! The worker runs in its own process group, and the calling process becomes
+//! Sandboxed (the default): the worker is spawned through `bh-sandbox`, as
+//! PID 2 of its own PID namespace under a tiny init that reaps orphans while
+//! it runs; when the worker ends (or is stopped: SIGTERM to its group, then
+//! SIGKILL to the init after the grace), the kernel kills every process of
+//! the namespace, and the wait returns only once they are gone. No `/proc`
+//! scan, no reaping loop, no race with forking daemons.
+//!
+//! Without the sandbox (`--no-sandbox`, the degraded mode): the worker runs
+//! in its own process group, and the calling process becomes
 //! a *child subreaper* (`PR_SET_CHILD_SUBREAPER`), so descendants that
 //! daemonise (`setsid`, double fork) are re-parented to it instead of to init.
 //! When the worker exits, times out or is cancelled, every descendant —
@@ -85,9 +93,100 @@ pub enum RunError {
     Control(#[from] nix::Error),
     #[error("the command is empty")]
     EmptyCommand,
+    #[error(transparent)]
+    Sandbox(#[from] bh_sandbox::SandboxError),
 }
 
-/// Runs the worker and contains its process tree (see the module docs).
+fn ending_of(status: std::process::ExitStatus) -> Ending {
+    match (
+        status.code(),
+        std::os::unix::process::ExitStatusExt::signal(&status),
+    ) {
+        (Some(code), _) => Ending::Exited { code },
+        (None, Some(signal)) => Ending::Signaled { signal },
+        (None, None) => Ending::Signaled { signal: 0 },
+    }
+}
+
+/// Runs the worker inside `sandbox` (see the module docs).
+pub fn run_sandboxed(
+    spec: &RunSpec,
+    sandbox: bh_sandbox::Sandbox,
+    cancel: &AtomicBool,
+) -> Result<RunOutcome, RunError> {
+    let (program, args) = spec.argv.split_first().ok_or(RunError::EmptyCommand)?;
+    let log = |path: &PathBuf| {
+        File::create(path).map_err(|source| RunError::Log {
+            path: path.display().to_string(),
+            source,
+        })
+    };
+    let (out_file, err_file) = (log(&spec.stdout_log)?, log(&spec.stderr_log)?);
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = sandbox.spawn(cmd).map_err(|e| match e {
+        bh_sandbox::SandboxError::Spawn { program, source } => RunError::Spawn { program, source },
+        e => RunError::Sandbox(e),
+    })?;
+    let (head, tail) = (spec.keep_head, spec.keep_tail);
+    let out_thread = child
+        .child_mut()
+        .stdout
+        .take()
+        .map(|s| std::thread::spawn(move || capture(s, out_file, head, tail)));
+    let err_thread = child
+        .child_mut()
+        .stderr
+        .take()
+        .map(|s| std::thread::spawn(move || capture(s, err_file, head, tail)));
+    let mut stopping: Option<(Instant, Ending)> = None;
+    let ending = loop {
+        let status = child.try_wait().map_err(|source| RunError::Spawn {
+            program: program.to_string_lossy().into_owned(),
+            source,
+        })?;
+        if let Some(status) = status {
+            break stopping.map_or_else(|| ending_of(status), |(_, why)| why);
+        }
+        match stopping {
+            None => {
+                let why = if cancel.load(Ordering::Relaxed) {
+                    Some(Ending::Interrupted)
+                } else if spec.timeout.is_some_and(|t| start.elapsed() >= t) {
+                    Some(Ending::TimedOut)
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    child.terminate();
+                    stopping = Some((Instant::now(), why));
+                }
+            }
+            Some((since, _)) if since.elapsed() >= spec.grace => child.kill(),
+            Some(_) => {}
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stdout = out_thread.and_then(|t| t.join().ok()).unwrap_or_default();
+    let stderr = err_thread.and_then(|t| t.join().ok()).unwrap_or_default();
+    Ok(RunOutcome {
+        ending,
+        duration_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+        strays_killed: 0,
+        stdout,
+        stderr,
+    })
+}
+
+/// Runs the worker without a sandbox and contains its process tree with a
+/// process group and a subreaper (see the module docs).
 pub fn run_contained(spec: &RunSpec, cancel: &AtomicBool) -> Result<RunOutcome, RunError> {
     let (program, args) = spec.argv.split_first().ok_or(RunError::EmptyCommand)?;
     nix::sys::prctl::set_child_subreaper(true)?;
@@ -107,6 +206,7 @@ pub fn run_contained(spec: &RunSpec, cancel: &AtomicBool) -> Result<RunOutcome, 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    bh_sandbox::die_with_parent(&mut cmd);
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
         program: program.to_string_lossy().into_owned(),
@@ -230,17 +330,11 @@ fn children_of(parent: Pid) -> Vec<Pid> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            let Ok(pid) = u32::try_from(*pid) else {
                 return false;
             };
-            // "pid (comm) state ppid …" — comm may contain spaces or parens.
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-                return false;
-            };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next();
-            let ppid = fields.next().and_then(|p| p.parse::<i32>().ok());
-            ppid == Some(parent.as_raw()) && state != Some("Z")
+            bh_sandbox::process_parent(pid) == Some(parent.as_raw())
+                && bh_sandbox::process_state(pid) != Some('Z')
         })
         .map(Pid::from_raw)
         .collect()

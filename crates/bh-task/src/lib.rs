@@ -7,13 +7,16 @@
 
 pub mod contain;
 mod policy;
+mod promote;
 pub mod run;
 mod scope;
+pub mod second_line;
+pub mod taskrepo;
 mod validate;
 
 pub use policy::{HARNESS_POLICY_DIR, LOCK_FILES, protected_reason};
 pub use scope::{FrozenScope, ScopeSpec, Verdict};
-pub use validate::{Violation, validate_candidate, validate_worktree};
+pub use validate::{Violation, validate_candidate, validate_uncommitted, validate_worktree};
 
 /// Errors that stop a task before or during validation (not violations:
 /// those are data, see [`Violation`]).

@@ -1,5 +1,7 @@
 //! Paths no scope can grant.
 
+use std::os::unix::ffi::OsStrExt;
+
 /// The harness's own policy folder in a repository.
 pub const HARNESS_POLICY_DIR: &str = ".better-harness";
 
@@ -24,10 +26,24 @@ pub const LOCK_FILES: &[&str] = &[
     "Package.resolved",
     "packages.lock.json",
     "flake.lock",
+    "deno.lock",
+    "Podfile.lock",
+    "gradle.lockfile",
+    ".terraform.lock.hcl",
+    "pixi.lock",
+    "conda-lock.yml",
+    "Manifest.toml",
+    "renv.lock",
 ];
 
 /// Git control files, protected wherever they are.
-const GIT_CONTROL_FILES: &[&str] = &[".gitmodules", ".gitattributes", ".gitignore", ".mailmap"];
+const GIT_CONTROL_FILES: &[&str] = &[
+    ".gitmodules",
+    ".gitattributes",
+    ".gitignore",
+    ".mailmap",
+    ".lfsconfig",
+];
 
 /// CI definition folders (prefixes from the repository root).
 const CI_DIRS: &[&str] = &[
@@ -35,13 +51,38 @@ const CI_DIRS: &[&str] = &[
     ".github/actions/",
     ".circleci/",
     ".buildkite/",
+    ".gitea/workflows/",
+    ".forgejo/workflows/",
+    ".gitlab/ci/",
+    ".azure-pipelines/",
 ];
 
 /// CI definition files at the repository root.
-const CI_FILES: &[&str] = &[".gitlab-ci.yml", "azure-pipelines.yml", ".travis.yml"];
+const CI_FILES: &[&str] = &[
+    ".gitlab-ci.yml",
+    "azure-pipelines.yml",
+    ".travis.yml",
+    "bitbucket-pipelines.yml",
+    ".drone.yml",
+    "appveyor.yml",
+    ".appveyor.yml",
+    ".woodpecker.yml",
+    "cloudbuild.yaml",
+    "cloudbuild.yml",
+    ".github/dependabot.yml",
+];
 
 /// Hook folders (prefixes from the repository root).
-const HOOK_DIRS: &[&str] = &[".githooks/", ".husky/"];
+const HOOK_DIRS: &[&str] = &[".githooks/", ".husky/", ".lefthook/"];
+
+/// Hook runner configuration files at the repository root.
+const HOOK_FILES: &[&str] = &[
+    "lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yml",
+    ".lefthook.yaml",
+    "lefthook-local.yml",
+];
 
 /// Why `path` (repository-relative, `/`-separated bytes) is protected, or
 /// `None`. `hooks_path` is the repository's relative `core.hooksPath`, if any.
@@ -75,6 +116,9 @@ pub fn protected_reason(path: &[u8], hooks_path: Option<&[u8]>) -> Option<&'stat
     if CI_DIRS.iter().any(|d| path.starts_with(d.as_bytes())) {
         return Some("CI definition");
     }
+    if HOOK_FILES.iter().any(|f| path == f.as_bytes()) {
+        return Some("hook configuration");
+    }
     if HOOK_DIRS.iter().any(|d| path.starts_with(d.as_bytes())) {
         return Some("hook folder");
     }
@@ -94,6 +138,48 @@ pub fn protected_reason(path: &[u8], hooks_path: Option<&[u8]>) -> Option<&'stat
         return Some("harness policy");
     }
     None
+}
+
+/// `core.hooksPath` as Git resolves it for the source (the runner forces it
+/// to `/dev/null` on the command line: that entry is skipped), normalised to
+/// a repository-relative path; `None` when unset or outside the checkout.
+pub(crate) fn resolved_hooks_path(repo: &bh_git::Repo, top: &std::path::Path) -> Option<Vec<u8>> {
+    let out = repo
+        .cmd([
+            "config",
+            "--show-scope",
+            "-z",
+            "--get-all",
+            "core.hooksPath",
+        ])
+        .ok_codes(&[0, 1])
+        .run()
+        .ok()?;
+    // `-z --show-scope`: scope NUL value NUL, per entry; the last wins.
+    let fields: Vec<&[u8]> = bh_git::parse::split_z(&out.stdout).collect();
+    let value = fields
+        .chunks(2)
+        .filter(|pair| pair.len() == 2 && pair[0] != b"command")
+        .map(|pair| pair[1].to_vec())
+        .next_back()?;
+    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(&value));
+    let rel = if path.is_absolute() {
+        path.strip_prefix(top).ok()?.to_path_buf()
+    } else {
+        path.to_path_buf()
+    };
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for c in rel.components() {
+        match c {
+            std::path::Component::Normal(n) => parts.push(n.as_bytes()),
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                parts.pop()?;
+            }
+            _ => return None,
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join(&b'/'))
 }
 
 #[cfg(test)]
@@ -124,5 +210,34 @@ mod tests {
         assert_eq!(p(b"src/lib.rs", None), None);
         assert_eq!(p(b"src/gitignore.rs", None), None);
         assert_eq!(p(b"sub/.gitlab-ci.yml", None), None);
+        // sandbox.md item 8: every one of these is protected.
+        for path in [
+            "deno.lock",
+            "ios/Podfile.lock",
+            "app/gradle.lockfile",
+            "infra/.terraform.lock.hcl",
+            "pixi.lock",
+            "conda-lock.yml",
+            "Manifest.toml",
+            "renv.lock",
+            "bitbucket-pipelines.yml",
+            ".drone.yml",
+            "appveyor.yml",
+            ".woodpecker.yml",
+            ".gitea/workflows/ci.yml",
+            ".forgejo/workflows/ci.yml",
+            ".gitlab/ci/build.yml",
+            ".azure-pipelines/build.yml",
+            "cloudbuild.yaml",
+            "lefthook.yml",
+            ".lefthook/pre-commit/x.sh",
+            ".lfsconfig",
+            ".github/dependabot.yml",
+        ] {
+            assert!(
+                p(path.as_bytes(), None).is_some(),
+                "{path} is not protected"
+            );
+        }
     }
 }

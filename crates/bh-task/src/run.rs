@@ -1,21 +1,26 @@
-//! A whole task session: preflight, freeze, worktree, contained run,
-//! validation, outcome and — on request — promotion by fast-forward.
+//! A whole task session: preflight, freeze, the worker's own repository,
+//! a sandboxed run, the second line, snapshot and fetch of the work,
+//! validation with isolated configuration, outcome and — on request —
+//! promotion by fast-forward.
 
 use std::ffi::OsString;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use bh_git::{GitRunner, Repo, Scope};
+use bh_git::{GitRunner, Scope};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::contain::{Ending, RunSpec, run_contained};
+use crate::contain::{Ending, RunSpec, run_contained, run_sandboxed};
+use crate::promote::{clean_check, promote};
 use crate::scope::{FrozenScope, ScopeSpec};
-use crate::validate::{Violation, validate_candidate, validate_worktree};
+use crate::second_line::Watch;
+use crate::taskrepo;
+use crate::validate::{Violation, validate_candidate, validate_uncommitted};
 
 /// Refs under this prefix belong to the harness (excluded from the control
 /// plane; rejected candidates are kept here).
@@ -49,6 +54,26 @@ pub struct TaskOptions {
     /// nested session.
     pub tasks_root: PathBuf,
     pub grace: Duration,
+    /// Commit the worker's uncommitted work as one commit and validate (and
+    /// promote) that (`--commit`).
+    pub commit: bool,
+    /// The sandbox; `None` is `--no-sandbox` (printed and recorded).
+    pub sandbox: Option<SandboxOptions>,
+    /// Global, system and XDG Git configuration and attributes files the
+    /// second line compares before and after.
+    pub config_files: Vec<PathBuf>,
+}
+
+/// What the worker's sandbox grants besides its own repository and home.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxOptions {
+    /// `--allow-write DIR` (e.g. build caches).
+    pub allow_write: Vec<PathBuf>,
+    /// `false` for `--no-network`.
+    pub network: bool,
+    /// Kept read-only even inside a writable folder: `~/.gitconfig`,
+    /// `$XDG_CONFIG_HOME`, the harness's state folder.
+    pub protected: Vec<PathBuf>,
 }
 
 /// How a task ended; each has its own exit code in the CLI.
@@ -81,6 +106,16 @@ pub struct TaskReport {
     pub worktree: Option<PathBuf>,
     pub artifacts: PathBuf,
     pub ending: Option<Ending>,
+    /// The commit holding all of the worker's work (its commits plus, on
+    /// top, one commit of what it left uncommitted), when it differs from
+    /// the base.
+    #[serde(default)]
+    pub work: Option<String>,
+    /// What the sandbox enforced; `None` with `no_sandbox`.
+    #[serde(default)]
+    pub sandbox: Option<bh_sandbox::Report>,
+    #[serde(default)]
+    pub no_sandbox: bool,
 }
 
 /// Failures that prevent a task from starting (preflight, freeze, setup).
@@ -104,6 +139,8 @@ pub enum PreflightError {
     Git(#[from] bh_git::GitError),
     #[error(transparent)]
     Run(#[from] crate::contain::RunError),
+    #[error(transparent)]
+    Sandbox(#[from] bh_sandbox::SandboxError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -112,157 +149,13 @@ pub enum PreflightError {
     },
 }
 
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PreflightError {
+pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PreflightError {
     let context = context.into();
     move |source| PreflightError::Io { context, source }
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
-}
-
-/// The worktree's identity as recorded at creation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-struct Identity {
-    path: PathBuf,
-    dot_git: String,
-    admin: PathBuf,
-    back_pointer: String,
-    nonce: String,
-    /// The admin folder's `locked` file (the lock taken at creation).
-    locked: String,
-    commondir: String,
-}
-
-fn identity_of(repo: &Repo, path: &Path) -> Option<Identity> {
-    let dot_git = fs::read_to_string(path.join(".git")).ok()?;
-    let wt = repo.clone_at(path);
-    let admin = PathBuf::from(wt.run_line(["rev-parse", "--absolute-git-dir"]).ok()?);
-    let back_pointer = fs::read_to_string(admin.join("gitdir")).ok()?;
-    let nonce = fs::read_to_string(admin.join("bh-task-nonce")).ok()?;
-    let locked = fs::read_to_string(admin.join("locked")).ok()?;
-    let commondir = fs::read_to_string(admin.join("commondir")).ok()?;
-    Some(Identity {
-        path: fs::canonicalize(path).ok()?,
-        dot_git,
-        admin,
-        back_pointer,
-        nonce,
-        locked,
-        commondir,
-    })
-}
-
-trait CloneAt {
-    fn clone_at(&self, path: &Path) -> Repo;
-}
-
-impl CloneAt for Repo {
-    fn clone_at(&self, path: &Path) -> Repo {
-        self.runner().repo(path, Scope::User)
-    }
-}
-
-/// Digest of what a worker must not change: repository config, hooks,
-/// `info/` (excludes, attributes, grafts), shallow and alternates files, and
-/// every ref outside the harness namespace except the source branch (whose
-/// movement is judged at promotion).
-fn control_plane(
-    repo: &Repo,
-    common: &Path,
-    branch: Option<&str>,
-) -> Result<String, PreflightError> {
-    let mut h = Sha256::new();
-    for file in [
-        "config",
-        "config.worktree",
-        "shallow",
-        "objects/info/alternates",
-        "objects/info/http-alternates",
-    ] {
-        h.update(file.as_bytes());
-        h.update(fs::read(common.join(file)).unwrap_or_default());
-    }
-    for dir in ["hooks", "info"] {
-        let mut entries: Vec<PathBuf> = Vec::new();
-        collect_files(&common.join(dir), &mut entries);
-        entries.sort();
-        for e in entries {
-            h.update(e.as_os_str().as_bytes());
-            h.update(fs::read(&e).unwrap_or_default());
-            if let Ok(m) = fs::symlink_metadata(&e) {
-                h.update(format!(
-                    "{:o}",
-                    std::os::unix::fs::PermissionsExt::mode(&m.permissions())
-                ));
-            }
-        }
-    }
-    let refs = repo.run(["for-each-ref", "--format=%(refname) %(objectname)"])?;
-    for line in refs.split(|b| *b == b'\n') {
-        let name = line.split(|b| *b == b' ').next().unwrap_or_default();
-        if name.starts_with(TASK_REF_PREFIX.as_bytes())
-            || branch.is_some_and(|b| name == b.as_bytes())
-        {
-            continue;
-        }
-        h.update(line);
-        h.update(b"\n");
-    }
-    Ok(hex::encode(h.finalize()))
-}
-
-fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = fs::read_dir(dir) else { return };
-    for e in rd.flatten() {
-        let p = e.path();
-        match e.file_type() {
-            Ok(t) if t.is_dir() => collect_files(&p, out),
-            _ => out.push(p),
-        }
-    }
-}
-
-/// Whether the checkout at `top` is clean, judged by a fresh temporary index
-/// built from `HEAD` (so assume-unchanged/skip-worktree bits cannot hide a
-/// change) and untracked files judged by `.gitignore` files alone (so
-/// `info/exclude` cannot hide one).
-fn clean_check(repo: &Repo, scratch: &Path) -> Result<Option<String>, PreflightError> {
-    let index = scratch.join("clean-check.index");
-    let _ = fs::remove_file(&index);
-    let with_index = |args: &[&str]| {
-        repo.cmd(args.iter().copied())
-            .env("GIT_INDEX_FILE", index.as_os_str())
-            .optional_locks(true)
-    };
-    with_index(&["read-tree", "HEAD"]).run()?;
-    // Refresh re-hashes files whose stat data the fresh index lacks; exit 1
-    // means "needs update", i.e. changed.
-    let refresh = with_index(&["update-index", "-q", "--refresh"])
-        .ok_codes(&[0, 1])
-        .run()?;
-    let changed = with_index(&["diff-files", "--name-only", "-z"]).run()?;
-    let untracked = with_index(&[
-        "ls-files",
-        "-z",
-        "--others",
-        "--exclude-per-directory=.gitignore",
-    ])
-    .run()?;
-    let _ = fs::remove_file(&index);
-    let mut dirty: Vec<String> = bh_git::parse::split_z(&changed.stdout)
-        .chain(bh_git::parse::split_z(&untracked.stdout))
-        .map(bh_git::parse::display_path)
-        .collect();
-    if dirty.is_empty() && refresh.code == 0 {
-        return Ok(None);
-    }
-    dirty.truncate(10);
-    Ok(Some(if dirty.is_empty() {
-        "the index differs from HEAD".into()
-    } else {
-        dirty.join(", ")
-    }))
 }
 
 /// A fresh task id: time-ordered, unique per process and moment.
@@ -315,7 +208,10 @@ pub fn run_task(
     let admin = PathBuf::from(repo.run_line(["rev-parse", "--absolute-git-dir"])?);
     if admin.join("bh-task-nonce").exists() {
         return Err(PreflightError::Nested {
-            why: format!("{} is a worktree made by a task session", source.display()),
+            why: format!(
+                "{} is a repository made by a task session",
+                source.display()
+            ),
         });
     }
     let common = PathBuf::from(repo.run_line([
@@ -336,13 +232,7 @@ pub fn run_task(
         });
     }
     let base = repo.resolve_commit("HEAD")?;
-    let hooks_path = repo
-        .cmd(["config", "--get", "core.hooksPath"])
-        .ok_codes(&[0, 1])
-        .run()
-        .map(|o| o.stdout.strip_suffix(b"\n").unwrap_or(&o.stdout).to_vec())
-        .ok()
-        .filter(|h| !h.is_empty());
+    let hooks_path = crate::policy::resolved_hooks_path(&repo, &source);
     let scope = FrozenScope::freeze(&repo, &base, &opts.scope, hooks_path.as_deref())?;
 
     // --- freeze ----------------------------------------------------------
@@ -374,12 +264,46 @@ pub fn run_task(
         });
     }
     let id = opts.id.clone();
-    let control = control_plane(&repo, &common, branch.as_deref())?;
     let env_record: Vec<serde_json::Value> = opts
         .env
         .iter()
         .map(|(k, v)| serde_json::json!({"name": k.to_string_lossy(), "sha256": sha256_hex(v.as_bytes())}))
         .collect();
+
+    // --- the worker's repository and sandbox -----------------------------
+    let dir = artifacts.join("worktree");
+    let home = artifacts.join("home");
+    taskrepo::private_home(&repo, &home)?;
+    taskrepo::create(runner, &dir, &common.join("objects"), &base)?;
+    let nonce = sha256_hex(format!("{id}{:?}", std::time::SystemTime::now()).as_bytes());
+    fs::write(dir.join(".git/bh-task-nonce"), &nonce)
+        .map_err(io("cannot write the task repository's nonce"))?;
+    let make_sandbox = || -> Result<Option<bh_sandbox::Sandbox>, PreflightError> {
+        let Some(s) = &opts.sandbox else {
+            return Ok(None);
+        };
+        let mut read_only = vec![admin.clone(), common.clone(), source.join(".git")];
+        read_only.extend(s.protected.iter().cloned());
+        let policy = bh_sandbox::Policy {
+            writable: [dir.clone(), home.clone()]
+                .into_iter()
+                .chain(s.allow_write.iter().cloned())
+                .collect(),
+            read_only,
+            visible: vec![source.clone()],
+            private_tmp: true,
+            network: s.network,
+        };
+        Ok(Some(bh_sandbox::Sandbox::new(&policy, &dir)?))
+    };
+    let sandbox = match make_sandbox() {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    };
+    let sandbox_report = sandbox.as_ref().map(|s| s.report().clone());
     write_json(
         &artifacts.join("task.json"),
         &serde_json::json!({
@@ -393,70 +317,47 @@ pub fn run_task(
             "env": env_record,
             "scope": scope.shown,
             "promote": opts.promote,
+            "commit": opts.commit,
             "timeout_ms": opts.timeout.map(|t| t.as_millis() as u64),
-            "control_plane_sha256": control,
+            "sandbox": sandbox_report,
+            "no_sandbox": opts.sandbox.is_none(),
         }),
     )?;
-
-    // --- worktree --------------------------------------------------------
-    let worktree = artifacts.join("worktree");
-    repo.worktree_add_detached(&worktree, &base, &format!("bh task {id}"))?;
-    let mut guard = bh_git::WorktreeGuard::new(&repo, &worktree);
-    let wt_repo = runner.repo(&worktree, Scope::User);
-    let wt_admin = PathBuf::from(wt_repo.run_line(["rev-parse", "--absolute-git-dir"])?);
-    let nonce = sha256_hex(format!("{id}{:?}", std::time::SystemTime::now()).as_bytes());
-    fs::write(wt_admin.join("bh-task-nonce"), &nonce)
-        .map_err(io("cannot write the worktree nonce"))?;
-    let identity = identity_of(&repo, &worktree).ok_or_else(|| PreflightError::Artifacts {
-        path: worktree.display().to_string(),
-        why: "cannot record the worktree identity".into(),
-    })?;
+    let before = Watch::capture(&source, &admin, &common, &opts.config_files);
 
     // --- run -------------------------------------------------------------
     let mut env = opts.env.clone();
-    env.retain(|(k, _)| !k.as_bytes().starts_with(b"GIT_") && k != "BH_TASK_SESSION");
+    env.retain(|(k, _)| {
+        !k.as_bytes().starts_with(b"GIT_") && k != "BH_TASK_SESSION" && k != "HOME" && k != "TMPDIR"
+    });
     env.push(("BH_TASK_SESSION".into(), "1".into()));
+    env.push(("HOME".into(), home.clone().into()));
+    env.push((
+        "TMPDIR".into(),
+        if sandbox.is_some() {
+            "/tmp".into()
+        } else {
+            home.clone().into()
+        },
+    ));
     env.push(("GIT_CONFIG_COUNT".into(), "1".into()));
     env.push(("GIT_CONFIG_KEY_0".into(), "core.hooksPath".into()));
     env.push(("GIT_CONFIG_VALUE_0".into(), "/dev/null".into()));
-    let run = match run_contained(
-        &RunSpec {
-            argv: opts.argv.clone(),
-            cwd: worktree.clone(),
-            env,
-            timeout: opts.timeout,
-            stdout_log: artifacts.join("stdout.log"),
-            stderr_log: artifacts.join("stderr.log"),
-            keep_head: 256 * 1024,
-            keep_tail: 256 * 1024,
-            grace: opts.grace,
-        },
-        cancel,
-    ) {
-        Ok(run) => run,
-        Err(err @ crate::contain::RunError::Spawn { .. }) => {
-            // The command could not even start: the worker failed.
-            guard.remove()?;
-            let report = TaskReport {
-                id,
-                outcome: Outcome::Failed,
-                reasons: vec![err.to_string()],
-                violations: Vec::new(),
-                source,
-                branch,
-                base,
-                candidate: None,
-                kept_ref: None,
-                worktree: None,
-                artifacts: artifacts.clone(),
-                ending: None,
-            };
-            write_json(&artifacts.join("state.json"), &report)?;
-            return Ok(report);
-        }
-        Err(err) => return Err(err.into()),
+    let spec = RunSpec {
+        argv: opts.argv.clone(),
+        cwd: dir.clone(),
+        env: env.clone(),
+        timeout: opts.timeout,
+        stdout_log: artifacts.join("stdout.log"),
+        stderr_log: artifacts.join("stderr.log"),
+        keep_head: 256 * 1024,
+        keep_tail: 256 * 1024,
+        grace: opts.grace,
     };
-
+    let ran = match sandbox {
+        Some(sb) => run_sandboxed(&spec, sb, cancel),
+        None => run_contained(&spec, cancel),
+    };
     let mut report = TaskReport {
         id: id.clone(),
         outcome: Outcome::Succeeded,
@@ -469,36 +370,88 @@ pub fn run_task(
         kept_ref: None,
         worktree: None,
         artifacts: artifacts.clone(),
-        ending: Some(run.ending),
+        ending: None,
+        work: None,
+        sandbox: sandbox_report,
+        no_sandbox: opts.sandbox.is_none(),
     };
+    let run = match ran {
+        Ok(run) => run,
+        Err(err @ crate::contain::RunError::Spawn { .. }) => {
+            // The command could not even start: the worker failed.
+            let _ = fs::remove_dir_all(&dir);
+            report.outcome = Outcome::Failed;
+            report.reasons.push(err.to_string());
+            write_json(&artifacts.join("state.json"), &report)?;
+            return Ok(report);
+        }
+        Err(err) => {
+            let _ = fs::remove_dir_all(&dir);
+            return Err(err.into());
+        }
+    };
+    report.ending = Some(run.ending);
 
-    // --- validate: identity first ----------------------------------------
-    let now = identity_of(&repo, &worktree);
-    let control_now = control_plane(&repo, &common, branch.as_deref())?;
-    if now.as_ref() != Some(&identity) {
+    // --- the second line ---------------------------------------------------
+    let after = Watch::capture(&source, &admin, &common, &opts.config_files);
+    let changed = before.differences(&after);
+    if !changed.is_empty() {
         report.outcome = Outcome::Untrusted;
         report
             .reasons
-            .push("the worktree's identity changed (moved, replaced or re-pointed)".into());
-    }
-    if control_now != control {
-        report.outcome = Outcome::Untrusted;
-        report
-            .reasons
-            .push("the repository's control plane changed (config, hooks, info/ or refs)".into());
-    }
-    if report.outcome == Outcome::Untrusted {
-        guard.keep();
-        report.worktree = Some(worktree);
+            .push("the worker changed what it must not touch".into());
+        report.reasons.extend(changed);
+        report.worktree = Some(dir);
         write_json(&artifacts.join("state.json"), &report)?;
         return Ok(report);
     }
+
+    // --- keep the work ---------------------------------------------------
+    let isolated = runner
+        .repo(&source, Scope::Isolated)
+        .with_config("core.attributesFile", "/dev/null")
+        .with_config("diff.ignoreSubmodules", "none")
+        .with_config("core.fsmonitor", "false");
+    let snap = make_sandbox().map(|sb| {
+        taskrepo::snapshot(
+            &dir,
+            sb,
+            &env,
+            &home,
+            &format!("bh task {id}: the worker's uncommitted work"),
+        )
+        .map_err(|why| format!("cannot read the worker's repository: {why}"))
+    })?;
+    let kept_ref = format!("{TASK_REF_PREFIX}{id}");
+    let snap = snap.and_then(|snap| {
+        if snap.work != base {
+            taskrepo::fetch(&isolated, &dir, &kept_ref)
+                .map_err(|why| format!("the worker's objects failed git's checks: {why}"))?;
+        }
+        Ok(snap)
+    });
+    if let Ok(s) = &snap
+        && s.work != base
+    {
+        report.kept_ref = Some(kept_ref.clone());
+        report.work = Some(s.work.clone());
+        let patch = isolated.run([
+            "diff",
+            "--binary",
+            "--no-ext-diff",
+            "--no-textconv",
+            &base,
+            &s.work,
+            "--",
+        ])?;
+        fs::write(artifacts.join("work.patch"), patch).map_err(io("cannot write work.patch"))?;
+    }
+
     match run.ending {
         Ending::Interrupted => {
             report.outcome = Outcome::Interrupted;
             report.reasons.push("interrupted".into());
-            guard.keep();
-            report.worktree = Some(worktree);
+            report.worktree = Some(dir);
             write_json(&artifacts.join("state.json"), &report)?;
             return Ok(report);
         }
@@ -509,9 +462,12 @@ pub fn run_task(
         Ending::Exited { code: 0 } => {}
         Ending::Exited { code } => {
             report.outcome = Outcome::Failed;
-            report
-                .reasons
-                .push(format!("the worker exited with code {code}"));
+            let tail = taskrepo::log_tail(&spec.stderr_log, 3);
+            report.reasons.push(if tail.is_empty() {
+                format!("the worker exited with code {code}")
+            } else {
+                format!("the worker exited with code {code}: {tail}")
+            });
         }
         Ending::Signaled { signal } => {
             report.outcome = Outcome::Failed;
@@ -520,135 +476,64 @@ pub fn run_task(
                 .push(format!("the worker was killed by signal {signal}"));
         }
     }
-    if report.outcome == Outcome::Succeeded {
-        let candidate = wt_repo.resolve_commit("HEAD")?;
-        report.candidate = Some(candidate.clone());
-        let mut violations = validate_candidate(&repo, &scope, &candidate)?;
-        violations.extend(validate_worktree(&wt_repo, &scope)?);
-        // `git status` trusts the worktree's index; judge it again with a
-        // fresh one so assume-unchanged or skip-worktree cannot hide work.
-        if violations.is_empty()
-            && let Some(why) = clean_check(&wt_repo, &artifacts)?
-        {
-            violations.push(Violation {
-                commit: None,
-                path: None,
-                reason: format!("uncommitted change hidden from git status: {why}"),
-            });
-        }
-        if !violations.is_empty() {
-            report.outcome = Outcome::Rejected;
-            report.reasons.push(format!(
-                "{} violation(s) of the task boundary",
-                violations.len()
-            ));
-            report.violations = violations;
-        } else if opts.promote && candidate != base {
-            promote(
-                runner,
-                opts,
-                &repo,
-                &admin,
-                &artifacts,
-                &mut report,
-                &candidate,
-            )?;
-        }
-        if report.outcome == Outcome::Rejected && candidate != base {
-            let name = format!("{TASK_REF_PREFIX}{id}");
-            if repo.create_ref(&name, &candidate).is_ok() {
-                report.kept_ref = Some(name);
+    match snap {
+        Err(why) => {
+            if report.outcome == Outcome::Succeeded {
+                report.outcome = Outcome::Rejected;
             }
-            let patch = repo.run([
-                "diff",
-                "--binary",
-                "--no-ext-diff",
-                "--no-textconv",
-                &base,
-                &candidate,
-                "--",
-            ])?;
-            fs::write(artifacts.join("rejected.patch"), patch)
-                .map_err(io("cannot write rejected.patch"))?;
+            report.reasons.push(why);
         }
+        Ok(snap) if report.outcome == Outcome::Succeeded => {
+            let candidate = if opts.commit {
+                snap.work.clone()
+            } else {
+                snap.head.clone()
+            };
+            report.candidate = Some(candidate.clone());
+            let mut violations = Vec::new();
+            if candidate != base {
+                violations = validate_candidate(&isolated, &scope, &candidate)?;
+            }
+            if !opts.commit && snap.work != snap.head {
+                violations.extend(validate_uncommitted(
+                    &isolated, &scope, &snap.head, &snap.work,
+                )?);
+            }
+            if !violations.is_empty() {
+                report.outcome = Outcome::Rejected;
+                report.reasons.push(format!(
+                    "{} violation(s) of the task boundary",
+                    violations.len()
+                ));
+                report.violations = violations;
+                let patch = isolated.run([
+                    "diff",
+                    "--binary",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    &base,
+                    &snap.work,
+                    "--",
+                ])?;
+                fs::write(artifacts.join("rejected.patch"), patch)
+                    .map_err(io("cannot write rejected.patch"))?;
+            } else if opts.promote && candidate != base {
+                promote(
+                    runner,
+                    opts,
+                    &repo,
+                    &admin,
+                    &artifacts,
+                    &mut report,
+                    &candidate,
+                )?;
+            }
+        }
+        Ok(_) => {}
     }
-    // Ordinary endings remove that exact worktree (never a global prune).
-    guard.remove()?;
+    // Ordinary endings remove the worker's repository (its work is kept
+    // under the task's ref and in work.patch).
+    fs::remove_dir_all(&dir).map_err(io(format!("cannot remove {}", dir.display())))?;
     write_json(&artifacts.join("state.json"), &report)?;
     Ok(report)
-}
-
-/// Fast-forwards the source branch to `candidate` under a per-repository lock,
-/// after re-checking that the source is the same checkout, on the same branch,
-/// still at the base and clean. A source that moved is a rejection, never a
-/// rebase.
-fn promote(
-    runner: &GitRunner,
-    opts: &TaskOptions,
-    repo: &Repo,
-    source_admin: &Path,
-    artifacts: &Path,
-    report: &mut TaskReport,
-    candidate: &str,
-) -> Result<(), PreflightError> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&opts.lock_dir)
-        .map_err(io(format!("cannot create {}", opts.lock_dir.display())))?;
-    let common = repo.run_line(["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
-    let lock_path = opts
-        .lock_dir
-        .join(format!("{}.lock", &sha256_hex(common.as_bytes())[..16]));
-    let lock = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&lock_path)
-        .map_err(io(format!("cannot open {}", lock_path.display())))?;
-    lock.lock()
-        .map_err(io(format!("cannot lock {}", lock_path.display())))?;
-    let fresh = runner.repo(&report.source, Scope::User);
-    let branch_now = fresh
-        .cmd(["symbolic-ref", "-q", "HEAD"])
-        .ok_codes(&[0, 1])
-        .run()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .ok();
-    let mut moved = Vec::new();
-    let admin_now = fresh.run_line(["rev-parse", "--absolute-git-dir"]).ok();
-    if admin_now.as_deref().map(Path::new) != Some(source_admin) {
-        moved.push("the source is no longer the same checkout".to_owned());
-    }
-    if branch_now.as_deref() != report.branch.as_deref() {
-        moved.push("the source is no longer on the same branch".to_owned());
-    }
-    if fresh.resolve_commit("HEAD").ok().as_deref() != Some(report.base.as_str()) {
-        moved.push("the source branch moved since the task started".to_owned());
-    }
-    if moved.is_empty()
-        && let Some(why) = clean_check(&fresh, artifacts)?
-    {
-        moved.push(format!("the source checkout is no longer clean: {why}"));
-    }
-    if !moved.is_empty() {
-        report.outcome = Outcome::Rejected;
-        report.reasons.extend(moved);
-        return Ok(());
-    }
-    fresh
-        .cmd(["merge", "--ff-only", "--no-edit", "--quiet", candidate])
-        .optional_locks(true)
-        .run()?;
-    if fresh.resolve_commit("HEAD")? == candidate {
-        report.outcome = Outcome::Promoted;
-    } else {
-        report.outcome = Outcome::Rejected;
-        report
-            .reasons
-            .push("after the fast-forward HEAD is not the candidate".into());
-    }
-    drop(lock);
-    Ok(())
 }

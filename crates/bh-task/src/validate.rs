@@ -129,3 +129,22 @@ pub fn validate_worktree(
     }
     Ok(out)
 }
+
+/// What the worker left uncommitted (the snapshot commit `work` on top of
+/// its `head`, judged in the user's repository): every path is a violation
+/// ("uncommitted change"), and its scope is reported too.
+pub fn validate_uncommitted(
+    repo: &Repo,
+    scope: &FrozenScope,
+    head: &str,
+    work: &str,
+) -> Result<Vec<Violation>, TaskError> {
+    let mut out = Vec::new();
+    for entry in repo.log_raw(head, work)? {
+        for change in entry.changes {
+            out.push(violation(None, Some(&change.path), "uncommitted change"));
+            check_path(scope, None, &change.path, &mut out);
+        }
+    }
+    Ok(out)
+}

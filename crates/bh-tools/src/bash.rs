@@ -4,14 +4,21 @@
 //! stray background processes). The last 2000 lines / 50 KB are returned; when
 //! that truncates, the full output is saved in the caller's output directory.
 //!
-//! The command itself is not confined: a shell can name any path. Confining
-//! it is a sandbox's job (the executor profile has no `bash`).
+//! The command runs under the toolbox's [`BashSandbox`] (`bh-sandbox`): by
+//! default writable = the root minus its git dir and common dir (resolved
+//! with `git rev-parse`, never by name) and the caller's protected paths,
+//! plus the private `/tmp` and `--allow-write` folders. A denied write is the
+//! shell's own `Permission denied` / `Read-only file system`, in the result.
+//! With the sandbox, every process of the command — background jobs,
+//! `setsid` daemons — ends with the shell (its PID namespace dies).
 
 use std::collections::hash_map::RandomState;
+use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -32,7 +39,10 @@ use crate::file_tools::js_num;
 use crate::truncate::{
     DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, format_size, truncate_tail_bytes,
 };
-use crate::{CancelToken, ContentBlock, OnUpdate, ToolResult, ToolUpdate, ToolboxOptions};
+use crate::{
+    BashSandbox, CancelToken, ContentBlock, OnUpdate, SandboxMode, ToolResult, ToolUpdate,
+    ToolboxOptions,
+};
 
 /// How long the reader keeps draining the pipe after the shell exited, if a
 /// process that escaped the group still holds it open.
@@ -173,20 +183,87 @@ enum Outcome {
     Aborted,
 }
 
-/// Asks the kernel to kill the shell if the harness dies.
-#[allow(unsafe_code)]
-fn die_with_parent(cmd: &mut Command) {
-    // SAFETY: the closure runs between fork and exec and only calls prctl(2),
-    // which is async-signal-safe; it allocates nothing and takes no locks.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
-        });
+/// The shell, plain (process group, death signal) or sandboxed.
+enum Shell {
+    Plain(std::process::Child),
+    Sandboxed(bh_sandbox::Confined),
+}
+
+impl Shell {
+    fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        match self {
+            Shell::Plain(c) => c.try_wait(),
+            Shell::Sandboxed(c) => c.try_wait(),
+        }
+    }
+
+    /// Kills every process of the command and waits for the shell.
+    fn kill_all(&mut self) {
+        match self {
+            Shell::Plain(c) => {
+                let _ = killpg(Pid::from_raw(c.id() as i32), Signal::SIGKILL);
+                let _ = c.wait();
+            }
+            Shell::Sandboxed(c) => {
+                c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
+    /// After the shell exited: background jobs die with it.
+    fn kill_strays(&mut self, pgid: Pid) {
+        if let Shell::Plain(_) = self {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
     }
 }
 
-fn kill_group(pgid: Pid) {
-    let _ = killpg(pgid, Signal::SIGKILL);
+/// The git dir, the common dir and the root's own `.git` entry, resolved by
+/// git itself (a bare-plus-worktrees layout's `.bare` included).
+fn git_metadata(root: &std::path::Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+    let runner = bh_git::GitRunner::new("git", env.to_vec());
+    let repo = runner.repo(root, bh_git::Scope::User);
+    let mut out = Vec::new();
+    if let Ok(o) = repo.run([
+        "rev-parse",
+        "--path-format=absolute",
+        "--git-dir",
+        "--git-common-dir",
+    ]) {
+        for line in o.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            out.push(PathBuf::from(std::ffi::OsStr::from_bytes(line)));
+        }
+    }
+    let dot_git = root.join(".git");
+    if dot_git.symlink_metadata().is_ok() {
+        out.push(dot_git);
+    }
+    out
+}
+
+/// The policy for one command, or `None` when the sandbox is off.
+fn sandbox_for(
+    root: &std::path::Path,
+    sb: &BashSandbox,
+    env: &[(OsString, OsString)],
+) -> Result<Option<bh_sandbox::Sandbox>, String> {
+    let mut policy = bh_sandbox::Policy {
+        writable: sb.allow_write.clone(),
+        read_only: sb.protected.clone(),
+        visible: vec![root.to_path_buf()],
+        private_tmp: true,
+        network: sb.network,
+    };
+    match sb.mode {
+        SandboxMode::Off => return Ok(None),
+        SandboxMode::ReadOnly => {}
+        SandboxMode::WorkspaceWrite => policy.writable.push(root.to_path_buf()),
+    }
+    policy.read_only.extend(git_metadata(root, env));
+    bh_sandbox::Sandbox::new(&policy, root)
+        .map(Some)
+        .map_err(|e| format!("Cannot sandbox bash: {e}"))
 }
 
 /// Partial-output updates, throttled to one per [`UPDATE_INTERVAL`].
@@ -307,7 +384,16 @@ pub fn run(
         cmd.env_clear();
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
     }
-    die_with_parent(&mut cmd);
+    let git_env: Vec<(OsString, OsString)> = match &opts.bash_env {
+        Some(env) => env.clone(),
+        None => Vec::new(),
+    };
+    let sandbox = sandbox_for(root.path(), &opts.sandbox, &git_env)?;
+    if sandbox.is_some() {
+        cmd.env("TMPDIR", "/tmp");
+    } else {
+        bh_sandbox::die_with_parent(&mut cmd);
+    }
     if let Some(on_update) = on_update {
         // Pi's first update, before any output.
         on_update(ToolUpdate {
@@ -315,15 +401,24 @@ pub fn run(
             details: None,
         });
     }
-    let spawned = cmd.spawn();
-    drop(cmd); // closes our copies of the pipe's write end
-    let mut child = spawned.map_err(|e| {
+    let fail = |e: &dyn std::fmt::Display| {
         format!(
             "Failed to run {}: {e}\nCannot execute bash commands.",
             opts.shell.display()
         )
-    })?;
-    let pgid = Pid::from_raw(child.id() as i32);
+    };
+    let mut child = match sandbox {
+        Some(sb) => Shell::Sandboxed(sb.spawn(cmd).map_err(|e| fail(&e))?),
+        None => {
+            let spawned = cmd.spawn();
+            drop(cmd); // closes our copies of the pipe's write end
+            Shell::Plain(spawned.map_err(|e| fail(&e))?)
+        }
+    };
+    let pgid = match &child {
+        Shell::Plain(c) => Pid::from_raw(c.id() as i32),
+        Shell::Sandboxed(c) => Pid::from_raw(c.id() as i32),
+    };
 
     let exited = AtomicBool::new(false);
     let (outcome, acc) = std::thread::scope(|scope| {
@@ -342,20 +437,18 @@ pub fn run(
                 Err(_) => break Outcome::Exited(None),
             }
             if cancel.is_cancelled() {
-                kill_group(pgid);
-                let _ = child.wait();
+                child.kill_all();
                 break Outcome::Aborted;
             }
             if timeout.is_some_and(|t| start.elapsed() >= t) {
-                kill_group(pgid);
-                let _ = child.wait();
+                child.kill_all();
                 break Outcome::TimedOut;
             }
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(10));
         };
         // Background jobs die with the shell; this also lets the pipe reach EOF.
-        kill_group(pgid);
+        child.kill_strays(pgid);
         exited.store(true, Ordering::SeqCst);
         let acc = reader
             .join()

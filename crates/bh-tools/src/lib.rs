@@ -248,6 +248,55 @@ pub struct ToolboxOptions {
     pub default_bash_timeout: Option<Duration>,
     /// The shell to run (`bash`, found on the inherited PATH, by default).
     pub shell: PathBuf,
+    /// How the bash tool is confined (workspace-write by default).
+    pub sandbox: BashSandbox,
+}
+
+/// `bh agent --sandbox`: what the bash tool may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// No sandbox: the shell runs with the harness's authority.
+    Off,
+    /// Writable: the root (minus its git dir and common dir), the private
+    /// `/tmp` and the `allow_write` folders.
+    WorkspaceWrite,
+    /// Writable: only the private `/tmp` and the `allow_write` folders.
+    ReadOnly,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Off => "off",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::ReadOnly => "read-only",
+        }
+    }
+}
+
+/// The bash tool's sandbox policy; the caller supplies every path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BashSandbox {
+    pub mode: SandboxMode,
+    /// Extra writable folders (`--allow-write DIR`).
+    pub allow_write: Vec<PathBuf>,
+    /// Paths kept read-only even inside the root: `~/.gitconfig`,
+    /// `$XDG_CONFIG_HOME`, the harness's state folder (the git dir and
+    /// common dir are added by the tool itself).
+    pub protected: Vec<PathBuf>,
+    pub network: bool,
+}
+
+impl Default for BashSandbox {
+    fn default() -> Self {
+        BashSandbox {
+            mode: SandboxMode::WorkspaceWrite,
+            allow_write: Vec::new(),
+            protected: Vec::new(),
+            network: true,
+        }
+    }
 }
 
 impl ToolboxOptions {
@@ -259,6 +308,7 @@ impl ToolboxOptions {
             bash_env: None,
             default_bash_timeout: None,
             shell: PathBuf::from("bash"),
+            sandbox: BashSandbox::default(),
         }
     }
 }

@@ -19,9 +19,7 @@ pub struct Claim {
 /// Start time of a process (field 22 of `/proc/<pid>/stat`), `None` when it
 /// does not run.
 fn start_time(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19).map(str::to_owned)
+    bh_sandbox::process_start_time(pid).map(|t| t.to_string())
 }
 
 /// Whether the process recorded in `owner` is gone.

@@ -176,9 +176,16 @@ pub fn pid_alive(pid: i32) -> bool {
 
 /// Whether the command that wrote its pid to `file` in the repository is
 /// gone (or never got as far as writing it).
+/// Whether the command that wrote `file` is gone. Under the bash sandbox
+/// the pid it wrote is one of its PID namespace, so this looks for any live
+/// process (host-wide) still working in the repository instead.
 pub fn command_gone(repo: &Path, file: &str) -> bool {
-    std::fs::read_to_string(repo.join(file))
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .is_none_or(|pid| !pid_alive(pid))
+    let _ = file;
+    let repo = std::fs::canonicalize(repo).unwrap();
+    !std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            return false;
+        };
+        std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd == repo) && pid_alive(pid)
+    })
 }

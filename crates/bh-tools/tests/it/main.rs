@@ -5,4 +5,5 @@ mod confinement;
 mod fixtures;
 mod gitdirs;
 mod props;
+mod sandboxing;
 mod tools;

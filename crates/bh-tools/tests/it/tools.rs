@@ -365,32 +365,47 @@ fn bash_exit_codes_output_and_no_output() {
     assert_eq!(tr["totalBytes"], 120000);
 }
 
-fn pid_alive(pid: i32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.contains(") Z "))
-            .unwrap_or(true)
+/// `sleep` processes (host-wide) whose arguments contain `marker`: the
+/// sandboxed shell's own pids are those of its PID namespace.
+fn alive_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                c.starts_with(b"sleep\0") && String::from_utf8_lossy(&c).contains(marker)
+            }) && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| s.contains(") Z "))
+                .unwrap_or(true)
+        })
+        .count()
+}
+
+fn marker() -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("300.{}{n}", std::process::id() % 1000)
 }
 
 #[test]
 fn bash_timeout_kills_the_whole_group() {
     let sb = Sandbox::new();
     let tb = sb.toolbox(Profile::Interactive);
+    let m = marker();
     let r = call(
         &tb,
         "bash",
-        json!({"command": "sleep 300 & echo $! > bg.pid; echo started; echo $$ > fg.pid; exec sleep 300", "timeout": 1}),
+        json!({"command": format!("sleep {m} & setsid sleep {m} & echo started; exec sleep {m}"), "timeout": 1}),
     );
     assert!(r.is_error);
     assert_eq!(
         r.text_content(),
         "started\n\n\nCommand timed out after 1 seconds"
     );
-    let pid: i32 = sb.read("bg.pid").trim().parse().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!pid_alive(pid), "background process {pid} survived");
-    let pid: i32 = sb.read("fg.pid").trim().parse().unwrap();
-    assert!(!pid_alive(pid), "the command {pid} survived its timeout");
+    assert_eq!(alive_with(&m), 0, "a process of the command survived");
 }
 
 #[test]
@@ -400,6 +415,7 @@ fn bash_cancel_and_background_cleanup() {
     let cancel = CancelToken::new();
     let c2 = cancel.clone();
     let pid_file = sb.root.join("fg.pid");
+    let m = marker();
     // Cancel once the command runs (it has written its pid).
     let t = std::thread::spawn(move || {
         while std::fs::read_to_string(&pid_file).map_or(true, |t| t.trim().is_empty()) {
@@ -409,23 +425,22 @@ fn bash_cancel_and_background_cleanup() {
     });
     let r = tb.call_with_cancel(
         "bash",
-        &json!({"command": "echo $$ > fg.pid; exec sleep 300"}),
+        &json!({"command": format!("echo $$ > fg.pid; exec sleep {m}")}),
         &cancel,
     );
     t.join().unwrap();
     assert_eq!(r.text_content(), "Command aborted");
-    let pid: i32 = sb.read("fg.pid").trim().parse().unwrap();
-    assert!(!pid_alive(pid), "the cancelled command {pid} survived");
-    // A background job left by a finished command does not outlive it.
+    assert_eq!(alive_with(&m), 0, "the cancelled command survived");
+    // A background job (even a setsid one) left by a finished command does
+    // not outlive it.
+    let m = marker();
     let r = call(
         &tb,
         "bash",
-        json!({"command": "sleep 300 & echo $! > bg2.pid"}),
+        json!({"command": format!("sleep {m} & setsid sleep {m} & echo ok")}),
     );
     assert!(!r.is_error);
-    let pid: i32 = sb.read("bg2.pid").trim().parse().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!pid_alive(pid));
+    assert_eq!(alive_with(&m), 0);
 }
 
 /// Runs `command` reporting updates; returns them with the result.

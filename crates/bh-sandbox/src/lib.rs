@@ -1,0 +1,497 @@
+//! `bh-sandbox`: spawn one command under a kernel-enforced policy.
+//!
+//! The spawned child (the *intermediate*, the [`std::process::Child`] the
+//! caller holds) arms `PR_SET_PDEATHSIG`, unshares a mount and a PID namespace
+//! (a user namespace first when not root, a network namespace for
+//! `network: false`), makes mounts private, replaces `/tmp` with a fresh
+//! tmpfs (carrying over only the policy's own paths under `/tmp`), and
+//! re-binds every read-only path onto itself read-only — the holes that
+//! Landlock cannot make inside a writable root. It then forks the namespace's
+//! PID 1, a tiny init that forks the command, reaps every orphan while it
+//! runs and exits with the command's status; the kernel then kills whatever
+//! is left in the namespace. The command mounts the namespace's own `/proc`,
+//! re-enters its folder through the new mount table, and restricts itself
+//! with Landlock: read and execute everywhere, write only under the writable
+//! roots (and the private `/tmp`, and a few devices such as `/dev/null`).
+//!
+//! Killing the intermediate (or the harness: death signal) kills the init,
+//! and with it every process of the command, whatever it forked or
+//! `setsid`ed. [`Confined::kill`] kills the init directly, so that when
+//! [`Confined::wait`] returns, no process of the command is left.
+//!
+//! The library reads no environment and no `$HOME`: every path comes from
+//! the caller's [`Policy`].
+
+use std::collections::BTreeSet;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use serde::Serialize;
+
+mod sys;
+
+pub use sys::die_with_parent;
+
+/// What a sandboxed command may do.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Folders (or files) the command may create, write and delete under.
+    pub writable: Vec<PathBuf>,
+    /// Paths that stay read-only even inside a writable root (the git dir,
+    /// the common dir, `~/.gitconfig`, the harness's state folder …).
+    /// Missing ones are skipped and named in the [`Report`].
+    pub read_only: Vec<PathBuf>,
+    /// Paths under `/tmp` the command must still see (read-only unless also
+    /// writable) when `/tmp` is private; paths elsewhere are always visible.
+    pub visible: Vec<PathBuf>,
+    /// A fresh, empty `/tmp` for this command.
+    pub private_tmp: bool,
+    /// `false`: a network namespace of its own (no interface but a downed
+    /// loopback).
+    pub network: bool,
+}
+
+/// What is in force, and what the kernel could not enforce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Report {
+    pub landlock_abi: u32,
+    pub user_namespace: bool,
+    pub private_tmp: bool,
+    pub network: bool,
+    pub writable: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
+    pub not_enforced: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "the sandbox needs Landlock, which this kernel does not offer ({why}); pass --no-sandbox to run without a sandbox"
+    )]
+    NoLandlock { why: String },
+    #[error(
+        "the sandbox could not {step}: {source}; {hint}; pass --no-sandbox to run without a sandbox"
+    )]
+    Setup {
+        step: &'static str,
+        hint: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{role} {path}: {source}")]
+    Path {
+        role: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the sandbox's init did not start for {program}")]
+    NoInit { program: String },
+    #[error("sandbox set-up pipe: {0}")]
+    Pipe(#[source] nix::Error),
+}
+
+// Landlock filesystem rights (uapi/linux/landlock.h).
+const EXECUTE: u64 = 1 << 0;
+const WRITE_FILE: u64 = 1 << 1;
+const READ_FILE: u64 = 1 << 2;
+const READ_DIR: u64 = 1 << 3;
+const ABI1_ALL: u64 = (1 << 13) - 1;
+const REFER: u64 = 1 << 13;
+const TRUNCATE: u64 = 1 << 14;
+const IOCTL_DEV: u64 = 1 << 15;
+
+/// Devices any command may read and write.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// The Landlock ABI this kernel offers, or why none.
+pub fn landlock_abi() -> Result<u32, SandboxError> {
+    sys::landlock_abi().map_err(|e| SandboxError::NoLandlock {
+        why: match e {
+            libc::ENOSYS => {
+                "landlock_create_ruleset: ENOSYS, the kernel is built without it".into()
+            }
+            libc::EOPNOTSUPP => {
+                "landlock_create_ruleset: EOPNOTSUPP, not enabled in the boot's lsm= list".into()
+            }
+            e => format!(
+                "landlock_create_ruleset: {}",
+                io::Error::from_raw_os_error(e)
+            ),
+        },
+    })
+}
+
+/// A policy made ready to spawn one command.
+pub struct Sandbox {
+    plan: sys::Plan,
+    step_rd: OwnedFd,
+    report: Report,
+}
+
+fn c(path: &Path) -> CString {
+    // Canonical paths from the kernel never hold NUL bytes.
+    CString::new(path.as_os_str().as_bytes()).unwrap_or_default()
+}
+
+impl Sandbox {
+    /// Resolves the policy's paths and prepares everything the child needs.
+    /// `cwd` is where the command starts (re-entered inside the sandbox).
+    pub fn new(policy: &Policy, cwd: &Path) -> Result<Sandbox, SandboxError> {
+        let abi = landlock_abi()?;
+        let resolve = |role: &'static str, p: &Path| {
+            std::fs::canonicalize(p).map_err(|source| SandboxError::Path {
+                role,
+                path: p.display().to_string(),
+                source,
+            })
+        };
+        let mut not_enforced = Vec::new();
+        let mut writable = Vec::new();
+        for p in &policy.writable {
+            writable.push(resolve("writable path", p)?);
+        }
+        let mut read_only = Vec::new();
+        for p in &policy.read_only {
+            match std::fs::canonicalize(p) {
+                Ok(r) => read_only.push(r),
+                Err(_) if writable.iter().any(|w| p.starts_with(w)) => not_enforced.push(format!(
+                    "{} does not exist, so it cannot be kept read-only inside a writable root",
+                    p.display()
+                )),
+                Err(_) => {}
+            }
+        }
+        read_only.sort();
+        read_only.dedup();
+        let cwd = resolve("working folder", cwd)?;
+        let tmp = std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"));
+
+        let mut tmp_binds = Vec::new();
+        if policy.private_tmp {
+            // Each carried separately, parents first: a writable root inside
+            // a read-only one is mounted over it, writable.
+            let mut under: BTreeSet<PathBuf> = BTreeSet::new();
+            let visible = policy
+                .visible
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(p).ok());
+            for p in writable
+                .iter()
+                .chain(read_only.iter())
+                .cloned()
+                .chain(visible)
+                .chain([cwd.clone()])
+            {
+                if p.starts_with(&tmp) && p != tmp {
+                    under.insert(p);
+                }
+            }
+            for p in under {
+                let mkdirs = p
+                    .ancestors()
+                    .skip(1)
+                    .take_while(|a| a.starts_with(&tmp) && *a != tmp)
+                    .map(c)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                tmp_binds.push(sys::Bind {
+                    is_dir: p.is_dir(),
+                    read_only: !writable.contains(&p),
+                    path: c(&p),
+                    mkdirs,
+                    fd: -1,
+                });
+            }
+        }
+
+        let mut handled = ABI1_ALL;
+        if abi >= 2 {
+            handled |= REFER;
+        }
+        if abi >= 3 {
+            handled |= TRUNCATE;
+        } else {
+            not_enforced
+                .push("truncate(2) outside the writable roots (Landlock ABI < 3)".to_owned());
+        }
+        if abi >= 5 {
+            handled |= IOCTL_DEV;
+        } else {
+            not_enforced.push("ioctl(2) on devices (Landlock ABI < 5)".to_owned());
+        }
+        let read = (EXECUTE | READ_FILE | READ_DIR | IOCTL_DEV) & handled;
+        let file_write = (EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV) & handled;
+        let mut ll_writable: Vec<(CString, bool)> =
+            writable.iter().map(|p| (c(p), p.is_dir())).collect();
+        if policy.private_tmp {
+            ll_writable.push((c(&tmp), true));
+        }
+        let euid = nix::unistd::geteuid();
+        let user_ns = !euid.is_root();
+        let mut unshare = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
+        if user_ns {
+            unshare |= libc::CLONE_NEWUSER;
+        }
+        if !policy.network {
+            unshare |= libc::CLONE_NEWNET;
+        }
+        let maps = user_ns.then(|| {
+            let gid = nix::unistd::getegid();
+            (
+                format!("{euid} {euid} 1").into_bytes(),
+                format!("{gid} {gid} 1").into_bytes(),
+            )
+        });
+        let (step_rd, step_wr) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SandboxError::Pipe)?;
+        nix::fcntl::fcntl(
+            step_rd.as_fd(),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .map_err(SandboxError::Pipe)?;
+        let report = Report {
+            landlock_abi: abi,
+            user_namespace: user_ns,
+            private_tmp: policy.private_tmp,
+            network: policy.network,
+            writable: writable.clone(),
+            read_only: read_only.clone(),
+            not_enforced,
+        };
+        let inside = |p: &PathBuf, q: &PathBuf| p != q && p.starts_with(q);
+        let rw_over: Vec<PathBuf> = writable
+            .iter()
+            .filter(|w| read_only.iter().any(|r| inside(w, r)))
+            .cloned()
+            .collect();
+        let ro_after: Vec<CString> = read_only
+            .iter()
+            .filter(|r| rw_over.iter().any(|w| inside(r, w)))
+            .map(|p| c(p))
+            .collect();
+        let plan = sys::Plan {
+            rw_over: rw_over
+                .iter()
+                .map(|p| sys::Bind {
+                    path: c(p),
+                    mkdirs: Vec::new(),
+                    is_dir: p.is_dir(),
+                    read_only: false,
+                    fd: -1,
+                })
+                .collect(),
+            ro_after,
+            unshare,
+            maps,
+            private_tmp: policy.private_tmp,
+            tmp_binds,
+            read_only: read_only.iter().map(|p| c(p)).collect(),
+            cwd: c(&cwd),
+            landlock: Some(sys::Landlock {
+                abi,
+                handled_fs: handled,
+                scoped: 0,
+                read,
+                dir_write: handled,
+                file_write,
+                writable: ll_writable,
+                devices: DEVICES.iter().map(|d| c(Path::new(d))).collect(),
+            }),
+            parent: nix::unistd::getpid().as_raw(),
+            step_wr,
+        };
+        Ok(Sandbox {
+            plan,
+            step_rd,
+            report,
+        })
+    }
+
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// Spawns `cmd` inside the sandbox (in a process group of its own).
+    pub fn spawn(self, mut cmd: Command) -> Result<Confined, SandboxError> {
+        let Sandbox { plan, step_rd, .. } = self;
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        cmd.process_group(0);
+        sys::install(&mut cmd, plan);
+        let spawned = cmd.spawn();
+        drop(cmd); // closes the parent's copy of the step pipe's write end
+        let mut buf = [0u8; 16];
+        let n = nix::unistd::read(step_rd.as_fd(), &mut buf).unwrap_or(0);
+        let records = buf[..n - n % 4]
+            .chunks(4)
+            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
+        let (mut init, mut step) = (None, None);
+        for r in records {
+            if r > 0 {
+                init = Some(r);
+            } else {
+                step = step.or(sys::Step::from_code(-r));
+            }
+        }
+        match spawned {
+            Err(source) => Err(match step {
+                Some(step) => {
+                    let (step, hint) = describe(step);
+                    SandboxError::Setup { step, hint, source }
+                }
+                None => SandboxError::Spawn { program, source },
+            }),
+            Ok(mut child) => {
+                let Some(init) = init else {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(SandboxError::NoInit { program });
+                };
+                Ok(Confined {
+                    child,
+                    init: Pid::from_raw(init),
+                    done: false,
+                })
+            }
+        }
+    }
+}
+
+fn describe(step: sys::Step) -> (&'static str, &'static str) {
+    use sys::Step::*;
+    let ns = "namespaces may be disabled here (user.max_user_namespaces, kernel.unprivileged_userns_clone, or a container's seccomp profile)";
+    match step {
+        DeathSignal => (
+            "arm the death signal (prctl PR_SET_PDEATHSIG)",
+            "prctl is refused",
+        ),
+        Unshare => ("create its user/mount/PID/network namespaces (unshare)", ns),
+        UserMaps => ("write the user namespace's uid/gid maps", ns),
+        MountPrivate => ("make its mounts private", ns),
+        CloneTmp | MoveTmp => (
+            "carry a path over onto the private /tmp (open_tree/move_mount)",
+            "the kernel needs the new mount API (Linux 5.2+)",
+        ),
+        MountTmp => ("mount a private tmpfs on /tmp", ns),
+        ReadOnly => (
+            "bind a protected path read-only (open_tree/mount_setattr/move_mount)",
+            "the kernel needs mount_setattr (Linux 5.12+)",
+        ),
+        Fork => ("fork its init", "the process table may be full"),
+        MountProc => ("mount /proc for its PID namespace", ns),
+        Chdir => ("enter the working folder", "it may have been removed"),
+        Landlock => (
+            "restrict the command with Landlock",
+            "Landlock refused the ruleset",
+        ),
+    }
+}
+
+/// A running sandboxed command.
+pub struct Confined {
+    child: Child,
+    init: Pid,
+    done: bool,
+}
+
+impl Confined {
+    /// The intermediate's pid (also the process group of the command).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// SIGTERM to the command's process group (the intermediate and the init
+    /// ignore it); what the command does not stop dies with the init.
+    pub fn terminate(&self) {
+        if !self.done {
+            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        }
+    }
+
+    /// SIGKILL to the init: the kernel kills every process of the namespace;
+    /// the intermediate then exits.
+    pub fn kill(&self) {
+        if !self.done {
+            // The init cannot be reaped (and its pid reused) before the
+            // intermediate waited for it, and the intermediate is ours and
+            // not yet waited for.
+            let _ = kill(self.init, Signal::SIGKILL);
+        }
+    }
+
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        let r = self.child.try_wait()?;
+        if r.is_some() {
+            self.done = true;
+        }
+        Ok(r)
+    }
+
+    /// Waits for the command; when this returns, no process of it is left.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        let r = self.child.wait()?;
+        self.done = true;
+        Ok(r)
+    }
+}
+
+impl Drop for Confined {
+    fn drop(&mut self) {
+        if !self.done {
+            self.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Start time of a process (field 22 of `/proc/<pid>/stat`, clock ticks
+/// since boot): with the pid, a stamp that a reused pid does not match.
+/// `None` when no such process runs. The one `/proc` process stamp.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    stat_field(pid, 19)?.parse().ok()
+}
+
+/// State of a process (field 3 of `/proc/<pid>/stat`, e.g. `'Z'`), `None`
+/// when it does not exist.
+pub fn process_state(pid: u32) -> Option<char> {
+    stat_field(pid, 0)?.chars().next()
+}
+
+/// Parent pid of a process (field 4 of `/proc/<pid>/stat`).
+pub fn process_parent(pid: u32) -> Option<i32> {
+    stat_field(pid, 1)?.parse().ok()
+}
+
+/// Field `3 + n` of `/proc/<pid>/stat` (after `pid (comm)`, whose comm may
+/// hold spaces and parentheses).
+fn stat_field(pid: u32, n: usize) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(n).map(str::to_owned)
+}

@@ -1,0 +1,625 @@
+//! The workspace's one audited `unsafe` module for process set-up: the code
+//! that runs between `fork` and `exec` (the sandbox's intermediate process,
+//! its init and the command), the raw Landlock and new-mount-API syscalls, and
+//! `die_with_parent`.
+//!
+//! Rules for everything reachable from a `pre_exec` closure here: the parent
+//! may be multi-threaded, so only async-signal-safe calls — raw syscalls
+//! through `libc`, no allocation, no locks, no formatting. Every path, map and
+//! flag is prepared by the parent (see `crate::Sandbox::new`) as `CString`s
+//! and plain integers before the fork.
+//!
+//! Over 600 lines on purpose: the workspace rule keeps `unsafe` to one small
+//! audited module, and splitting the fork/exec path would spread it.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use libc::{c_int, c_long, c_uint, c_void};
+
+const OPEN_TREE_CLONE: c_uint = 1;
+const AT_RECURSIVE: c_uint = 0x8000;
+const AT_EMPTY_PATH: c_uint = 0x1000;
+const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 4;
+const MOUNT_ATTR_RDONLY: u64 = 1;
+const LANDLOCK_CREATE_RULESET_VERSION: c_uint = 1;
+const LANDLOCK_RULE_PATH_BENEATH: c_int = 1;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// The failing set-up step, written to the step pipe as a negative 4-byte
+/// record (the init's pid is the positive one) so that the parent can name
+/// it: errno alone cannot say which call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Step {
+    DeathSignal = 1,
+    Unshare = 2,
+    UserMaps = 3,
+    MountPrivate = 4,
+    CloneTmp = 5,
+    MountTmp = 6,
+    MoveTmp = 7,
+    ReadOnly = 8,
+    Fork = 9,
+    MountProc = 10,
+    Chdir = 11,
+    Landlock = 12,
+}
+
+impl Step {
+    pub(crate) fn from_code(b: i32) -> Option<Step> {
+        use Step::*;
+        [
+            DeathSignal,
+            Unshare,
+            UserMaps,
+            MountPrivate,
+            CloneTmp,
+            MountTmp,
+            MoveTmp,
+            ReadOnly,
+            Fork,
+            MountProc,
+            Chdir,
+            Landlock,
+        ]
+        .into_iter()
+        .find(|s| *s as i32 == b)
+    }
+}
+
+/// A path under `/tmp` carried over onto the private `/tmp`.
+pub(crate) struct Bind {
+    pub path: CString,
+    /// Parent directories to create on the fresh tmpfs, outermost first.
+    pub mkdirs: Vec<CString>,
+    pub is_dir: bool,
+    /// Not a writable root: carried over read-only, so that it does not
+    /// inherit the private `/tmp`'s write right.
+    pub read_only: bool,
+    /// Set in the child: the detached clone of the tree.
+    pub fd: c_int,
+}
+
+pub(crate) struct Landlock {
+    pub abi: u32,
+    pub handled_fs: u64,
+    pub scoped: u64,
+    pub read: u64,
+    pub dir_write: u64,
+    pub file_write: u64,
+    pub writable: Vec<(CString, bool)>,
+    pub devices: Vec<CString>,
+}
+
+/// Everything the child needs, prepared by the parent.
+pub(crate) struct Plan {
+    pub unshare: c_int,
+    /// `(uid_map, gid_map)` contents when a user namespace is created.
+    pub maps: Option<(Vec<u8>, Vec<u8>)>,
+    pub private_tmp: bool,
+    pub tmp_binds: Vec<Bind>,
+    pub read_only: Vec<CString>,
+    /// Writable roots inside a read-only path: cloned (writable) before the
+    /// read-only binds, mounted back over them after.
+    pub rw_over: Vec<Bind>,
+    /// Read-only paths inside those writable roots, bound again after them.
+    pub ro_after: Vec<CString>,
+    pub cwd: CString,
+    pub landlock: Option<Landlock>,
+    pub parent: libc::pid_t,
+    pub step_wr: OwnedFd,
+}
+
+pub(crate) const SETGROUPS: &[u8] = b"/proc/self/setgroups\0";
+pub(crate) const UID_MAP: &[u8] = b"/proc/self/uid_map\0";
+pub(crate) const GID_MAP: &[u8] = b"/proc/self/gid_map\0";
+
+fn errno() -> c_int {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// Reports `step` to the parent and returns the current errno as the error
+/// that `std` hands back from `spawn`.
+fn fail(step_wr: c_int, step: Step) -> io::Error {
+    let e = errno();
+    let b = (-(step as i32)).to_ne_bytes();
+    // SAFETY: write(2) of a 4-byte stack buffer (atomic on a pipe) to an fd
+    // we own.
+    unsafe { libc::write(step_wr, b.as_ptr().cast(), b.len()) };
+    io::Error::from_raw_os_error(e)
+}
+
+fn cptr(s: &[u8]) -> *const libc::c_char {
+    s.as_ptr().cast()
+}
+
+fn write_file(path: &[u8], data: &[u8]) -> bool {
+    // SAFETY: `path` is NUL-terminated static or parent-prepared bytes; the fd
+    // is closed before returning.
+    unsafe {
+        let fd = libc::open(cptr(path), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        libc::close(fd);
+        n == data.len() as isize
+    }
+}
+
+/// Clones the mount tree at `path` (detached, recursive). Returns the fd.
+fn clone_tree(path: &CString) -> c_int {
+    // SAFETY: raw open_tree(2) on a NUL-terminated path.
+    unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            (OPEN_TREE_CLONE | AT_RECURSIVE) as c_long | libc::O_CLOEXEC as c_long,
+        ) as c_int
+    }
+}
+
+fn move_tree(fd: c_int, to: &CString) -> bool {
+    // SAFETY: raw move_mount(2) of a detached tree fd onto a NUL-terminated path.
+    unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        ) == 0
+    }
+}
+
+/// Bind-mounts `path` onto itself, read-only, recursively.
+fn make_read_only(path: &CString) -> bool {
+    let fd = clone_tree(path);
+    if fd < 0 {
+        return false;
+    }
+    let ok = set_read_only(fd) && move_tree(fd, path);
+    // SAFETY: closing our own fd.
+    unsafe { libc::close(fd) };
+    ok
+}
+
+/// Makes a detached tree read-only, recursively.
+fn set_read_only(fd: c_int) -> bool {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: raw mount_setattr(2) on our detached tree with a stack struct of
+    // the size passed.
+    unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd,
+            c"".as_ptr(),
+            AT_EMPTY_PATH | AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        ) == 0
+    }
+}
+
+/// Runs in the forked child (the intermediate). Returns `Ok` only in the
+/// grandchild's child — the command — which `std` then execs; the
+/// intermediate and the init never return.
+fn intermediate(plan: &mut Plan) -> io::Result<()> {
+    let step = plan.step_wr.as_raw_fd();
+    // SAFETY: prctl/getppid/unshare are raw syscalls with integer arguments.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+            return Err(fail(step, Step::DeathSignal));
+        }
+        if libc::getppid() != plan.parent {
+            // The harness died before the death signal was armed.
+            libc::_exit(137);
+        }
+        if libc::unshare(plan.unshare) != 0 {
+            return Err(fail(step, Step::Unshare));
+        }
+    }
+    if let Some((uid_map, gid_map)) = &plan.maps
+        && !(write_file(SETGROUPS, b"deny")
+            && write_file(UID_MAP, uid_map)
+            && write_file(GID_MAP, gid_map))
+    {
+        return Err(fail(step, Step::UserMaps));
+    }
+    // SAFETY: mount(2) with static NUL-terminated strings.
+    unsafe {
+        if libc::mount(
+            std::ptr::null(),
+            cptr(b"/\0"),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(fail(step, Step::MountPrivate));
+        }
+    }
+    if plan.private_tmp {
+        for b in plan.tmp_binds.iter_mut() {
+            b.fd = clone_tree(&b.path);
+            if b.fd < 0 || (b.read_only && !set_read_only(b.fd)) {
+                return Err(fail(step, Step::CloneTmp));
+            }
+        }
+        // SAFETY: mount(2) with static NUL-terminated strings.
+        unsafe {
+            if libc::mount(
+                cptr(b"tmpfs\0"),
+                cptr(b"/tmp\0"),
+                cptr(b"tmpfs\0"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                cptr(b"mode=1777\0").cast::<c_void>(),
+            ) != 0
+            {
+                return Err(fail(step, Step::MountTmp));
+            }
+        }
+        for b in plan.tmp_binds.iter() {
+            // SAFETY: mkdir/open/close on parent-prepared NUL-terminated paths.
+            unsafe {
+                for d in &b.mkdirs {
+                    libc::mkdir(d.as_ptr(), 0o755);
+                }
+                if b.is_dir {
+                    libc::mkdir(b.path.as_ptr(), 0o755);
+                } else {
+                    let fd = libc::open(
+                        b.path.as_ptr(),
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+                        0o600,
+                    );
+                    if fd >= 0 {
+                        libc::close(fd);
+                    }
+                }
+            }
+            if !move_tree(b.fd, &b.path) {
+                return Err(fail(step, Step::MoveTmp));
+            }
+            // SAFETY: closing the clone fd we opened above.
+            unsafe { libc::close(b.fd) };
+        }
+    }
+    for b in plan.rw_over.iter_mut() {
+        b.fd = clone_tree(&b.path);
+        if b.fd < 0 {
+            return Err(fail(step, Step::ReadOnly));
+        }
+    }
+    for p in &plan.read_only {
+        if !make_read_only(p) {
+            return Err(fail(step, Step::ReadOnly));
+        }
+    }
+    for b in plan.rw_over.iter() {
+        if !move_tree(b.fd, &b.path) {
+            return Err(fail(step, Step::ReadOnly));
+        }
+        // SAFETY: closing the clone fd we opened above.
+        unsafe { libc::close(b.fd) };
+    }
+    for p in &plan.ro_after {
+        if !make_read_only(p) {
+            return Err(fail(step, Step::ReadOnly));
+        }
+    }
+
+    let mut life = [0 as c_int; 2];
+    let mut status = [0 as c_int; 2];
+    // SAFETY: pipe2/fork are async-signal-safe syscalls on stack arrays.
+    let init = unsafe {
+        if libc::pipe2(life.as_mut_ptr(), libc::O_CLOEXEC) != 0
+            || libc::pipe2(status.as_mut_ptr(), libc::O_CLOEXEC) != 0
+        {
+            return Err(fail(step, Step::Fork));
+        }
+        libc::fork()
+    };
+    if init < 0 {
+        return Err(fail(step, Step::Fork));
+    }
+    if init == 0 {
+        return init_process(plan, life, status);
+    }
+    // The intermediate: tell the parent the init's pid, then wait for it and
+    // end the way it ended.
+    // SAFETY: only raw syscalls on our own fds and stack buffers; never returns.
+    unsafe {
+        let pid = init.to_ne_bytes();
+        libc::write(step, pid.as_ptr().cast(), pid.len());
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+        let keep = status[0];
+        close_all_but(keep, life[1]);
+        let mut raw = [0u8; 4];
+        let mut got = 0usize;
+        while got < 4 {
+            let n = libc::read(keep, raw[got..].as_mut_ptr().cast(), 4 - got);
+            if n <= 0 {
+                if n < 0 && errno() == libc::EINTR {
+                    continue;
+                }
+                break;
+            }
+            got += n as usize;
+        }
+        let mut init_status: c_int = 0;
+        while libc::waitpid(init, &mut init_status, 0) < 0 && errno() == libc::EINTR {}
+        let st = if got == 4 {
+            c_int::from_ne_bytes(raw)
+        } else {
+            init_status
+        };
+        mirror(st)
+    }
+}
+
+/// Closes every fd except `x` and `y` (which may be equal).
+unsafe fn close_all_but(x: c_int, y: c_int) {
+    let (a, b) = if x <= y { (x, y) } else { (y, x) };
+    // SAFETY: close_range(2) on fd ranges of this process.
+    unsafe {
+        if a > 0 {
+            libc::syscall(libc::SYS_close_range, 0, (a - 1) as c_uint, 0);
+        }
+        if b > a + 1 {
+            libc::syscall(
+                libc::SYS_close_range,
+                (a + 1) as c_uint,
+                (b - 1) as c_uint,
+                0,
+            );
+        }
+        libc::syscall(libc::SYS_close_range, (b + 1) as c_uint, c_uint::MAX, 0);
+    }
+}
+
+/// Exits the way a process with wait status `st` ended.
+fn mirror(st: c_int) -> ! {
+    // SAFETY: raw syscalls; `_exit` never returns.
+    unsafe {
+        if libc::WIFSIGNALED(st) {
+            let sig = libc::WTERMSIG(st);
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), sig);
+            libc::_exit(128 + sig);
+        }
+        libc::_exit(if libc::WIFEXITED(st) {
+            libc::WEXITSTATUS(st)
+        } else {
+            127
+        })
+    }
+}
+
+/// PID 1 of the new namespace: starts the command, reaps every orphan while
+/// it runs, and exits with the command's status — which makes the kernel kill
+/// everything left in the namespace.
+fn init_process(plan: &mut Plan, life: [c_int; 2], status: [c_int; 2]) -> io::Result<()> {
+    let step = plan.step_wr.as_raw_fd();
+    // SAFETY: raw syscalls on our own fds and stack buffers.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        libc::close(life[1]);
+        // The intermediate may have died before the death signal was armed:
+        // then the write end is gone and the pipe reports a hang-up.
+        let mut pfd = libc::pollfd {
+            fd: life[0],
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if libc::poll(&mut pfd, 1, 0) > 0 && pfd.revents & libc::POLLHUP != 0 {
+            libc::_exit(137);
+        }
+        libc::close(status[0]);
+        let cmd = libc::fork();
+        if cmd < 0 {
+            let e = fail(step, Step::Fork);
+            let _ = e;
+            libc::_exit(127);
+        }
+        if cmd == 0 {
+            libc::close(status[1]);
+            libc::close(life[0]);
+            return command(plan);
+        }
+        let keep = status[1];
+        close_all_but(keep, keep);
+        loop {
+            let mut st: c_int = 0;
+            let r = libc::waitpid(-1, &mut st, 0);
+            if r == cmd {
+                let b = st.to_ne_bytes();
+                libc::write(keep, b.as_ptr().cast(), b.len());
+                libc::_exit(if libc::WIFEXITED(st) {
+                    libc::WEXITSTATUS(st)
+                } else {
+                    128 + libc::WTERMSIG(st)
+                });
+            }
+            if r < 0 && errno() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+    }
+}
+
+/// PID 2: mounts the namespace's own `/proc`, re-enters its folder through
+/// the new mount table and restricts itself with Landlock; `std` execs next.
+fn command(plan: &mut Plan) -> io::Result<()> {
+    let step = plan.step_wr.as_raw_fd();
+    // SAFETY: raw syscalls with parent-prepared NUL-terminated strings and
+    // stack structs.
+    unsafe {
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        if plan.unshare & libc::CLONE_NEWPID != 0
+            && libc::mount(
+                cptr(b"proc\0"),
+                cptr(b"/proc\0"),
+                cptr(b"proc\0"),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) != 0
+        {
+            return Err(fail(step, Step::MountProc));
+        }
+        if libc::chdir(plan.cwd.as_ptr()) != 0 {
+            return Err(fail(step, Step::Chdir));
+        }
+        if let Some(ll) = &plan.landlock {
+            let attr = RulesetAttr {
+                handled_access_fs: ll.handled_fs,
+                handled_access_net: 0,
+                scoped: ll.scoped,
+            };
+            let size = if ll.abi >= 6 {
+                24
+            } else if ll.abi >= 4 {
+                16
+            } else {
+                8
+            };
+            let rfd = libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                &attr as *const RulesetAttr,
+                size as usize,
+                0,
+            ) as c_int;
+            if rfd < 0 {
+                return Err(fail(step, Step::Landlock));
+            }
+            let mut ok = add_rule(rfd, c"/".as_ptr(), ll.read);
+            for (p, is_dir) in &ll.writable {
+                ok = ok
+                    && add_rule(
+                        rfd,
+                        p.as_ptr(),
+                        if *is_dir { ll.dir_write } else { ll.file_write },
+                    );
+            }
+            for d in &ll.devices {
+                ok = ok && add_rule(rfd, d.as_ptr(), ll.file_write);
+            }
+            if !ok
+                || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_landlock_restrict_self, rfd, 0) != 0
+            {
+                return Err(fail(step, Step::Landlock));
+            }
+            libc::close(rfd);
+        }
+    }
+    Ok(())
+}
+
+/// Adds a path-beneath rule; a path that does not exist is skipped.
+unsafe fn add_rule(rfd: c_int, path: *const libc::c_char, access: u64) -> bool {
+    // SAFETY: open/syscall/close on a NUL-terminated path and a stack struct.
+    unsafe {
+        let fd = libc::open(path, libc::O_PATH | libc::O_CLOEXEC);
+        if fd < 0 {
+            return errno() == libc::ENOENT;
+        }
+        let attr = PathBeneathAttr {
+            allowed_access: access,
+            parent_fd: fd,
+        };
+        let r = libc::syscall(
+            libc::SYS_landlock_add_rule,
+            rfd,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0,
+        );
+        libc::close(fd);
+        r == 0
+    }
+}
+
+/// Installs the sandbox on `cmd`: the child becomes the intermediate
+/// described in the crate docs.
+pub(crate) fn install(cmd: &mut Command, mut plan: Plan) {
+    // SAFETY: the closure only runs async-signal-safe code (see module docs);
+    // every allocation it touches was made by the parent before the fork.
+    unsafe {
+        cmd.pre_exec(move || intermediate(&mut plan));
+    }
+}
+
+/// The Landlock ABI version the kernel offers, or the errno that says why
+/// none (ENOSYS: not built in; EOPNOTSUPP: not enabled at boot).
+pub(crate) fn landlock_abi() -> Result<u32, c_int> {
+    // SAFETY: the documented version query: NULL attr, size 0.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(u32::try_from(r).unwrap_or(0))
+    }
+}
+
+/// Asks the kernel to SIGKILL the child `cmd` spawns when the spawning
+/// thread's process dies (`PR_SET_PDEATHSIG`). The one copy used by
+/// `bh-git`, `bh-tools` and `bh-task` for processes that are not sandboxed.
+pub fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs between fork and exec and only calls prctl(2),
+    // which is async-signal-safe; it allocates nothing and takes no locks.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

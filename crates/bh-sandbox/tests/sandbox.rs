@@ -1,0 +1,475 @@
+//! The sandbox tried as an attacker would: every test runs a real shell
+//! under a real policy (as root in CI: Landlock and namespaces apply).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bh_sandbox::{Policy, Sandbox, SandboxError};
+
+struct Run {
+    code: Option<i32>,
+    signal: Option<i32>,
+    out: String,
+}
+
+fn run(policy: &Policy, cwd: &Path, script: &str) -> Run {
+    let sb = Sandbox::new(policy, cwd).unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(script)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut c = sb.spawn(cmd).unwrap();
+    let mut out = String::new();
+    c.child_mut()
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    c.child_mut()
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let st = c.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    Run {
+        code: st.code(),
+        signal: st.signal(),
+        out: out + &err,
+    }
+}
+
+fn project() -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("project");
+    std::fs::create_dir_all(p.join(".git")).unwrap();
+    std::fs::write(p.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(p.join("a.txt"), "a\n").unwrap();
+    (t, p)
+}
+
+fn policy(p: &Path) -> Policy {
+    Policy {
+        writable: vec![p.to_owned()],
+        read_only: vec![p.join(".git")],
+        visible: vec![],
+        private_tmp: true,
+        network: true,
+    }
+}
+
+/// `sleep` processes whose command line contains `marker` (a unique
+/// argument).
+fn with_marker(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline"))
+            && cmdline.starts_with(b"sleep\0")
+            && String::from_utf8_lossy(&cmdline).contains(marker)
+            && bh_sandbox::process_state(pid) != Some('Z')
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn marker() -> String {
+    format!(
+        "{}.{}",
+        std::process::id() % 10000,
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    )
+}
+
+#[test]
+fn writes_only_under_writable_roots() {
+    let (t, p) = project();
+    // Beside the project under the (hidden) /tmp, and in a folder the
+    // command sees but may not write.
+    let outside = t.path().join("outside.txt");
+    let seen = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let seen_file = seen.path().join("outside.txt");
+    let mut pol = policy(&p);
+    pol.visible.push(t.path().to_owned());
+    let r = run(
+        &pol,
+        &p,
+        &format!(
+            "echo b > a.txt && mkdir -p sub && echo c > sub/c && mv sub/c sub/d && echo ok; echo x > {}; echo x > {}; ls {}",
+            outside.display(),
+            seen_file.display(),
+            seen.path().display(),
+        ),
+    );
+    assert!(r.out.contains("ok"), "{}", r.out);
+    // Under the private /tmp the carried-over folder is a read-only bind;
+    // elsewhere Landlock refuses.
+    assert!(
+        r.out.contains("outside.txt: Read-only file system"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains("outside.txt: Permission denied"),
+        "{}",
+        r.out
+    );
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "b\n");
+    assert!(p.join("sub/d").exists());
+    assert!(!outside.exists());
+    assert!(!seen_file.exists());
+}
+
+#[test]
+fn read_only_holes_inside_a_writable_root() {
+    let (_t, p) = project();
+    let r = run(
+        &policy(&p),
+        &p,
+        "echo '[core]\nfsmonitor=evil' >> .git/config; rm -f .git/config; mkdir .git/hooks; mv .git gone; echo done",
+    );
+    assert!(r.out.contains("Read-only file system"), "{}", r.out);
+    assert!(r.out.contains("done"));
+    assert_eq!(
+        std::fs::read_to_string(p.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!p.join(".git/hooks").exists());
+    assert!(!p.join("gone").exists());
+}
+
+#[test]
+fn a_protected_file_outside_stays_read_only_and_the_rest_of_home_too() {
+    let (t, p) = project();
+    let home = t.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".gitconfig"), "[user]\n").unwrap();
+    // The protected file even inside a writable root.
+    let inner = p.join(".gitconfig-fake");
+    std::fs::write(&inner, "[user]\n").unwrap();
+    let mut pol = policy(&p);
+    pol.read_only.push(home.join(".gitconfig"));
+    pol.read_only.push(inner.clone());
+    let r = run(
+        &pol,
+        &p,
+        &format!(
+            "echo '[filter \"x\"]' >> {}; echo '[filter \"x\"]' >> {}; touch {}/new; echo done",
+            home.join(".gitconfig").display(),
+            inner.display(),
+            home.display()
+        ),
+    );
+    assert!(r.out.contains("done"), "{}", r.out);
+    assert_eq!(
+        std::fs::read_to_string(home.join(".gitconfig")).unwrap(),
+        "[user]\n"
+    );
+    assert_eq!(std::fs::read_to_string(&inner).unwrap(), "[user]\n");
+    assert!(!home.join("new").exists());
+}
+
+#[test]
+fn a_writable_root_inside_a_read_only_folder_stays_writable() {
+    // The task layout: the worker's repository lives in the harness's state
+    // folder, which is protected.
+    let (t, p) = project();
+    let state = t.path().join("state");
+    let work = state.join("tasks/t1/worktree");
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::fs::write(state.join("config"), "x\n").unwrap();
+    let pol = Policy {
+        writable: vec![work.clone()],
+        read_only: vec![state.clone(), p.join(".git")],
+        visible: vec![],
+        private_tmp: true,
+        network: true,
+    };
+    let r = run(
+        &pol,
+        &work,
+        &format!(
+            "echo ok > f && git init -q . && echo y > {}/config; echo y > {}/tasks/t1/other; echo done",
+            state.display(),
+            state.display()
+        ),
+    );
+    assert!(r.out.contains("done"), "{}", r.out);
+    assert_eq!(std::fs::read_to_string(work.join("f")).unwrap(), "ok\n");
+    assert_eq!(
+        std::fs::read_to_string(state.join("config")).unwrap(),
+        "x\n"
+    );
+    assert!(!state.join("tasks/t1/other").exists());
+}
+
+#[test]
+fn private_tmp_hides_the_hosts_tmp_and_keeps_nothing() {
+    let (_t, p) = project();
+    let host = tempfile::NamedTempFile::new().unwrap();
+    let name = format!("bh-sandbox-leak-{}", marker());
+    let r = run(
+        &policy(&p),
+        &p,
+        &format!(
+            "test -e {} && echo host-visible; echo x > /tmp/{name} && cat /tmp/{name}; ls /tmp | wc -l",
+            host.path().display()
+        ),
+    );
+    assert!(!r.out.contains("host-visible"), "{}", r.out);
+    assert!(r.out.contains('x'), "{}", r.out);
+    assert!(!Path::new("/tmp").join(&name).exists());
+}
+
+#[test]
+fn a_symlink_or_a_cwd_under_the_hidden_tmp_cannot_reach_the_read_only_hole() {
+    // The command starts inside the project (which lives under /tmp): a
+    // relative write must meet the read-only bind, not the host's copy.
+    let (_t, p) = project();
+    let r = run(&policy(&p), &p, "echo x >> ./.git/config; pwd");
+    assert!(r.out.contains("Read-only file system"), "{}", r.out);
+    assert_eq!(
+        std::fs::read_to_string(p.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+}
+
+#[test]
+fn the_command_is_pid_2_and_sees_only_its_namespace() {
+    let (_t, p) = project();
+    let r = run(&policy(&p), &p, "echo pid=$$; ls /proc | grep -c '^[0-9]'");
+    assert!(r.out.contains("pid=2"), "{}", r.out);
+}
+
+#[test]
+fn exit_status_and_signals_pass_through() {
+    let (_t, p) = project();
+    assert_eq!(run(&policy(&p), &p, "exit 7").code, Some(7));
+    let r = run(&policy(&p), &p, "kill -TERM $$");
+    assert_eq!(r.signal, Some(15), "code {:?}", r.code);
+}
+
+#[test]
+fn a_forking_setsid_daemon_dies_with_the_command() {
+    let (_t, p) = project();
+    let m = marker();
+    // Double fork, setsid, fds closed, then keep forking and writing.
+    let script = format!(
+        "setsid bash -c 'exec 0<&- 1>&- 2>&-; (while true; do sleep {m} & echo x >> log; sleep 0.01; done) &' & sleep 0.2; echo started"
+    );
+    let r = run(&policy(&p), &p, &script);
+    assert!(r.out.contains("started"), "{}", r.out);
+    assert_eq!(with_marker(&m), Vec::<u32>::new());
+    let size = std::fs::metadata(p.join("log"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    // Nothing of the daemon is left to write: the size cannot change.
+    let again = std::fs::metadata(p.join("log"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    assert_eq!(size, again);
+}
+
+#[test]
+fn kill_takes_every_process_of_the_namespace() {
+    let (_t, p) = project();
+    let m = marker();
+    let sb = Sandbox::new(&policy(&p), &p).unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(format!("setsid sleep {m} & sleep {m} & echo up; wait"))
+        .current_dir(&p)
+        .stdout(Stdio::piped());
+    let mut c = sb.spawn(cmd).unwrap();
+    let mut line = [0u8; 3];
+    c.child_mut()
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut line)
+        .unwrap();
+    let start = Instant::now();
+    while with_marker(&m).len() < 2 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(with_marker(&m).len(), 2);
+    c.kill();
+    c.wait().unwrap();
+    assert_eq!(with_marker(&m), Vec::<u32>::new());
+}
+
+#[test]
+fn orphans_are_reaped_while_the_command_runs() {
+    let (_t, p) = project();
+    // 300 orphans that exit at once; with no init reaping them they would
+    // stay zombies until the end (the command itself would be PID 1).
+    let script = "for i in $(seq 300); do (true &) ; done; \
+        for i in $(seq 200); do z=$(grep -l '^State:.Z' /proc/[0-9]*/status 2>/dev/null | wc -l); \
+        [ $z -eq 0 ] && { echo reaped; exit 0; }; sleep 0.05; done; echo zombies=$z";
+    let r = run(&policy(&p), &p, script);
+    assert!(r.out.contains("reaped"), "{}", r.out);
+}
+
+#[test]
+fn no_network_cuts_even_loopback_and_network_keeps_it() {
+    let (_t, p) = project();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let with = run(&policy(&p), &p, &script);
+    assert!(with.out.contains("connected"), "{}", with.out);
+    let mut pol = policy(&p);
+    pol.network = false;
+    let without = run(&pol, &p, &script);
+    assert!(!without.out.contains("connected"), "{}", without.out);
+}
+
+#[test]
+fn a_build_in_the_project_works() {
+    let (_t, p) = project();
+    std::fs::write(p.join("m.c"), "int main(void){return 3;}\n").unwrap();
+    let have_cc = Command::new("cc").arg("--version").output().is_ok();
+    let script = if have_cc {
+        "cc -o m m.c && ./m; echo rc=$?"
+    } else {
+        "printf '#!/bin/sh\\nexit 3\\n' > m && chmod +x m && ./m; echo rc=$?"
+    };
+    let r = run(&policy(&p), &p, script);
+    assert!(r.out.contains("rc=3"), "{}", r.out);
+}
+
+#[test]
+fn a_missing_protected_path_inside_a_writable_root_is_reported() {
+    let (_t, p) = project();
+    let mut pol = policy(&p);
+    pol.read_only.push(p.join("not-there"));
+    let sb = Sandbox::new(&pol, &p).unwrap();
+    assert!(
+        sb.report()
+            .not_enforced
+            .iter()
+            .any(|s| s.contains("not-there")),
+        "{:?}",
+        sb.report()
+    );
+}
+
+#[test]
+fn a_failed_step_is_named() {
+    let (_t, p) = project();
+    let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let cwd = t.path().join("gone");
+    std::fs::create_dir(&cwd).unwrap();
+    let sb = Sandbox::new(&policy(&p), &cwd).unwrap();
+    std::fs::remove_dir(&cwd).unwrap();
+    let mut cmd = Command::new("true");
+    cmd.current_dir(&p);
+    let err = sb.spawn(cmd).err().unwrap();
+    assert!(matches!(err, SandboxError::Setup { .. }), "{err}");
+    assert!(err.to_string().contains("working folder"), "{err}");
+}
+
+#[test]
+fn a_missing_writable_root_is_an_error_naming_it() {
+    let (_t, p) = project();
+    let mut pol = policy(&p);
+    pol.writable.push(p.join("nope"));
+    let err = Sandbox::new(&pol, &p).err().unwrap();
+    assert!(err.to_string().contains("nope"), "{err}");
+}
+
+/// Run by `kill_9_of_the_harness_kills_the_worker` in a process of its own.
+#[test]
+#[ignore]
+fn helper_harness() {
+    let Ok(m) = std::env::var("BH_SANDBOX_HELPER_MARKER") else {
+        return;
+    };
+    let dir = PathBuf::from(std::env::var("BH_SANDBOX_HELPER_DIR").unwrap());
+    let sb = Sandbox::new(&policy(&dir), &dir).unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(format!("setsid sleep {m} & sleep {m}"))
+        .current_dir(&dir);
+    let c = sb.spawn(cmd).unwrap();
+    println!("spawned");
+    std::thread::sleep(Duration::from_secs(600));
+    drop(c);
+}
+
+#[test]
+fn kill_9_of_the_harness_kills_the_worker() {
+    let (_t, p) = project();
+    let m = marker();
+    let mut h = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "helper_harness", "--nocapture"])
+        .env("BH_SANDBOX_HELPER_MARKER", &m)
+        .env("BH_SANDBOX_HELPER_DIR", &p)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while with_marker(&m).len() < 2 && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(with_marker(&m).len(), 2, "the worker did not start");
+    h.kill().unwrap(); // SIGKILL: no destructor runs in the harness
+    h.wait().unwrap();
+    let start = Instant::now();
+    while !with_marker(&m).is_empty() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(with_marker(&m), Vec::<u32>::new());
+}
+
+/// The non-root path (a user namespace with uid/gid maps first): the same
+/// attack tests, re-run as `nobody` through `setpriv`. Skipped, saying why,
+/// where this process is not root or `setpriv` is missing.
+#[test]
+fn the_same_attacks_hold_for_a_non_root_user() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to switch to nobody");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    }
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "read_only_holes_inside_a_writable_root",
+            "private_tmp_hides_the_hosts_tmp",
+            "the_command_is_pid_2",
+            "kill_takes_every_process",
+            "orphans_are_reaped",
+        ])
+        .current_dir("/")
+        .env("HOME", "/")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("5 passed"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
