@@ -12,7 +12,11 @@ fn each_release_installs_and_reports_its_version() {
             return;
         };
         let scratch = tempfile::tempdir().unwrap();
-        let out = pi.command(scratch.path()).arg("--version").output().unwrap();
+        let out = pi
+            .command(scratch.path())
+            .arg("--version")
+            .output()
+            .unwrap();
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
