@@ -14,7 +14,7 @@ use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 
 use bh_test_support::TestRepo;
-use bh_test_support::mock_openai::{chunk, serve, usage};
+use bh_test_support::mock_openai::{Seen, chunk, serve, usage};
 use bh_test_support::pi::{PiRelease, RealPi, real_pi};
 use serde_json::{Value, json};
 
@@ -127,7 +127,11 @@ impl Run {
     }
 
     fn start(&self, responses: Vec<String>) -> Rpc {
-        let (base, _seen) = serve(responses);
+        self.start_seen(responses).0
+    }
+
+    fn start_seen(&self, responses: Vec<String>) -> (Rpc, Seen) {
+        let (base, seen) = serve(responses);
         fs::write(
             self.scratch.join("agent/models.json"),
             json!({"providers": {"mock": {"baseUrl": base, "api": "openai-completions", "apiKey": "k",
@@ -172,15 +176,16 @@ impl Run {
                 }
             }
         });
-        Rpc {
+        let rpc = Rpc {
             stdin: child.stdin.take().unwrap(),
             events: rx,
             child,
             notes: Vec::new(),
-        }
+        };
+        (rpc, seen)
     }
 
-    fn session_file(&self) -> PathBuf {
+    fn session_files(&self) -> Vec<PathBuf> {
         let dir = self.scratch.join("agent/sessions");
         let mut files = Vec::new();
         for d in fs::read_dir(&dir).unwrap() {
@@ -188,8 +193,22 @@ impl Run {
                 files.push(f.unwrap().path());
             }
         }
+        files
+    }
+
+    fn session_file(&self) -> PathBuf {
+        let mut files = self.session_files();
         assert_eq!(files.len(), 1, "{files:?}");
         files.pop().unwrap()
+    }
+
+    fn bh(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_bh"));
+        c.env("BH_STATE_DIR", &self.state)
+            .env("PI_CODING_AGENT_DIR", self.scratch.join("agent"))
+            .env("HOME", &self.scratch)
+            .current_dir(&self.repo.dir);
+        c
     }
 
     fn checkpoints(&self) -> Vec<Value> {
@@ -363,4 +382,166 @@ fn pi_1_6_checkpoints_every_mutating_call_and_rewinds_files_on_tree() {
 #[test]
 fn pi_0_73_checkpoints_every_mutating_call_and_rewinds_files_on_tree() {
     scripted_run_and_tree(PiRelease::Legacy);
+}
+
+fn notified(prefix: &'static str) -> impl FnMut(&Value) -> bool {
+    move |v: &Value| {
+        v["type"] == "extension_ui_request"
+            && v["method"] == "notify"
+            && v["message"].as_str().is_some_and(|m| m.contains(prefix))
+    }
+}
+
+fn worktree_enter(release: PiRelease) {
+    let Some(run) = Run::new(release) else {
+        return;
+    };
+    let responses = vec![
+        text("hello"),
+        tool_call(
+            "call_w",
+            "write",
+            json!({"path": "w.txt", "content": "in the worktree\n"}),
+        ),
+        text("done"),
+    ];
+    let (mut rpc, seen) = run.start_seen(responses);
+    rpc.send(json!({"id": "p1", "type": "prompt", "message": "hi"}));
+    rpc.until("", settled(release));
+    rpc.send(json!({"id": "c1", "type": "prompt", "message": "/worktree create feat"}));
+    rpc.until("", notified("feat"));
+    assert!(
+        rpc.notes.last().unwrap().contains("created"),
+        "{:?}",
+        rpc.notes
+    );
+    rpc.send(json!({"id": "e1", "type": "prompt", "message": "/worktree enter feat"}));
+    rpc.until("", notified("arrived in worktree"));
+    let note = rpc.notes.last().unwrap().clone();
+    let worktree = PathBuf::from(
+        note.trim_start_matches("arrived in worktree ")
+            .split(" (")
+            .next()
+            .unwrap(),
+    );
+    assert!(worktree.join(".git").exists(), "{note}");
+    assert_ne!(worktree, run.repo.dir);
+    // The next tool call lands in the worktree.
+    rpc.send(json!({"id": "p2", "type": "prompt", "message": "write it"}));
+    rpc.until("", settled(release));
+    assert_eq!(
+        fs::read_to_string(worktree.join("w.txt")).unwrap(),
+        "in the worktree\n",
+        "{:?}",
+        rpc.notes
+    );
+    assert!(!run.repo.dir.join("w.txt").exists());
+    // One orientation entry in the next model request.
+    let requests = seen.lock().unwrap().clone();
+    let next = &requests[1].1;
+    let orientations = next["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| {
+            m.to_string()
+                .contains("[better-harness] This session moved")
+        })
+        .count();
+    assert_eq!(orientations, 1, "{next:#}");
+    // The handoff was consumed once, by the new runtime.
+    let target = run
+        .session_files()
+        .into_iter()
+        .find(|f| {
+            fs::read_to_string(f)
+                .unwrap()
+                .contains("better-harness-transition")
+        })
+        .unwrap();
+    let out = run
+        .bh()
+        .args(["--json", "worktree", "consume"])
+        .arg(&target)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "notPending", "{v}");
+    let verified = fs::read_to_string(&target)
+        .unwrap()
+        .matches("better-harness-transition-verification")
+        .count();
+    assert_eq!(verified, 1);
+    drop(rpc.stdin);
+    let _ = rpc.child.wait();
+}
+
+fn exec_from_pi(release: PiRelease) {
+    let Some(run) = Run::new(release) else {
+        return;
+    };
+    let responses = vec![
+        text("hello"),
+        // The execution's own agent (bh exec run), same mock endpoint.
+        tool_call(
+            "call_x",
+            "write",
+            json!({"path": "x.txt", "content": "executed\n"}),
+        ),
+        text("done"),
+    ];
+    let mut rpc = run.start(responses);
+    rpc.send(json!({"id": "p1", "type": "prompt", "message": "hi"}));
+    rpc.until("", settled(release));
+    rpc.send(json!({"id": "x1", "type": "prompt", "message": "/exec add x.txt"}));
+    rpc.until("", notified("execution"));
+    let note = rpc.notes.last().unwrap().clone();
+    assert!(
+        note.contains("refs/better-harness/executions/"),
+        "{:?}",
+        rpc.notes
+    );
+    let refs = run.repo.git(&[
+        "for-each-ref",
+        "--format=%(refname) %(objectname)",
+        "refs/better-harness/executions/",
+    ]);
+    let (name, commit) = refs
+        .trim()
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("no ref: {refs:?} {:?}", rpc.notes));
+    assert!(
+        note.contains(name) && note.contains(commit),
+        "{note} vs {refs}"
+    );
+    assert_eq!(
+        run.repo.git(&["show", &format!("{commit}:x.txt")]),
+        "executed"
+    );
+    assert!(
+        !run.repo.dir.join("x.txt").exists(),
+        "the execution ran elsewhere"
+    );
+    drop(rpc.stdin);
+    let _ = rpc.child.wait();
+}
+
+#[test]
+fn pi_1_6_worktree_enter_moves_the_session_and_consumes_the_handoff_once() {
+    worktree_enter(PiRelease::Current);
+}
+
+#[test]
+fn pi_0_73_worktree_enter_moves_the_session_and_consumes_the_handoff_once() {
+    worktree_enter(PiRelease::Legacy);
+}
+
+#[test]
+fn pi_1_6_exec_commits_under_the_executions_namespace() {
+    exec_from_pi(PiRelease::Current);
+}
+
+#[test]
+fn pi_0_73_exec_commits_under_the_executions_namespace() {
+    exec_from_pi(PiRelease::Legacy);
 }
