@@ -55,6 +55,8 @@ export default function (pi: any) {
 "#;
 
 struct Run {
+    /// `bh` as the extension finds it (`BH_BIN`).
+    bh_bin: PathBuf,
     pi: RealPi,
     repo: TestRepo,
     scratch: PathBuf,
@@ -119,6 +121,7 @@ impl Run {
         let state = repo.root.join("state");
         fs::create_dir_all(scratch.join("agent")).unwrap();
         Some(Run {
+            bh_bin: PathBuf::from(env!("CARGO_BIN_EXE_bh")),
             pi,
             repo,
             scratch,
@@ -157,7 +160,7 @@ impl Run {
             .arg(extension_dir())
             .arg("-e")
             .arg(&driver)
-            .env("BH_BIN", env!("CARGO_BIN_EXE_bh"))
+            .env("BH_BIN", &self.bh_bin)
             .env("BH_STATE_DIR", &self.state)
             .env("GIT_CONFIG_GLOBAL", self.repo.home.join(".gitconfig"))
             .stdin(Stdio::piped())
@@ -370,6 +373,17 @@ fn scripted_run_and_tree(release: PiRelease) {
     });
     assert_eq!(run.repo.read("a.txt"), "two\n");
     assert_eq!(run.repo.read("b.txt"), "made-by-bash\n");
+
+    // /fork from the first prompt with "conversation and files": the files
+    // go back to before the first call.
+    let first_user = all.iter().find(|e| e["message"]["role"] == "user").unwrap()["id"].clone();
+    rpc.send(json!({"id": "f1", "type": "fork", "entryId": first_user}));
+    rpc.until("Conversation and files", |v| {
+        v["type"] == "response" && v["command"] == "fork"
+    });
+    assert!(!run.repo.dir.join("a.txt").exists(), "{:?}", rpc.notes);
+    assert!(!run.repo.dir.join("b.txt").exists());
+    assert_eq!(run.repo.read("keep.txt"), "base\n");
     drop(rpc.stdin);
     let _ = rpc.child.wait();
 }
@@ -544,4 +558,42 @@ fn pi_1_6_exec_commits_under_the_executions_namespace() {
 #[test]
 fn pi_0_73_exec_commits_under_the_executions_namespace() {
     exec_from_pi(PiRelease::Legacy);
+}
+
+fn broken_bh_never_blocks_a_tool(release: PiRelease) {
+    let Some(mut run) = Run::new(release) else {
+        return;
+    };
+    run.bh_bin = run.repo.root.join("no-such-bh");
+    let responses = vec![
+        tool_call(
+            "call_w",
+            "write",
+            json!({"path": "a.txt", "content": "written\n"}),
+        ),
+        text("done"),
+    ];
+    let mut rpc = run.start(responses);
+    rpc.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    rpc.until("", settled(release));
+    assert_eq!(run.repo.read("a.txt"), "written\n", "the tool was blocked");
+    assert!(
+        rpc.notes
+            .iter()
+            .any(|n| n.contains("checkpoint before write failed")),
+        "no visible warning: {:?}",
+        rpc.notes
+    );
+    drop(rpc.stdin);
+    let _ = rpc.child.wait();
+}
+
+#[test]
+fn pi_1_6_a_failing_checkpoint_warns_and_never_blocks() {
+    broken_bh_never_blocks_a_tool(PiRelease::Current);
+}
+
+#[test]
+fn pi_0_73_a_failing_checkpoint_warns_and_never_blocks() {
+    broken_bh_never_blocks_a_tool(PiRelease::Legacy);
 }
