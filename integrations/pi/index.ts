@@ -85,6 +85,10 @@ class Server {
 		});
 	}
 
+	get alive(): boolean {
+		return this.dead === null;
+	}
+
 	close() {
 		try {
 			this.child.stdin.end();
@@ -121,7 +125,11 @@ export default function betterHarness(pi: Json) {
 	let last: Json = null; // the checkpoint before the last mutating call
 
 	const ensure = (ctx: Json): Server => {
-		if (!server) server = new Server(ctx.cwd);
+		// (Re)start the child when there is none or it died.
+		if (!server || !server.alive) {
+			server?.close();
+			server = new Server(ctx.cwd);
+		}
 		return server;
 	};
 
@@ -319,12 +327,14 @@ export default function betterHarness(pi: Json) {
 	});
 
 	pi.registerCommand("exec", {
-		description: "Plan an execution from the current entry at HEAD, then run it after confirmation: /exec [PROMPT]",
+		description: "Plan an execution from the current entry at HEAD, then run it after confirmation: /exec [--yes] [PROMPT]",
 		handler: async (args: string, ctx: Json) => {
 			const file = ctx.sessionManager.getSessionFile?.();
 			if (!file) return say(ctx, "/exec needs a saved session", "warning");
 			await ctx.waitForIdle?.();
 			let prompt = (args || "").trim();
+			const yes = /^--yes(\s|$)/.test(prompt);
+			if (yes) prompt = prompt.slice(5).trim();
 			if (!prompt && ctx.hasUI) prompt = (await ctx.ui.input("Prompt for the execution", "")) || "";
 			if (!prompt) return say(ctx, "usage: /exec PROMPT", "warning");
 			const leaf = ctx.sessionManager.getLeafId();
@@ -337,7 +347,7 @@ export default function betterHarness(pi: Json) {
 				);
 				const p = planned.plan;
 				const summary = `continue entry ${p.session.entry} at ${p.base.commit.slice(0, 12)} with "${prompt}" into ${p.output_ref}`;
-				const go = ctx.hasUI ? await ctx.ui.confirm("Run this execution?", summary) : false;
+				const go = yes || (ctx.hasUI ? await ctx.ui.confirm("Run this execution?", summary) : false);
 				if (!go) return say(ctx, `execution planned, not run (${summary}); plan ${plan}`);
 				const ran = await bh(["exec", "run", "--plan", plan, "--yes"], ctx.cwd);
 				const r = ran.result;
