@@ -429,8 +429,7 @@ fn claude_code_hook(
         eprintln!("bh: warning: not captured: {} ({})", s.path, s.reason);
     }
     if start_server && let Some(idle) = server_idle {
-        // After our own snapshot, so the server's warm-up never takes the
-        // checkpoint this call is recorded under.
+        // After our own snapshot: the next call finds it listening.
         serve::spawn_server(ctx, project, &hook_dir, idle);
     }
     Ok(Some(

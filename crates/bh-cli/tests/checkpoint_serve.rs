@@ -80,7 +80,7 @@ impl Env {
     }
 
     /// Starts `bh checkpoint serve --socket` and waits (on its stdout) until
-    /// it listens and is armed.
+    /// it listens.
     fn start_server(&mut self, idle: &str) -> Value {
         let mut child = self
             .bh(&self.state.clone())
@@ -555,4 +555,37 @@ fn restore_to_entry_goes_back_to_before_the_first_call_after_it_even_when_deboun
     assert!(undo[0].get("ok").is_some(), "{:#}", undo[0]);
     assert_eq!(env.repo.read("a.txt"), "after e6\n");
     assert_eq!(env.repo.read("new.txt"), "made by e6\n");
+}
+
+#[test]
+fn a_store_opened_up_after_the_server_started_is_refused_by_it_too() {
+    let mut env = Env::new();
+    let hello = env.start_server("120s");
+    let ping = env.raw(json!({"id": 1, "op": "ping"}));
+    let store = PathBuf::from(ping["ok"]["store"].as_str().unwrap());
+    fs::set_permissions(&store, fs::Permissions::from_mode(0o777)).unwrap();
+    let refused = env.raw(json!({"id": 2, "op": "snapshot", "tool": "x"}));
+    assert_eq!(refused["error"]["kind"], "refused", "{refused}");
+    // The hook falls back, and the ordinary path reports the unsafe store.
+    let out = env
+        .bh(&env.state.clone())
+        .args(["checkpoint", "hook", "claude-code", "--server-idle", "0s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            let event =
+                json!({"hook_event_name": "PreToolUse", "tool_name": "Edit", "cwd": env.repo.dir});
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(event.to_string().as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("open to group or others"), "{stderr}");
+    assert!(hello["pid"].as_u64().is_some());
 }

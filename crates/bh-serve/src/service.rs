@@ -154,21 +154,6 @@ impl Service {
         }
     }
 
-    /// Takes the two snapshots after which the live store is armed (its
-    /// first is never armed, its second arms the watch), so the first real
-    /// request already takes the fast path. They reuse the last checkpoint
-    /// unless the tree changed since; then they record it as `serve-start`.
-    pub fn warm_up(&self) -> Result<(), CheckpointError> {
-        let request = SnapshotRequest {
-            tool: "serve-start".into(),
-            session: None,
-            entry: None,
-        };
-        self.live.snapshot(&request)?;
-        self.live.snapshot(&request)?;
-        Ok(())
-    }
-
     /// A `shutdown` request was answered.
     pub fn shutdown_requested(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
@@ -217,6 +202,9 @@ impl Service {
 
     fn answer(&self, req: Envelope) -> Result<Value, Failure> {
         let store = self.live.store();
+        // The store was checked when it was opened; an ordinary `bh` checks
+        // it on every call, so the server does too.
+        check_store(store.dir())?;
         if let Some(p) = &req.project {
             let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
             if p != store.project() {
@@ -398,6 +386,26 @@ impl Service {
             })
             .min_by_key(|c| c.seq))
     }
+}
+
+/// The store folder is still the current user's and closed to others.
+fn check_store(dir: &Path) -> Result<(), Failure> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| fail("internal", format!("cannot inspect {}: {e}", dir.display())))?;
+    let me = nix::unistd::getuid().as_raw();
+    if meta.uid() != me || !meta.is_dir() || meta.mode() & 0o077 != 0 {
+        return Err(fail(
+            "refused",
+            format!(
+                "checkpoint store {} changed owner or mode (uid {}, mode {:o}) since this server opened it; refusing to use it",
+                dir.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn mode(exact: bool) -> RestoreMode {

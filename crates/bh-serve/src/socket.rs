@@ -237,18 +237,19 @@ impl Listener {
         &self.socket
     }
 
-    /// Serves connections one at a time until none came for `idle` (or a
-    /// `shutdown` request). A peer of another uid gets one error line and
+    /// Serves connections one at a time until none came for `idle`, the
+    /// project folder is gone, or a `shutdown` request came. A peer of another uid gets one error line and
     /// is disconnected.
     pub fn serve(&self, service: &Service, idle: Duration) -> Result<()> {
         let mut last = Instant::now();
         loop {
             let left = idle.saturating_sub(last.elapsed());
-            if left.is_zero() {
+            // Idle, or the project is gone (a deleted temp folder): stop.
+            if left.is_zero() || !service.project().is_dir() {
                 return Ok(());
             }
-            let wait = PollTimeout::try_from(left.min(Duration::from_secs(60)))
-                .unwrap_or(PollTimeout::MAX);
+            let wait =
+                PollTimeout::try_from(left.min(Duration::from_secs(5))).unwrap_or(PollTimeout::MAX);
             let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, wait) {
                 Ok(0) => continue,

@@ -65,9 +65,11 @@ pub(super) fn serve(
         }
         Err(e) => return Err(serve_error(e)),
     };
-    service.warm_up().map_err(checkpoint_error)?;
+    // No warm-up snapshot: one could record a checkpoint nobody asked for.
+    // The first two requests are ordinary snapshots (the second arms the
+    // watch), the rest take the fast path.
     if ctx.json {
-        // The socket is live and armed; tell a waiting parent where, on one
+        // The socket is live; tell a waiting parent where, on one
         // line (a parent may stop reading after it).
         let hello = json!({
             "project": store.project(),
