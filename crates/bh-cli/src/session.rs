@@ -3,14 +3,18 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use bh_protocol::EntryType;
+use std::collections::HashMap;
+
+use bh_session::graph::{self, GraphOptions, RowKind};
 use bh_session::{
     ForkOptions, ForkTarget, Problem, Session, SessionError, list_sessions, session_dir_for_cwd,
+    summarize,
 };
 use clap::Subcommand;
 use serde_json::{Value, json};
 
 use crate::context::Ctx;
+use crate::display;
 use crate::error::{CliError, ErrorKind, print_json};
 use crate::units::human_size;
 
@@ -21,8 +25,14 @@ pub enum SessionCmd {
         /// The session file (.jsonl).
         file: PathBuf,
     },
-    /// The entry tree, one line per entry; labels and the active leaf marked.
-    Tree { file: PathBuf },
+    /// The entry tree as `git log --graph` draws history: the active path on
+    /// the left, side branches to its right, runs of tool steps folded.
+    Tree {
+        file: PathBuf,
+        /// One row per entry: do not fold runs of tool steps.
+        #[arg(long)]
+        full: bool,
+    },
     /// Check that files are structurally sound; every problem with its line.
     Validate {
         #[arg(required = true)]
@@ -54,6 +64,21 @@ pub enum SessionCmd {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// A self-contained HTML report of a session (one file, no network): the
+    /// tree, every message, tool calls with their diffs, checkpoint markers.
+    Export {
+        file: PathBuf,
+        /// Write HTML (the only format so far; the default).
+        #[arg(long)]
+        html: bool,
+        /// Write the report here instead of to stdout (refused if it exists,
+        /// unless --force).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Replace an existing --out file.
+        #[arg(long)]
+        force: bool,
+    },
     /// The sessions Pi keeps for a project, newest first.
     Ls {
         /// Project directory (default: the current directory).
@@ -65,7 +90,7 @@ pub enum SessionCmd {
 pub fn run(cmd: SessionCmd, ctx: &Ctx) -> Result<(), CliError> {
     match cmd {
         SessionCmd::Show { file } => show(ctx, &file),
-        SessionCmd::Tree { file } => tree(ctx, &file),
+        SessionCmd::Tree { file, full } => tree(ctx, &file, full),
         SessionCmd::Validate { files } => validate(ctx, &files),
         SessionCmd::Context { file, entry } => context(ctx, &file, entry.as_deref()),
         SessionCmd::Fork {
@@ -75,6 +100,12 @@ pub fn run(cmd: SessionCmd, ctx: &Ctx) -> Result<(), CliError> {
             cwd,
             out,
         } => fork(ctx, &file, entry, path_only, cwd, out),
+        SessionCmd::Export {
+            file,
+            html: _,
+            out,
+            force,
+        } => export(ctx, &file, out.as_deref(), force),
         SessionCmd::Ls { cwd } => ls(ctx, cwd),
     }
 }
@@ -96,7 +127,14 @@ fn cli_err(err: SessionError) -> CliError {
 }
 
 fn load(ctx: &Ctx, file: &Path) -> Result<Session, CliError> {
-    Session::load(ctx.abs(file)).map_err(|e| match e {
+    let path = ctx.abs(file);
+    if path.is_dir() {
+        return Err(CliError::new(
+            ErrorKind::Usage,
+            format!("{}: is a directory, not a session file", file.display()),
+        ));
+    }
+    Session::load(path).map_err(|e| match e {
         SessionError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             CliError::new(
                 ErrorKind::NotFound,
@@ -107,9 +145,24 @@ fn load(ctx: &Ctx, file: &Path) -> Result<Session, CliError> {
     })
 }
 
+/// Refuses a file that is not a Pi session at all (no session header), with
+/// the validator's own message, instead of listing a problem per line.
+fn require_session(s: &Session, file: &Path) -> Result<(), CliError> {
+    s.require_header(&format!("{}", file.display()))
+        .map(|_| ())
+        .map_err(cli_err)
+}
+
+/// Human output: every line with its control characters escaped, since
+/// sessions and file names are text a stranger may have written.
 fn out(text: &str) -> Result<(), CliError> {
     let mut stdout = std::io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            stdout.write_all(b"\n")?;
+        }
+        stdout.write_all(display::escape(line).as_bytes())?;
+    }
     stdout.flush()?;
     Ok(())
 }
@@ -132,6 +185,7 @@ fn problems_json(problems: &[Problem]) -> Value {
 
 fn show(ctx: &Ctx, file: &Path) -> Result<(), CliError> {
     let s = load(ctx, file)?;
+    require_session(&s, file)?;
     let stats = s.stats();
     let leaf = s.leaf().map(|e| e.id.clone());
     if ctx.json {
@@ -241,135 +295,159 @@ fn show(ctx: &Ctx, file: &Path) -> Result<(), CliError> {
 
 // ----- tree ------------------------------------------------------------------
 
-fn entry_summary(s: &Session, ix: usize) -> String {
-    let e = &s.entries()[ix];
-    let mut d = e.kind.as_str().to_owned();
-    match &e.kind {
-        EntryType::Message => {
-            d = format!("message:{}", e.role.as_deref().unwrap_or("?"));
-            if let (Some(p), Some(m)) = (&e.provider, &e.model) {
-                d.push_str(&format!(" {p}/{m}"));
-            }
-        }
-        EntryType::ModelChange => {
-            d.push_str(&format!(
-                " {}/{}",
-                e.provider.as_deref().unwrap_or("?"),
-                e.model.as_deref().unwrap_or("?")
-            ));
-        }
-        EntryType::ThinkingLevelChange => {
-            d.push_str(&format!(" {}", e.thinking_level.as_deref().unwrap_or("?")));
-        }
-        EntryType::Label => {
-            d.push_str(&format!(
-                " {}={:?}",
-                e.target_id.as_deref().unwrap_or("?"),
-                e.text.as_deref().unwrap_or("")
-            ));
-        }
-        EntryType::SessionInfo => {
-            d.push_str(&format!(" {:?}", e.text.as_deref().unwrap_or("")));
-        }
-        EntryType::Custom | EntryType::CustomMessage => {
-            d.push_str(&format!(" {}", e.custom_type.as_deref().unwrap_or("?")));
-        }
-        EntryType::Compaction => {
-            d.push_str(&format!(
-                " keeps from {}",
-                e.first_kept_entry_id.as_deref().unwrap_or("?")
-            ));
-        }
-        EntryType::ContextEdit => {
-            d.push_str(&format!(" on {}", e.target_id.as_deref().unwrap_or("?")));
-        }
-        _ => {}
-    }
-    d
-}
-
-fn tree(ctx: &Ctx, file: &Path) -> Result<(), CliError> {
+fn tree(ctx: &Ctx, file: &Path, full: bool) -> Result<(), CliError> {
     let s = load(ctx, file)?;
-    let (roots, children) = s.children_map();
+    require_session(&s, file)?;
+    let summaries = summarize(&s);
+    let options = GraphOptions {
+        fold_tool_runs: if full || ctx.json { None } else { Some(4) },
+    };
+    let g = graph::layout(&s, &summaries, options);
     let leaf = s.leaf().map(|e| e.id.clone());
-    // Iterative DFS; indentation grows only where the tree branches.
-    let mut rows: Vec<(usize, String, usize)> = Vec::new(); // (entry ix, prefix, depth)
-    let mut stack: Vec<(usize, String, usize)> = Vec::new();
-    let multi_root = roots.len() > 1;
-    for (i, &r) in roots.iter().enumerate().rev() {
-        let prefix = if multi_root {
-            if i + 1 == roots.len() {
-                "└─ ".to_owned()
-            } else {
-                "├─ ".to_owned()
-            }
-        } else {
-            String::new()
-        };
-        stack.push((r, prefix, 0));
-    }
-    while let Some((ix, prefix, depth)) = stack.pop() {
-        rows.push((ix, prefix.clone(), depth));
-        let kids = &children[ix];
-        let base: String = prefix.replace("├─ ", "│  ").replace("└─ ", "   ");
-        if kids.len() == 1 {
-            stack.push((kids[0], base, depth + 1));
-        } else {
-            for (i, &k) in kids.iter().enumerate().rev() {
-                let p = if i + 1 == kids.len() {
-                    format!("{base}└─ ")
-                } else {
-                    format!("{base}├─ ")
-                };
-                stack.push((k, p, depth + 1));
-            }
-        }
-    }
+    let labels: HashMap<&str, &str> = s
+        .labels()
+        .iter()
+        .map(|l| (l.target_id.as_str(), l.label.as_str()))
+        .collect();
+    let (_, children) = s.children_map();
     if ctx.json {
-        let nodes: Vec<Value> = rows
+        let nodes: Vec<Value> = g
+            .order
             .iter()
-            .map(|(ix, _, depth)| {
-                let e = &s.entries()[*ix];
+            .map(|&ix| {
+                let e = &s.entries()[ix];
+                let place = g.placements[ix].unwrap_or_default();
+                let sum = &summaries[ix];
                 json!({
                     "id": e.id,
                     "parentId": e.parent_id,
                     "type": e.kind.as_str(),
                     "role": e.role,
                     "line": e.line,
-                    "depth": depth,
-                    "label": s.label_of(&e.id),
+                    "depth": place.depth,
+                    "lane": place.lane,
+                    "label": labels.get(e.id.as_str()),
                     "leaf": leaf.as_deref() == Some(e.id.as_str()),
-                    "children": children[*ix].iter().map(|c| s.entries()[*c].id.clone()).collect::<Vec<_>>(),
+                    "summary": sum.text,
+                    "toolCalls": sum.tool_calls,
+                    "isError": sum.is_error,
+                    "checkpoint": sum.checkpoint,
+                    "children": children[ix].iter().map(|c| s.entries()[*c].id.clone()).collect::<Vec<_>>(),
                 })
             })
             .collect();
         return print_json(&json!({
             "file": file.display().to_string(),
             "leaf": leaf,
+            "lanes": g.lanes,
             "nodes": nodes,
             "problems": problems_json(s.problems()),
         }));
     }
+    let width = display::stdout_width();
     let mut t = String::new();
-    for (ix, prefix, _) in &rows {
-        let e = &s.entries()[*ix];
-        t.push_str(&format!("{prefix}{} {}", e.id, entry_summary(&s, *ix)));
-        if let Some(l) = s.label_of(&e.id) {
-            t.push_str(&format!(" [{l}]"));
+    for row in &g.rows {
+        let mut line = row.graph.clone();
+        match &row.kind {
+            RowKind::Fork => {}
+            RowKind::Folded(ixs) => {
+                line.push_str(&graph::folded_summary(&summaries, ixs));
+                if let (Some(first), Some(last)) = (ixs.first(), ixs.last()) {
+                    line.push_str(&format!(
+                        " [{}..{}]",
+                        s.entries()[*first].id,
+                        s.entries()[*last].id
+                    ));
+                }
+            }
+            RowKind::Entry(ix) => {
+                let e = &s.entries()[*ix];
+                let sum = &summaries[*ix];
+                line.push_str(&e.id);
+                line.push(' ');
+                line.push_str(&sum.text);
+                if let Some(l) = labels.get(e.id.as_str()) {
+                    line.push_str(&format!(" [{l}]"));
+                }
+                if let Some(cp) = &sum.checkpoint {
+                    line.push_str(&format!(" ⚑ checkpoint {cp}"));
+                }
+                if leaf.as_deref() == Some(e.id.as_str()) {
+                    line.push_str("  ← leaf");
+                }
+            }
         }
-        if leaf.as_deref() == Some(e.id.as_str()) {
-            t.push_str("  <- leaf");
+        let line = display::escape(line.trim_end());
+        match width {
+            Some(w) => t.push_str(&display::fit(&line, w)),
+            None => t.push_str(&line),
         }
         t.push('\n');
     }
-    if rows.is_empty() {
+    if g.rows.is_empty() {
         t.push_str("(no entries)\n");
     }
     out(&t)?;
     for p in s.problems() {
-        eprintln!("{}:{}", file.display(), problem_line(p));
+        eprintln!("{}:{}", file.display(), display::escape(&problem_line(p)));
     }
     Ok(())
+}
+
+// ----- export ----------------------------------------------------------------
+
+fn export(ctx: &Ctx, file: &Path, out_path: Option<&Path>, force: bool) -> Result<(), CliError> {
+    let s = load(ctx, file)?;
+    require_session(&s, file)?;
+    let html = bh_report::session_html(
+        &s,
+        &bh_report::SessionReportOptions {
+            source: Some(file.display().to_string()),
+        },
+    );
+    let Some(dest) = out_path else {
+        if ctx.json {
+            return Err(CliError::new(
+                ErrorKind::Usage,
+                "--json needs --out FILE (the report itself is not JSON)",
+            ));
+        }
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(html.as_bytes())?;
+        stdout.flush()?;
+        return Ok(());
+    };
+    let dest = ctx.abs(dest);
+    if dest.is_dir() {
+        return Err(CliError::new(
+            ErrorKind::Usage,
+            format!("{}: is a directory, not a file", dest.display()),
+        ));
+    }
+    if dest.exists() && !force {
+        return Err(CliError::new(
+            ErrorKind::Refused,
+            format!("{}: exists (use --force to replace it)", dest.display()),
+        ));
+    }
+    bh_fs::write_atomic(&dest, html.as_bytes(), 0o644).map_err(|e| {
+        CliError::new(
+            ErrorKind::Internal,
+            format!("cannot write {}: {e}", dest.display()),
+        )
+    })?;
+    if ctx.json {
+        return print_json(&json!({
+            "file": file.display().to_string(),
+            "out": dest.display().to_string(),
+            "bytes": html.len(),
+        }));
+    }
+    out(&format!(
+        "wrote {} ({})\n",
+        dest.display(),
+        human_size(html.len() as u64)
+    ))
 }
 
 // ----- validate --------------------------------------------------------------

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use bh_session::SessionError;
 use bh_worktree::{
-    ConsumeOutcome, CreateOptions, CreateOutcome, DisposeOptions, DisposeOutcome, EnterOptions,
-    WorktreeError, WorktreeInfo,
+    ConsumeOutcome, CreateOptions, CreateOutcome, CreateProgress, DisposeOptions, DisposeOutcome,
+    EnterOptions, WorktreeError, WorktreeInfo,
 };
 use clap::Subcommand;
 use serde_json::json;
@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::checkpoint::checkpoint_error;
 use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind, print_json};
+use crate::progress::Progress;
 
 /// What a new worktree is: shared by `bh worktree create` and the agent's
 /// `/worktree create`.
@@ -177,7 +178,22 @@ fn create(
     let path = dir.map(|d| ctx.abs(&d).join(&new.name));
     let session = session.map(|s| ctx.abs(&s).display().to_string());
     let opts = new.options(path, session, repo_dir(ctx, repo));
-    let out = bh_worktree::create(&ctx.git(), &opts).map_err(cli_err)?;
+    let progress = Progress::new(ctx.json);
+    let result = bh_worktree::create_with_progress(&ctx.git(), &opts, &mut |p| match p {
+        CreateProgress::AddWorktree => progress.phase("git worktree add"),
+        CreateProgress::LinkEnv => progress.phase("linking .env files"),
+        CreateProgress::PostCreate {
+            index,
+            total,
+            command,
+        } => progress.phase(&format!("post-create {index}/{total}: {command}")),
+    });
+    match &result {
+        Ok(_) => progress.done(),
+        Err(_) => progress.failed(),
+    }
+    drop(progress);
+    let out = result.map_err(cli_err)?;
     if ctx.json {
         return print_json(&json!({
             "worktree": out.receipt,

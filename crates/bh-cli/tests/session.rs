@@ -113,16 +113,23 @@ fn tree_marks_labels_and_leaf() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 21, "{text}");
+    // 21 entries and the connector under the one branch point.
+    assert_eq!(text.lines().count(), 22, "{text}");
     assert!(
-        text.contains("59f3f2ac message:assistant fake/fake-model [checkpoint-1]"),
+        text.contains("● 59f3f2ac assistant fake-model: (thinking) Hello!"),
+        "{text}"
+    );
+    assert!(text.contains("[checkpoint-1]\n├─╮\n"), "{text}");
+    // The side branch is drawn in lane 1 and closed before the active path goes on.
+    assert!(
+        text.contains("\n│ ○ a672eefc custom corpus-state\n"),
         "{text}"
     );
     assert!(
-        text.contains("b9b28e92 message:assistant fake/fake-model  <- leaf"),
+        text.trim_end()
+            .ends_with("◉ b9b28e92 assistant fake-model: (thinking) Hello! I am a scripted fake model. How can I help with this repository?  ← leaf"),
         "{text}"
     );
-    assert!(text.contains("├─ a672eefc custom corpus-state"), "{text}");
     let out = env
         .bh()
         .args(["--json", "session", "tree"])
@@ -130,8 +137,158 @@ fn tree_marks_labels_and_leaf() {
         .output()
         .unwrap();
     let v = json_of(&out.stdout);
-    assert_eq!(v["nodes"].as_array().unwrap().len(), 21);
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 21);
     assert_eq!(v["leaf"], "b9b28e92");
+    assert_eq!(v["lanes"], 2);
+    // Every entry on the active path is in lane 0.
+    let ctx = json_of(
+        &env.bh()
+            .args(["--json", "session", "context"])
+            .arg(scenario("s07-extension-entries"))
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    assert!(ctx.is_object());
+    let leaf = nodes.iter().find(|n| n["leaf"] == true).unwrap();
+    assert_eq!(leaf["lane"], 0);
+    let side = nodes.iter().find(|n| n["id"] == "a672eefc").unwrap();
+    assert_eq!(side["lane"], 1);
+    assert_eq!(side["summary"], "custom corpus-state");
+}
+
+#[test]
+fn tree_folds_tool_runs_unless_full() {
+    let env = Env::new();
+    let f = scenario("s02-tools-json-mode");
+    let folded = env.bh().args(["session", "tree"]).arg(&f).output().unwrap();
+    let text = String::from_utf8(folded.stdout).unwrap();
+    assert!(
+        text.contains("┊ 8 tool steps: read, edit, ls, bash (1 error) [5e40c0e5..545769db]"),
+        "{text}"
+    );
+    let full = env
+        .bh()
+        .args(["session", "tree", "--full"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(full.stdout).unwrap();
+    assert!(!text.contains('┊'), "{text}");
+    assert!(text.contains("● 4385c5de ls ✗ Tool ls not found"), "{text}");
+    assert!(
+        text.contains("● 064b6fc1 assistant fake-model: → ls, bash"),
+        "{text}"
+    );
+}
+
+/// A session with 1,200 entries that branches at every user turn: the
+/// width stays that of the lanes open at once (two), not of the depth, and
+/// every entry is drawn exactly once.
+#[test]
+fn tree_width_does_not_grow_with_depth() {
+    let env = Env::new();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("deep.jsonl");
+    let mut lines = vec![r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp/x"}"#.to_owned()];
+    let mut parent = "null".to_owned();
+    let mut ids = Vec::new();
+    for i in 0..300 {
+        let u = format!("{i:04x}aaaa");
+        let a = format!("{i:04x}bbbb");
+        let dead = format!("{i:04x}cccc");
+        let dead_reply = format!("{i:04x}dddd");
+        lines.push(format!(r#"{{"type":"message","id":"{u}","parentId":{parent},"timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":"turn {i}","timestamp":1}}}}"#));
+        // An abandoned reply first (a branch), then the one that goes on.
+        lines.push(format!(r#"{{"type":"message","id":"{dead}","parentId":"{u}","timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"assistant","content":[{{"type":"text","text":"abandoned {i}"}}],"model":"m","timestamp":1}}}}"#));
+        lines.push(format!(r#"{{"type":"message","id":"{dead_reply}","parentId":"{dead}","timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":"never mind","timestamp":1}}}}"#));
+        lines.push(format!(r#"{{"type":"message","id":"{a}","parentId":"{u}","timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"assistant","content":[{{"type":"text","text":"reply {i}"}}],"model":"m","timestamp":1}}}}"#));
+        ids.extend([u, dead, dead_reply, a.clone()]);
+        parent = format!("\"{a}\"");
+    }
+    std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+    let out = env.bh().args(["session", "tree"]).arg(&f).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let widest = text.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(widest <= 60, "widest line {widest} columns");
+    for id in &ids {
+        assert_eq!(text.matches(id.as_str()).count(), 1, "{id}");
+    }
+    assert!(text.trim_end().ends_with("← leaf"));
+    let v = json_of(
+        &env.bh()
+            .args(["--json", "session", "tree"])
+            .arg(&f)
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    assert_eq!(v["lanes"], 2);
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 1200);
+}
+
+/// Escape sequences stored in a session never reach the terminal.
+#[test]
+fn session_text_is_printed_with_control_characters_escaped() {
+    let env = Env::new();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("esc.jsonl");
+    std::fs::write(
+        &f,
+        concat!(
+            r#"{"type":"session","version":3,"id":"s\u001b]0;pwned\u0007","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp/\u001b[2J"}"#,
+            "\n",
+            r#"{"type":"message","id":"aaaa0001","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"hi \u001b[31mred\u009b2J","timestamp":1}}"#,
+            "\n",
+            r#"{"type":"session_info","id":"aaaa0002","parentId":"aaaa0001","timestamp":"2026-01-01T00:00:00.000Z","name":"n\u001b[5m"}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    for args in [
+        &["session", "tree"][..],
+        &["session", "show"],
+        &["session", "context"],
+    ] {
+        let out = env.bh().args(args).arg(&f).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let all = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+        let text = String::from_utf8(all).unwrap();
+        assert!(!text.contains('\u{1b}'), "{args:?}: {text:?}");
+        assert!(!text.contains('\u{9b}'), "{args:?}: {text:?}");
+        assert!(!text.contains('\u{7}'), "{args:?}: {text:?}");
+    }
+    let out = env.bh().args(["session", "tree"]).arg(&f).output().unwrap();
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("user: hi \\e[31mred\\x9b2J")
+    );
+}
+
+#[test]
+fn show_and_tree_refuse_a_file_that_is_not_a_session() {
+    let env = Env::new();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("notes.txt");
+    let text: String = (0..103).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&f, text).unwrap();
+    for cmd in ["show", "tree"] {
+        let out = env.bh().args(["session", cmd]).arg(&f).output().unwrap();
+        assert_eq!(out.status.code(), Some(6), "{cmd}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("notes.txt"), "{cmd}: {err}");
+        assert!(
+            err.lines().count() <= 2,
+            "{cmd}: one error, not one per line: {err}"
+        );
+    }
 }
 
 #[test]
@@ -415,4 +572,21 @@ fn ls_lists_newest_first() {
         .assert()
         .success()
         .stdout(predicate::str::contains("no sessions in"));
+}
+
+#[test]
+fn a_directory_where_a_session_file_is_expected_is_a_usage_error() {
+    let env = Env::new();
+    let dir = tempfile::tempdir().unwrap();
+    for cmd in ["show", "tree", "context", "validate", "export"] {
+        let out = env
+            .bh()
+            .args(["session", cmd])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("is a directory"), "{cmd}: {err}");
+    }
 }

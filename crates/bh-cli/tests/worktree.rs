@@ -410,3 +410,52 @@ fn b64decode(s: &str) -> Vec<u8> {
     }
     out
 }
+
+/// On a terminal, `worktree create` shows each stage and post-create command
+/// as it runs; in a pipe (and with `--json`) nothing but the result.
+#[test]
+fn create_shows_progress_on_a_terminal_only() {
+    let env = Env::new();
+    env.write(
+        ".better-harness/worktree.toml",
+        "post_create = [\"true\", \"echo built > built.txt\"]\n",
+    );
+    let piped = env.run(&["worktree", "create", "quiet"]);
+    assert!(piped.status.success());
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert!(
+        !err.contains('\u{1b}') && !err.contains("post-create 1/2"),
+        "{err}"
+    );
+
+    let Some(script) = ["/usr/bin/script", "/bin/script"]
+        .iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!("skipped the terminal part: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    };
+    let bh = assert_cmd::cargo::cargo_bin("bh");
+    let out = Command::new(script)
+        .arg("-qec")
+        .arg(format!("{} worktree create loud", bh.display()))
+        .arg("/dev/null")
+        .current_dir(&env.repo)
+        .env("HOME", &env.home)
+        .env("BH_STATE_DIR", &env.state)
+        .env("PI_CODING_AGENT_DIR", env.agent())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "✓ git worktree add",
+        "✓ post-create 1/2: true",
+        "✓ post-create 2/2: echo built > built.txt",
+    ] {
+        assert!(screen.contains(line), "{line:?} in {screen:?}");
+    }
+    assert!(env.wt("loud").join("built.txt").is_file());
+}

@@ -470,7 +470,12 @@ impl Agent {
                 msg.error_message = Some(self.limit_reason(LimitKind::Time));
             }
             let entry = self.finish_assistant(&msg, sink)?;
-            let calls: Vec<(String, String, Value)> = msg
+            // Each call with the reason it must not run, if any (Pi 1.6's gating): a
+            // response cut by the output token limit may carry truncated arguments that
+            // still parse, and arguments that are not a JSON object were stored as `{}`
+            // plus `argumentsError`; neither is ever executed.
+            let truncated = msg.stop_reason == "length";
+            let calls: Vec<(String, String, Value, Option<String>)> = msg
                 .content
                 .iter()
                 .filter_map(|b| match b {
@@ -478,8 +483,20 @@ impl Agent {
                         id,
                         name,
                         arguments,
-                        ..
-                    }) => Some((id.clone(), name.clone(), arguments.clone())),
+                        extra,
+                    }) => {
+                        let refusal = if truncated {
+                            Some(truncated_call_message(name))
+                        } else if !self.offers(name) {
+                            None
+                        } else {
+                            extra
+                                .get("argumentsError")
+                                .and_then(Value::as_str)
+                                .map(|e| format!("Invalid arguments for tool \"{name}\": {e}"))
+                        };
+                        Some((id.clone(), name.clone(), arguments.clone(), refusal))
+                    }
                     _ => None,
                 })
                 .collect();
@@ -500,8 +517,8 @@ impl Agent {
             let mut pending = Vec::with_capacity(calls.len());
             let mut stopped: Option<(RunStop, Option<LimitKind>)> = None;
             let mut executed = 0u32;
-            for (id, name, args) in calls {
-                if stopped.is_none() {
+            for (id, name, args, refusal) in calls {
+                if stopped.is_none() && refusal.is_none() {
                     if time_fired.load(Ordering::SeqCst) {
                         stopped = Some((RunStop::Limit, Some(LimitKind::Time)));
                     } else if cancel.is_cancelled() {
@@ -519,13 +536,14 @@ impl Agent {
                     tool_name: name.clone(),
                     args: args.clone(),
                 });
-                let result = match stopped {
-                    Some((_, Some(kind))) => ToolResult::error(format!(
+                let result = match (refusal, stopped) {
+                    (Some(reason), _) => ToolResult::error(reason),
+                    (None, Some((_, Some(kind)))) => ToolResult::error(format!(
                         "{}: tool call not executed",
                         self.limit_reason(kind)
                     )),
-                    Some((_, None)) => ToolResult::error("Operation aborted"),
-                    None => {
+                    (None, Some((_, None))) => ToolResult::error("Operation aborted"),
+                    (None, None) => {
                         self.tool_calls += 1;
                         executed += 1;
                         let work = Instant::now();
@@ -1065,6 +1083,14 @@ fn attach_checkpoint(result: &mut ToolResult, id: &str) {
             result.details = Some(Value::Object(map));
         }
     }
+}
+
+/// Pi 1.6's result for a tool call of a response cut by the output token limit.
+fn truncated_call_message(name: &str) -> String {
+    format!(
+        "Tool call \"{name}\" was not executed: the response hit the output token limit, \
+         so its arguments may be truncated. Re-issue the tool call with complete arguments."
+    )
 }
 
 #[cfg(test)]

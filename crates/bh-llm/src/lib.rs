@@ -58,6 +58,7 @@
 //! ```
 
 mod anthropic;
+pub mod args;
 mod body;
 mod config;
 mod convert;

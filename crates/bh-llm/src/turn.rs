@@ -7,6 +7,7 @@ use bh_protocol::message::{AssistantMessage, ContentBlock, KnownBlock, Usage};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::args::parse_tool_call_arguments;
 use crate::json::parse_streaming_json;
 use crate::types::{ModelSpec, StopReason, StreamEvent, zero_usage};
 
@@ -31,6 +32,10 @@ pub(crate) enum Block {
         /// Set when the server sent the arguments as a JSON value, not a string.
         whole: Option<Value>,
         thought_signature: Option<String>,
+        /// The final arguments once the wire ended the call: Pi's one full parse of the
+        /// complete text (`parseToolCallArguments`), with `argumentsError` when it is not a
+        /// JSON object. A call the stream never finished keeps the streaming preview.
+        finished: Option<(Value, Option<String>)>,
     },
 }
 
@@ -51,6 +56,10 @@ pub(crate) struct Turn {
     pub provider: String,
     pub model: String,
     pub timestamp: i64,
+    /// The provider's own stop reason (Pi's `rawStopReason`), once one arrived.
+    pub raw_stop_reason: Option<String>,
+    /// Set by [`Turn::fail`]: blocks ended after this keep their streaming preview.
+    failed: bool,
     started: bool,
     tx: UnboundedSender<StreamEvent>,
 }
@@ -72,6 +81,8 @@ impl Turn {
             provider: model.provider.clone(),
             model: model.id.clone(),
             timestamp: now_ms(),
+            raw_stop_reason: None,
+            failed: false,
             started: false,
             tx,
         }
@@ -132,6 +143,7 @@ impl Turn {
             args: String::new(),
             whole: None,
             thought_signature: None,
+            finished: None,
         });
         self.emit(StreamEvent::ToolCallStart { index: i, id, name });
         i
@@ -210,6 +222,7 @@ impl Turn {
             return;
         }
         slot.ended = true;
+        let failed = self.failed;
         let ev = match &mut slot.block {
             Block::Text { text, .. } => StreamEvent::TextEnd {
                 index,
@@ -229,12 +242,21 @@ impl Turn {
                 name,
                 args,
                 whole,
+                finished,
                 ..
             } => {
                 if id.is_empty() {
                     *id = format!("call_{}", uuid::Uuid::now_v7().simple());
                 }
-                let arguments = whole.clone().unwrap_or_else(|| parse_streaming_json(args));
+                let arguments = match whole {
+                    Some(v) => v.clone(),
+                    None if failed => parse_streaming_json(args),
+                    None => {
+                        let (value, error) = parse_tool_call_arguments(args);
+                        *finished = Some((value.clone(), error));
+                        value
+                    }
+                };
                 StreamEvent::ToolCallEnd {
                     index,
                     id: id.clone(),
@@ -266,9 +288,12 @@ impl Turn {
         self.error_message = None;
         self.response_id = None;
         self.response_model = None;
+        self.raw_stop_reason = None;
+        self.failed = false;
     }
 
     pub fn fail(&mut self, reason: StopReason, message: String) {
+        self.failed = true;
         self.stop_reason = reason;
         self.error_message = Some(message);
     }
@@ -286,6 +311,9 @@ impl Turn {
         }
         if let Some(m) = self.response_model {
             extra.insert("responseModel".to_owned(), Value::String(m));
+        }
+        if let Some(r) = self.raw_stop_reason {
+            extra.insert("rawStopReason".to_owned(), Value::String(r));
         }
         let msg = AssistantMessage {
             role: "assistant".to_owned(),
@@ -332,10 +360,21 @@ fn block_to_protocol(b: Block) -> ContentBlock {
             args,
             whole,
             thought_signature,
+            finished,
         } => {
             if let Some(s) = thought_signature {
                 extra.insert("thoughtSignature".to_owned(), Value::String(s));
             }
+            let arguments = match (whole, finished) {
+                (Some(v), _) => v,
+                (None, Some((v, error))) => {
+                    if let Some(e) = error {
+                        extra.insert("argumentsError".to_owned(), Value::String(e));
+                    }
+                    v
+                }
+                (None, None) => parse_streaming_json(&args),
+            };
             let id = if id.is_empty() {
                 format!("call_{}", uuid::Uuid::now_v7().simple())
             } else {
@@ -344,7 +383,7 @@ fn block_to_protocol(b: Block) -> ContentBlock {
             KnownBlock::ToolCall {
                 id,
                 name,
-                arguments: whole.unwrap_or_else(|| parse_streaming_json(&args)),
+                arguments,
                 extra,
             }
         }

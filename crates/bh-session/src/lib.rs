@@ -16,19 +16,24 @@
 pub mod context;
 pub mod error;
 pub mod fork;
+pub mod graph;
 pub mod list;
 pub mod problem;
 pub mod session;
+mod skim;
 pub mod stats;
+pub mod summary;
 pub mod write;
 
 pub use context::{Context, ContextMessage, ModelRef, SystemPrompt};
 pub use error::{Result, SessionError};
 pub use fork::{ForkOptions, ForkTarget, Forked, fork};
+pub use graph::{Graph, GraphOptions, Placement, Row, RowKind};
 pub use list::{SessionSummary, list_sessions};
 pub use problem::{Problem, ProblemKind, Severity};
 pub use session::{Entry, Label, Migration, Session};
 pub use stats::{Stats, Totals};
+pub use summary::{Summary, SummaryKind, summarize};
 pub use write::{
     SessionWriter, new_entry_id, new_session_id, now_iso, select_leaf, session_dir_for_cwd,
     session_file_name,

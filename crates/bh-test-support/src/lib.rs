@@ -11,6 +11,8 @@ use std::process::Command;
 
 use bh_git::GitRunner;
 
+pub mod bench_session;
+pub mod browser;
 pub mod mock_openai;
 pub mod pi;
 

@@ -166,7 +166,7 @@ fn install(release: PiRelease) -> Option<RealPi> {
     Some(RealPi { release, node, cli })
 }
 
-fn npm_install(npm: &Path, prefix: &Path, spec: &str) {
+pub(crate) fn npm_install(npm: &Path, prefix: &Path, spec: &str) {
     std::fs::create_dir_all(prefix)
         .unwrap_or_else(|e| panic!("creating {}: {e}", prefix.display()));
     let manifest = prefix.join("package.json");
@@ -197,7 +197,7 @@ fn npm_install(npm: &Path, prefix: &Path, spec: &str) {
     );
 }
 
-fn installed_version(pkg_json: &Path) -> Option<String> {
+pub(crate) fn installed_version(pkg_json: &Path) -> Option<String> {
     let text = std::fs::read_to_string(pkg_json).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v["version"].as_str().map(str::to_owned)
@@ -223,7 +223,7 @@ fn node_package() -> &'static str {
 
 /// The build's target directory, found from the running test executable
 /// (`target/<profile>/deps/<test>`), so the install lives and dies with it.
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test executable's path");
     exe.ancestors()
         .find(|p| p.file_name().is_some_and(|n| n == "deps"))
@@ -233,7 +233,7 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join("bh-test-support"))
 }
 
-fn which(name: &str) -> Option<PathBuf> {
+pub(crate) fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(name))

@@ -46,7 +46,31 @@ fn lexical_absolute(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
+/// How far a [`create_with_progress`] has come, for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateProgress<'a> {
+    /// `git worktree add` is running.
+    AddWorktree,
+    /// Linking the main checkout's ignored `.env` files.
+    LinkEnv,
+    /// Post-create command `index` (1-based) of `total` started.
+    PostCreate {
+        index: usize,
+        total: usize,
+        command: &'a str,
+    },
+}
+
 pub fn create(runner: &bh_git::GitRunner, opts: &CreateOptions) -> Result<CreateOutcome> {
+    create_with_progress(runner, opts, &mut |_| {})
+}
+
+/// [`create`], telling `progress` as each stage starts.
+pub fn create_with_progress(
+    runner: &bh_git::GitRunner,
+    opts: &CreateOptions,
+    progress: &mut dyn FnMut(CreateProgress<'_>),
+) -> Result<CreateOutcome> {
     validate_name(&opts.name)?;
     if opts.detach && opts.branch.is_some() {
         return Err(WorktreeError::Usage(
@@ -55,12 +79,16 @@ pub fn create(runner: &bh_git::GitRunner, opts: &CreateOptions) -> Result<Create
     }
     let project = Project::discover(runner, &opts.cwd)?;
     let claim = Claim::acquire(&project.claim_path(&opts.name), &opts.name, "create")?;
-    let result = create_claimed(&project, opts);
+    let result = create_claimed(&project, opts, progress);
     drop(claim);
     result
 }
 
-fn create_claimed(project: &Project, opts: &CreateOptions) -> Result<CreateOutcome> {
+fn create_claimed(
+    project: &Project,
+    opts: &CreateOptions,
+    progress: &mut dyn FnMut(CreateProgress<'_>),
+) -> Result<CreateOutcome> {
     let name = &opts.name;
     let receipt_path = project.receipt_path(name);
     let main = project.repo();
@@ -168,6 +196,7 @@ fn create_claimed(project: &Project, opts: &CreateOptions) -> Result<CreateOutco
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| WorktreeError::io(parent, e))?;
         }
+        progress(CreateProgress::AddWorktree);
         let mut cmd = main.cmd(["worktree", "add", "--quiet"]);
         cmd = match (&branch, created_branch) {
             (None, _) => cmd.arg("--detach").arg("--").arg(&path).arg(&base),
@@ -178,10 +207,11 @@ fn create_claimed(project: &Project, opts: &CreateOptions) -> Result<CreateOutco
         added = true;
         receipt.stage = Stage::LinkEnv;
         receipt.store(&receipt_path)?;
+        progress(CreateProgress::LinkEnv);
         receipt.env_links = link_env_files(&main, &project.main, &path)?;
         receipt.stage = Stage::PostCreate;
         receipt.store(&receipt_path)?;
-        run_post_create(project, opts, &path, &log)?;
+        run_post_create(project, opts, &path, &log, progress)?;
         receipt.stage = Stage::Complete;
         receipt.state = State::Ready;
         receipt.store(&receipt_path)
@@ -264,13 +294,24 @@ fn link_env_files(main: &Repo, main_dir: &Path, target: &Path) -> Result<Vec<Str
     Ok(linked)
 }
 
-fn run_post_create(project: &Project, opts: &CreateOptions, path: &Path, log: &Path) -> Result<()> {
+fn run_post_create(
+    project: &Project,
+    opts: &CreateOptions,
+    path: &Path,
+    log: &Path,
+    progress: &mut dyn FnMut(CreateProgress<'_>),
+) -> Result<()> {
     let commands = &project.config.post_create;
     if let Some(dir) = log.parent() {
         std::fs::create_dir_all(dir).map_err(|e| WorktreeError::io(dir, e))?;
     }
     let file = std::fs::File::create(log).map_err(|e| WorktreeError::io(log, e))?;
     for (index, command) in commands.iter().enumerate() {
+        progress(CreateProgress::PostCreate {
+            index: index + 1,
+            total: commands.len(),
+            command,
+        });
         let out = file.try_clone().map_err(|e| WorktreeError::io(log, e))?;
         let err = file.try_clone().map_err(|e| WorktreeError::io(log, e))?;
         let status = Command::new("sh")

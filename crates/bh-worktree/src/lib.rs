@@ -36,7 +36,7 @@ mod project;
 mod receipt;
 
 pub use claim::Claim;
-pub use create::{CreateOptions, CreateOutcome, create};
+pub use create::{CreateOptions, CreateOutcome, CreateProgress, create, create_with_progress};
 pub use dispose::{DisposeOptions, DisposeOutcome, IgnoredCapture, check_dispose, dispose};
 pub use enter::{
     ConsumeOutcome, EnterOptions, EnterOutcome, Handoff, ORIENTATION_TYPE, VERIFICATION_TYPE,

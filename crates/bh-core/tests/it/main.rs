@@ -10,3 +10,4 @@ mod limits;
 mod mock;
 mod run;
 mod support;
+mod truncated;

@@ -7,6 +7,7 @@ mod bad_input;
 mod context;
 mod fixtures;
 mod fork;
+mod graph;
 mod proptests;
 mod support;
 mod tree;

@@ -1,0 +1,16 @@
+//! Self-contained HTML reports: one file, inline CSS and a few lines of
+//! inline script, no network (a Content-Security-Policy forbids every fetch
+//! but inline images), so a report can be attached to a pull request and
+//! opened anywhere.
+//!
+//! * [`session_html`]: a Pi session — its tree, every message, tool calls with
+//!   their diffs, checkpoint markers.
+//!
+//! Every string that came from a session, a tool or a file is HTML-escaped;
+//! nothing in the input can add markup or script.
+
+mod html;
+mod session;
+
+pub use html::escape;
+pub use session::{SessionReportOptions, session_html};
