@@ -11,6 +11,8 @@ use bh_checkpoint::{
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+mod serve;
+
 use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind, print_json};
 use crate::units::{human_age, human_size, parse_duration, parse_size};
@@ -23,10 +25,10 @@ pub struct ProjectArg {
     /// The project (default: the enclosing Git repository's top level, else the
     /// current directory).
     #[arg(long, value_name = "DIR")]
-    project: Option<PathBuf>,
+    pub(crate) project: Option<PathBuf>,
     /// Files larger than this are not captured.
     #[arg(long, value_name = "SIZE", default_value = "50MiB", value_parser = parse_size)]
-    max_file_size: u64,
+    pub(crate) max_file_size: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -84,6 +86,19 @@ pub enum CheckpointCmd {
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         older_than: Option<std::time::Duration>,
     },
+    /// Serve the project's live checkpoint store (JSON lines, see
+    /// crates/bh-serve/PROTOCOL.md): on stdin/stdout for a parent that spawns
+    /// it, or with --socket on the project's private Unix socket.
+    Serve {
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Listen on the project's socket in the state directory instead of stdio.
+        #[arg(long)]
+        socket: bool,
+        /// With --socket: exit after this long without a connection.
+        #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+        idle: std::time::Duration,
+    },
     /// Integrations that snapshot before an agent's mutating tool calls.
     Hook {
         #[command(subcommand)]
@@ -101,6 +116,13 @@ pub enum HookAgent {
         /// Comma-separated tool names that trigger a snapshot.
         #[arg(long, value_name = "LIST", env = "BH_CHECKPOINT_TOOLS", default_value = DEFAULT_HOOK_TOOLS)]
         tools: String,
+        /// Never use (or start) the project's checkpoint server; always take
+        /// an ordinary snapshot.
+        #[arg(long, env = "BH_CHECKPOINT_NO_SERVER")]
+        no_server: bool,
+        /// How long a server started by the hook waits for the next call.
+        #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+        server_idle: std::time::Duration,
     },
 }
 
@@ -324,11 +346,23 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             );
             Ok(())
         }
+        CheckpointCmd::Serve {
+            project,
+            socket,
+            idle,
+        } => serve::serve(ctx, open(ctx, &project, None)?, &project, socket, idle),
         CheckpointCmd::Hook {
-            agent: HookAgent::ClaudeCode { project, tools },
+            agent:
+                HookAgent::ClaudeCode {
+                    project,
+                    tools,
+                    no_server,
+                    server_idle,
+                },
         } => {
+            let server = (!no_server).then_some(server_idle);
             // Best effort: whatever happens, the agent's tool proceeds (exit 0).
-            match claude_code_hook(ctx, &project, &tools) {
+            match claude_code_hook(ctx, &project, &tools, server) {
                 Ok(Some(doc)) if ctx.json => {
                     let _ = print_json(&doc);
                 }
@@ -351,6 +385,7 @@ fn claude_code_hook(
     ctx: &Ctx,
     project: &ProjectArg,
     tools: &str,
+    server_idle: Option<std::time::Duration>,
 ) -> Result<Option<serde_json::Value>, CliError> {
     let mut input = String::new();
     std::io::stdin()
@@ -369,20 +404,36 @@ fn claude_code_hook(
     if !tools.split(',').map(str::trim).any(|t| t == tool) {
         return Ok(None);
     }
-    let dir = field("cwd").map(PathBuf::from);
+    let dir = field("cwd").map(|d| ctx.abs(Path::new(&d)));
+    let request = SnapshotRequest {
+        tool,
+        session: field("session_id"),
+        entry: field("tool_use_id"),
+    };
+    let hook_dir = dir.clone().unwrap_or_else(|| ctx.cwd.clone());
+    let mut start_server = false;
+    if let Some(idle) = server_idle {
+        match serve::hook_snapshot(ctx, project, &hook_dir, &request) {
+            Ok(doc) => return Ok(Some(doc)),
+            Err(serve::Fallback::NoServer) => start_server = idle > std::time::Duration::ZERO,
+            Err(serve::Fallback::Failed(why)) => {
+                eprintln!(
+                    "bh: note: checkpoint server not used ({why}); taking an ordinary snapshot"
+                );
+            }
+        }
+    }
     let store = open(ctx, project, dir.as_deref())?;
-    let outcome = store
-        .snapshot(&SnapshotRequest {
-            tool,
-            session: field("session_id"),
-            entry: field("tool_use_id"),
-        })
-        .map_err(checkpoint_error)?;
+    let outcome = store.snapshot(&request).map_err(checkpoint_error)?;
     for s in &outcome.skipped {
         eprintln!("bh: warning: not captured: {} ({})", s.path, s.reason);
     }
+    if start_server && let Some(idle) = server_idle {
+        // After our own snapshot: the next call finds it listening.
+        serve::spawn_server(ctx, project, &hook_dir, idle);
+    }
     Ok(Some(
-        json!({ "project": store.project(), "snapshot": outcome }),
+        json!({ "project": store.project(), "snapshot": outcome, "server": false }),
     ))
 }
 

@@ -1,0 +1,35 @@
+//! `bh-serve`: the checkpoint server.
+//!
+//! One long-lived process per project holds a [`bh_checkpoint::LiveStore`]
+//! (inotify-armed, so a snapshot after a few changed files starts no git
+//! process) and answers a small JSON-lines protocol — one request per line,
+//! one response line per request — described in `PROTOCOL.md` next to this
+//! crate's `Cargo.toml`:
+//!
+//! - over **stdio**, for a parent that spawns it (the Pi extension), until
+//!   stdin closes ([`serve_stdio`]);
+//! - over a **per-project Unix socket** in the state directory, for
+//!   short-lived callers such as the Claude Code hook ([`Listener`]): the
+//!   socket's folder is `0700` and owner-checked, the socket `0600`, every
+//!   peer's uid is checked with `SO_PEERCRED` (another uid gets an error line
+//!   and is disconnected), one `flock` per project makes a second server
+//!   bow out and lets a stale socket be replaced safely, and the server exits
+//!   after an idle period.
+//!
+//! [`Client`] is the caller's side of the socket; it checks the socket's owner
+//! and the server's uid before sending anything.
+//!
+//! The service ([`Service`]) uses only `bh-checkpoint`'s public API; the one
+//! thing it keeps besides the store is a per-project call journal (which
+//! checkpoint stood before each tagged call, reused ones included), so that
+//! `restore_to_entry` finds the right checkpoint even when a snapshot was
+//! debounced into an older one.
+
+mod error;
+mod journal;
+mod service;
+mod socket;
+
+pub use error::{Result, ServeError};
+pub use service::{Control, PROTOCOL_VERSION, Service};
+pub use socket::{Client, Listener, Paths, guess_project, serve_stdio};

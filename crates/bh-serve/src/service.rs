@@ -1,0 +1,425 @@
+//! The protocol's requests and their answers (see `PROTOCOL.md`).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bh_checkpoint::{
+    Checkpoint, CheckpointError, DiffText, ErrorClass, LiveStore, PrunePolicy, RestoreMode,
+    SnapshotRequest,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::journal::{Call, Journal};
+
+/// Bumped when a request or response changes incompatibly.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What the transport does after a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Continue,
+    /// The request was `shutdown`: answer, then stop serving.
+    Shutdown,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+enum Op {
+    Ping,
+    Snapshot {
+        #[serde(default)]
+        tool: String,
+        session: Option<String>,
+        entry: Option<String>,
+    },
+    List {
+        session: Option<String>,
+    },
+    Diff {
+        checkpoint: String,
+        #[serde(default)]
+        paths: Vec<String>,
+        #[serde(default)]
+        text: TextKind,
+    },
+    Restore {
+        checkpoint: String,
+        #[serde(default)]
+        paths: Vec<String>,
+        #[serde(default)]
+        exact: bool,
+    },
+    RestoreToEntry {
+        session: String,
+        entry: String,
+        /// The entry ids of the branch being left, root first (the target
+        /// entry among them).
+        branch: Vec<String>,
+        #[serde(default = "yes")]
+        exact: bool,
+    },
+    Prune {
+        keep: Option<usize>,
+        older_than_secs: Option<u64>,
+    },
+    Shutdown,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Default, Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum TextKind {
+    #[default]
+    None,
+    Patch,
+    Stat,
+}
+
+/// Fields every request may carry besides `id` and the op's own.
+#[derive(Debug, Deserialize)]
+struct Envelope {
+    #[serde(flatten)]
+    op: Op,
+    /// The project the caller means; refused when it is not this server's.
+    #[serde(default)]
+    project: Option<PathBuf>,
+    /// The size cap the caller means; refused when it is not this server's.
+    #[serde(default)]
+    max_file_size: Option<u64>,
+    /// Directory relative paths are resolved against (default: the project).
+    #[serde(default)]
+    cwd: Option<PathBuf>,
+}
+
+struct Failure {
+    kind: &'static str,
+    message: String,
+}
+
+impl From<CheckpointError> for Failure {
+    fn from(err: CheckpointError) -> Failure {
+        let kind = match err.class() {
+            ErrorClass::Refused => "refused",
+            ErrorClass::NotFound => "not_found",
+            ErrorClass::Usage => "usage",
+            ErrorClass::Internal => "internal",
+        };
+        Failure {
+            kind,
+            message: err.to_string(),
+        }
+    }
+}
+
+impl From<crate::ServeError> for Failure {
+    fn from(err: crate::ServeError) -> Failure {
+        Failure {
+            kind: "internal",
+            message: err.to_string(),
+        }
+    }
+}
+
+fn fail(kind: &'static str, message: impl Into<String>) -> Failure {
+    Failure {
+        kind,
+        message: message.into(),
+    }
+}
+
+/// One project's live store behind the protocol. Requests are answered one at
+/// a time (the store serialises them anyway).
+#[derive(Debug)]
+pub struct Service {
+    live: LiveStore,
+    max_file_size: u64,
+    journal: Journal,
+    shutdown: AtomicBool,
+}
+
+impl Service {
+    /// `journal` is the per-project call journal ([`crate::Paths::journal`]).
+    pub fn new(live: LiveStore, max_file_size: u64, journal: PathBuf) -> Service {
+        Service {
+            live,
+            max_file_size,
+            journal: Journal::new(journal),
+            shutdown: AtomicBool::new(false),
+        }
+    }
+
+    /// A `shutdown` request was answered.
+    pub fn shutdown_requested(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    pub fn project(&self) -> &Path {
+        self.live.store().project()
+    }
+
+    /// Answers one request line with one response line (no newline).
+    pub fn handle(&self, line: &[u8]) -> (String, Control) {
+        let value: Value = match serde_json::from_slice(line) {
+            Ok(v) => v,
+            Err(e) => {
+                return (
+                    respond(
+                        &Value::Null,
+                        Err(fail("usage", format!("request is not JSON: {e}"))),
+                    ),
+                    Control::Continue,
+                );
+            }
+        };
+        let id = value.get("id").cloned().unwrap_or(Value::Null);
+        let mut body = value;
+        if let Some(obj) = body.as_object_mut() {
+            obj.remove("id");
+        }
+        let envelope: Envelope = match serde_json::from_value(body) {
+            Ok(e) => e,
+            Err(e) => {
+                return (
+                    respond(&id, Err(fail("usage", format!("bad request: {e}")))),
+                    Control::Continue,
+                );
+            }
+        };
+        let control = if matches!(envelope.op, Op::Shutdown) {
+            self.shutdown.store(true, Ordering::SeqCst);
+            Control::Shutdown
+        } else {
+            Control::Continue
+        };
+        (respond(&id, self.answer(envelope)), control)
+    }
+
+    fn answer(&self, req: Envelope) -> Result<Value, Failure> {
+        let store = self.live.store();
+        // The store was checked when it was opened; an ordinary `bh` checks
+        // it on every call, so the server does too.
+        check_store(store.dir())?;
+        if let Some(p) = &req.project {
+            let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+            if p != store.project() {
+                return Err(fail(
+                    "refused",
+                    format!(
+                        "this server serves {}, not {}",
+                        store.project().display(),
+                        p.display()
+                    ),
+                ));
+            }
+        }
+        if let Some(size) = req.max_file_size
+            && size != self.max_file_size
+        {
+            return Err(fail(
+                "refused",
+                format!(
+                    "this server captures files up to {} bytes, not {size}",
+                    self.max_file_size
+                ),
+            ));
+        }
+        let cwd = req.cwd.clone();
+        let rel = |paths: &[String]| -> Result<Vec<Vec<u8>>, Failure> {
+            let base = cwd.clone().unwrap_or_else(|| store.project().to_path_buf());
+            let mut out = Vec::new();
+            for p in paths {
+                let r = bh_checkpoint::project_relative(store.project(), &base, Path::new(p))?;
+                if r.is_empty() {
+                    return Ok(Vec::new());
+                }
+                out.push(r);
+            }
+            Ok(out)
+        };
+        match req.op {
+            Op::Ping => {
+                let stats = self.live.stats();
+                Ok(json!({
+                    "protocol": PROTOCOL_VERSION,
+                    "project": store.project(),
+                    "store": store.dir(),
+                    "pid": std::process::id(),
+                    "max_file_size": self.max_file_size,
+                    "live": { "fast": stats.fast, "full": stats.full },
+                }))
+            }
+            Op::Snapshot {
+                tool,
+                session,
+                entry,
+            } => {
+                let request = SnapshotRequest {
+                    tool: tool.clone(),
+                    session: session.clone(),
+                    entry: entry.clone(),
+                };
+                let outcome = self.live.snapshot(&request)?;
+                if let (Some(session), Some(entry)) = (session, entry) {
+                    self.journal.append(&Call {
+                        commit: outcome.checkpoint.commit.clone(),
+                        session,
+                        entry,
+                        tool,
+                        created: outcome.created,
+                    })?;
+                }
+                Ok(json!({ "snapshot": outcome }))
+            }
+            Op::List { session } => {
+                let mut list = store.list()?;
+                if let Some(s) = session {
+                    list.retain(|c| c.session.as_deref() == Some(s.as_str()));
+                }
+                Ok(json!({ "checkpoints": list }))
+            }
+            Op::Diff {
+                checkpoint,
+                paths,
+                text,
+            } => {
+                let kind = match text {
+                    TextKind::None => DiffText::None,
+                    TextKind::Patch => DiffText::Patch,
+                    TextKind::Stat => DiffText::Stat,
+                };
+                let outcome = store.diff(&checkpoint, &rel(&paths)?, kind)?;
+                let text = outcome
+                    .text
+                    .as_deref()
+                    .map(|t| String::from_utf8_lossy(t).into_owned());
+                Ok(json!({ "diff": outcome, "text": text }))
+            }
+            Op::Restore {
+                checkpoint,
+                paths,
+                exact,
+            } => {
+                let outcome = store.restore(&checkpoint, &rel(&paths)?, mode(exact))?;
+                Ok(json!({ "restore": outcome }))
+            }
+            Op::RestoreToEntry {
+                session,
+                entry,
+                branch,
+                exact,
+            } => {
+                let Some(target) = self.checkpoint_after(&session, &entry, &branch)? else {
+                    return Ok(json!({ "checkpoint": null, "restore": null }));
+                };
+                let outcome = store.restore(&target.commit, &[], mode(exact))?;
+                Ok(json!({ "checkpoint": target, "restore": outcome }))
+            }
+            Op::Prune {
+                keep,
+                older_than_secs,
+            } => {
+                if keep.is_none() && older_than_secs.is_none() {
+                    return Err(fail("usage", "prune needs keep and/or older_than_secs"));
+                }
+                let outcome = store.prune(&PrunePolicy {
+                    keep,
+                    older_than: older_than_secs.map(Duration::from_secs),
+                })?;
+                Ok(json!({ "prune": outcome }))
+            }
+            Op::Shutdown => Ok(json!({ "shutdown": true })),
+        }
+    }
+
+    /// The checkpoint taken before the first mutating call at or after
+    /// `entry` on `branch` (calls are tagged with the assistant entry that
+    /// made them, so a call of `entry` itself counts): from the call journal
+    /// when it knows one, else from the store's own tags. `None` when no
+    /// tagged call followed.
+    fn checkpoint_after(
+        &self,
+        session: &str,
+        entry: &str,
+        branch: &[String],
+    ) -> Result<Option<Checkpoint>, Failure> {
+        let Some(pos) = branch.iter().position(|e| e == entry) else {
+            return Err(fail(
+                "not_found",
+                format!("entry {entry} is not on the branch given"),
+            ));
+        };
+        let after: HashSet<&str> = branch[pos..].iter().map(String::as_str).collect();
+        let from_journal = self
+            .journal
+            .calls()?
+            .into_iter()
+            .find(|c| c.session == session && after.contains(c.entry.as_str()));
+        if let Some(call) = from_journal {
+            return match self.live.store().resolve(&call.commit) {
+                Ok(cp) => Ok(Some(cp)),
+                Err(CheckpointError::UnknownCheckpoint { .. }) => Err(fail(
+                    "not_found",
+                    format!(
+                        "the checkpoint {} taken before the {} call of entry {} is gone (pruned?); journal {}",
+                        call.commit,
+                        call.tool,
+                        call.entry,
+                        self.journal.path().display()
+                    ),
+                )),
+                Err(e) => Err(e.into()),
+            };
+        }
+        let list = self.live.store().list()?;
+        Ok(list
+            .into_iter()
+            .filter(|c| {
+                c.kind == "snapshot"
+                    && c.session.as_deref() == Some(session)
+                    && c.entry.as_deref().is_some_and(|e| after.contains(e))
+            })
+            .min_by_key(|c| c.seq))
+    }
+}
+
+/// The store folder is still the current user's and closed to others.
+fn check_store(dir: &Path) -> Result<(), Failure> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| fail("internal", format!("cannot inspect {}: {e}", dir.display())))?;
+    let me = nix::unistd::getuid().as_raw();
+    if meta.uid() != me || !meta.is_dir() || meta.mode() & 0o077 != 0 {
+        return Err(fail(
+            "refused",
+            format!(
+                "checkpoint store {} changed owner or mode (uid {}, mode {:o}) since this server opened it; refusing to use it",
+                dir.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn mode(exact: bool) -> RestoreMode {
+    if exact {
+        RestoreMode::Exact
+    } else {
+        RestoreMode::Additive
+    }
+}
+
+fn respond(id: &Value, result: Result<Value, Failure>) -> String {
+    let doc = match result {
+        Ok(ok) => json!({ "id": id, "ok": ok }),
+        Err(f) => json!({ "id": id, "error": { "kind": f.kind, "message": f.message } }),
+    };
+    doc.to_string()
+}

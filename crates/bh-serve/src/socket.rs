@@ -1,0 +1,407 @@
+//! Transports: stdio for a spawning parent, and the private per-project Unix
+//! socket (server [`Listener`] and caller [`Client`]).
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Result, ServeError};
+use crate::service::{Control, Service};
+
+/// Longest line a peer may send (a request is small; this bounds memory).
+const MAX_LINE: u64 = 4 << 20;
+/// How long a connected peer may stay silent before it is dropped.
+const PEER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where one project's server keeps its socket, lock and call journal:
+/// `<state>/serve/<first 16 hex of sha256(canonical project)>.{sock,lock,calls}`.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// `<state>/serve`, `0700`.
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    /// `flock` held by the live server for its whole life.
+    pub lock: PathBuf,
+    /// The call journal (JSON lines).
+    pub journal: PathBuf,
+}
+
+impl Paths {
+    /// `project` must be canonical (as [`bh_checkpoint::Store::project`] is).
+    pub fn new(state_dir: &Path, project: &Path) -> Result<Paths> {
+        use std::os::unix::ffi::OsStrExt;
+        let digest = Sha256::digest(project.as_os_str().as_bytes());
+        let key = &hex::encode(digest)[..16];
+        let dir = state_dir.join("serve");
+        let socket = dir.join(format!("{key}.sock"));
+        let len = socket.as_os_str().len();
+        if len > 107 {
+            return Err(ServeError::PathTooLong { path: socket, len });
+        }
+        Ok(Paths {
+            lock: dir.join(format!("{key}.lock")),
+            journal: dir.join(format!("{key}.calls")),
+            socket,
+            dir,
+        })
+    }
+
+    /// Creates `dir` (`0700`) when missing and checks it is a directory owned
+    /// by the current user and closed to everyone else.
+    pub fn ensure_dir(&self) -> Result<()> {
+        match DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+        {
+            Ok(()) => {}
+            Err(e) => return Err(ServeError::io("cannot create", &self.dir, e)),
+        }
+        check_private(&self.dir, Kind::Dir)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Dir,
+    Socket,
+    File,
+}
+
+fn me() -> u32 {
+    nix::unistd::getuid().as_raw()
+}
+
+/// `path` (not followed) is of `kind`, owned by the current user and closed
+/// to group and others.
+fn check_private(path: &Path, kind: Kind) -> Result<()> {
+    let meta = fs::symlink_metadata(path).map_err(|e| ServeError::io("cannot inspect", path, e))?;
+    check_meta(path, &meta, kind)
+}
+
+fn check_meta(path: &Path, meta: &fs::Metadata, kind: Kind) -> Result<()> {
+    let (ok, expected) = match kind {
+        Kind::Dir => (meta.is_dir(), "directory"),
+        Kind::Socket => (meta.file_type().is_socket(), "socket"),
+        Kind::File => (meta.is_file(), "regular file"),
+    };
+    if !ok {
+        return Err(ServeError::WrongType {
+            path: path.to_path_buf(),
+            expected,
+        });
+    }
+    if meta.uid() != me() {
+        return Err(ServeError::NotOwned {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+            me: me(),
+        });
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(ServeError::Insecure {
+            path: path.to_path_buf(),
+            mode: meta.mode() & 0o7777,
+        });
+    }
+    Ok(())
+}
+
+/// The project a hook in `dir` means, found without running git: the nearest
+/// ancestor holding `.git` (what `git rev-parse --show-toplevel` finds in an
+/// ordinary checkout), else `dir`. The server is told this path and refuses
+/// when its own project differs, so a wrong guess only costs the fast path.
+pub fn guess_project(dir: &Path) -> std::io::Result<PathBuf> {
+    let dir = fs::canonicalize(dir)?;
+    let mut cur: &Path = &dir;
+    loop {
+        if fs::symlink_metadata(cur.join(".git")).is_ok() {
+            return Ok(cur.to_path_buf());
+        }
+        match cur.parent() {
+            Some(p) => cur = p,
+            None => return Ok(dir),
+        }
+    }
+}
+
+/// Serves requests read from `input` until it ends (or a `shutdown`),
+/// writing one response line per request to `output`.
+pub fn serve_stdio(service: &Service, input: impl Read, mut output: impl Write) -> Result<()> {
+    let mut reader = BufReader::new(input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut reader)
+            .take(MAX_LINE)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| ServeError::io("cannot read a request from", "stdin", e))?;
+        if n == 0 {
+            return Ok(());
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let (response, control) = service.handle(&line);
+        output
+            .write_all(response.as_bytes())
+            .and_then(|()| output.write_all(b"\n"))
+            .and_then(|()| output.flush())
+            .map_err(|e| ServeError::io("cannot write a response to", "stdout", e))?;
+        if control == Control::Shutdown {
+            return Ok(());
+        }
+    }
+}
+
+/// A bound per-project socket; holds the project's server lock for its life
+/// and removes the socket when dropped.
+#[derive(Debug)]
+pub struct Listener {
+    listener: UnixListener,
+    socket: PathBuf,
+    _lock: Flock<File>,
+}
+
+impl Listener {
+    /// Takes the project's server lock (another live server →
+    /// [`ServeError::AlreadyRunning`]), replaces a stale socket left by a
+    /// dead server (only a socket: anything else in its place is refused),
+    /// and binds a fresh one, `0600`.
+    pub fn bind(paths: &Paths) -> Result<Listener> {
+        paths.ensure_dir()?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&paths.lock)
+            .map_err(|e| ServeError::io("cannot open the server lock", &paths.lock, e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| ServeError::io("cannot inspect", &paths.lock, e))?;
+        check_meta(&paths.lock, &meta, Kind::File)?;
+        let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => l,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(ServeError::AlreadyRunning {
+                    path: paths.lock.clone(),
+                });
+            }
+            Err((_, e)) => {
+                return Err(ServeError::io(
+                    "cannot lock",
+                    &paths.lock,
+                    std::io::Error::from(e),
+                ));
+            }
+        };
+        // We hold the lock, so a socket here belongs to a server that died.
+        match fs::symlink_metadata(&paths.socket) {
+            Ok(meta) if meta.file_type().is_socket() => fs::remove_file(&paths.socket)
+                .map_err(|e| ServeError::io("cannot remove the stale socket", &paths.socket, e))?,
+            Ok(_) => {
+                return Err(ServeError::WrongType {
+                    path: paths.socket.clone(),
+                    expected: "socket",
+                });
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(ServeError::io("cannot inspect", &paths.socket, e)),
+        }
+        let listener = UnixListener::bind(&paths.socket)
+            .map_err(|e| ServeError::io("cannot listen on", &paths.socket, e))?;
+        // The folder is 0700 already; the socket is closed to others too.
+        fs::set_permissions(&paths.socket, fs::Permissions::from_mode(0o600))
+            .map_err(|e| ServeError::io("cannot restrict", &paths.socket, e))?;
+        Ok(Listener {
+            listener,
+            socket: paths.socket.clone(),
+            _lock: lock,
+        })
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Serves connections one at a time until none came for `idle`, the
+    /// project folder is gone, or a `shutdown` request came. A peer of another uid gets one error line and
+    /// is disconnected.
+    pub fn serve(&self, service: &Service, idle: Duration) -> Result<()> {
+        let mut last = Instant::now();
+        loop {
+            let left = idle.saturating_sub(last.elapsed());
+            // Idle, or the project is gone (a deleted temp folder): stop.
+            if left.is_zero() || !service.project().is_dir() {
+                return Ok(());
+            }
+            let wait =
+                PollTimeout::try_from(left.min(Duration::from_secs(5))).unwrap_or(PollTimeout::MAX);
+            let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, wait) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    return Err(ServeError::io(
+                        "cannot wait on",
+                        &self.socket,
+                        std::io::Error::from(e),
+                    ));
+                }
+            }
+            let stream = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(ServeError::io("cannot accept on", &self.socket, e)),
+            };
+            if self.connection(service, stream) == Control::Shutdown {
+                return Ok(());
+            }
+            last = Instant::now();
+        }
+    }
+
+    fn connection(&self, service: &Service, mut stream: UnixStream) -> Control {
+        let peer = getsockopt(&stream, PeerCredentials).map(|c| c.uid());
+        if peer != Ok(me()) {
+            let who = peer.map_or_else(|e| format!("unknown ({e})"), |u| u.to_string());
+            let line = serde_json::json!({ "id": null, "error": {
+                "kind": "refused",
+                "message": format!("this checkpoint server serves uid {} only, not uid {who}", me()),
+            }});
+            let _ = writeln!(stream, "{line}");
+            return Control::Continue;
+        }
+        let _ = stream.set_read_timeout(Some(PEER_TIMEOUT));
+        let Ok(write_half) = stream.try_clone() else {
+            return Control::Continue;
+        };
+        let _ = write_half.set_write_timeout(Some(PEER_TIMEOUT));
+        // A read error (timeout, reset) just ends this connection.
+        match serve_stdio(service, stream, write_half) {
+            Ok(()) => {}
+            Err(_) => return Control::Continue,
+        }
+        // serve_stdio returns on end of input or on shutdown; tell them apart
+        // by the service's answer, which serve_stdio already wrote.
+        if service.shutdown_requested() {
+            Control::Shutdown
+        } else {
+            Control::Continue
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        // Still holding the lock: the socket is ours.
+        let _ = fs::remove_file(&self.socket);
+    }
+}
+
+/// The caller's side of a project's socket.
+#[derive(Debug)]
+pub struct Client {
+    stream: BufReader<UnixStream>,
+    socket: PathBuf,
+    next_id: u64,
+}
+
+impl Client {
+    /// Connects after checking that the socket is the current user's and that
+    /// the process listening on it runs as the current user.
+    /// [`ServeError::NoServer`] when nothing listens there.
+    pub fn connect(paths: &Paths, timeout: Duration) -> Result<Client> {
+        match fs::symlink_metadata(&paths.socket) {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(ServeError::NoServer {
+                    path: paths.socket.clone(),
+                });
+            }
+            Err(e) => return Err(ServeError::io("cannot inspect", &paths.socket, e)),
+        }
+        let stream = match UnixStream::connect(&paths.socket) {
+            Ok(s) => s,
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionRefused | ErrorKind::NotFound) => {
+                return Err(ServeError::NoServer {
+                    path: paths.socket.clone(),
+                });
+            }
+            Err(e) => return Err(ServeError::io("cannot connect to", &paths.socket, e)),
+        };
+        // Someone listens: only talk to it through a private folder and
+        // socket, and only when it runs as us.
+        check_private(&paths.dir, Kind::Dir)?;
+        check_private(&paths.socket, Kind::Socket)?;
+        let uid = getsockopt(&stream, PeerCredentials)
+            .map(|c| c.uid())
+            .map_err(|e| {
+                ServeError::io(
+                    "cannot read the peer of",
+                    &paths.socket,
+                    std::io::Error::from(e),
+                )
+            })?;
+        if uid != me() {
+            return Err(ServeError::PeerNotOwner {
+                path: paths.socket.clone(),
+                uid,
+                me: me(),
+            });
+        }
+        stream
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+            .map_err(|e| ServeError::io("cannot set a timeout on", &paths.socket, e))?;
+        Ok(Client {
+            stream: BufReader::new(stream),
+            socket: paths.socket.clone(),
+            next_id: 1,
+        })
+    }
+
+    /// Sends `request` (an object; its `id` is set here) and returns the
+    /// response document (`ok` or `error`).
+    pub fn request(&mut self, mut request: Value) -> Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        if let Some(obj) = request.as_object_mut() {
+            obj.insert("id".into(), Value::from(id));
+        }
+        let mut line = request.to_string();
+        line.push('\n');
+        self.stream
+            .get_mut()
+            .write_all(line.as_bytes())
+            .map_err(|e| ServeError::io("cannot send a request to", &self.socket, e))?;
+        let mut answer = Vec::new();
+        let n = (&mut self.stream)
+            .take(MAX_LINE * 4)
+            .read_until(b'\n', &mut answer)
+            .map_err(|e| ServeError::io("no answer from", &self.socket, e))?;
+        if n == 0 || answer.last() != Some(&b'\n') {
+            return Err(ServeError::Closed {
+                path: self.socket.clone(),
+            });
+        }
+        serde_json::from_slice(&answer).map_err(|source| ServeError::BadResponse {
+            path: self.socket.clone(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,364 @@
+// Better Harness for Pi (1.6.x and 0.73.1). As thin as possible: every
+// checkpoint, rewind, worktree and execution decision is made by `bh`; this
+// file only maps Pi events and commands onto `bh checkpoint serve` (one child
+// per session runtime, JSON lines on stdio, see crates/bh-serve/PROTOCOL.md)
+// and onto `bh` commands. No imports from Pi itself, so one file serves both
+// package names (@earendil-works/… and @mariozechner/…).
+//
+// Settings (environment):
+//   BH_BIN                      the bh executable (default: `bh` on PATH)
+//   BH_PI_CHECKPOINT_TOOLS      extra tool names to checkpoint before (comma-separated)
+//   BH_PI_REWIND                `files` or `conversation`: what /tree and /fork
+//                               rewind when there is no UI to ask (default: conversation)
+import { spawn, execFile } from "node:child_process";
+
+type Json = any;
+
+const BH = process.env.BH_BIN || "bh";
+const MUTATING = new Set(
+	["edit", "write", "bash"].concat(
+		(process.env.BH_PI_CHECKPOINT_TOOLS || "")
+			.split(",")
+			.map((s) => s.trim())
+			.filter(Boolean),
+	),
+);
+const FILES = "Conversation and files";
+const CONVERSATION = "Conversation only";
+
+/** One `bh checkpoint serve` child speaking JSON lines. */
+class Server {
+	private child: any;
+	private buf = "";
+	private next = 1;
+	private waiting = new Map<number, (v: Json) => void>();
+	private dead: string | null = null;
+
+	constructor(cwd: string) {
+		this.child = spawn(BH, ["checkpoint", "serve"], { cwd, stdio: ["pipe", "pipe", "pipe"] });
+		this.child.on("error", (e: Error) => this.fail(`cannot run ${BH}: ${e.message}`));
+		this.child.on("exit", (code: number | null) => this.fail(`bh checkpoint serve exited (${code})`));
+		this.child.stdin.on("error", () => {});
+		let err = "";
+		this.child.stderr.on("data", (d: Buffer) => {
+			err = (err + d.toString()).slice(-2000);
+		});
+		this.child.on("close", () => {
+			if (err.trim()) this.dead = `${this.dead ?? "bh checkpoint serve stopped"}: ${err.trim()}`;
+		});
+		this.child.stdout.on("data", (d: Buffer) => {
+			this.buf += d.toString("utf8");
+			let nl: number;
+			while ((nl = this.buf.indexOf("\n")) >= 0) {
+				const line = this.buf.slice(0, nl);
+				this.buf = this.buf.slice(nl + 1);
+				let v: Json;
+				try {
+					v = JSON.parse(line);
+				} catch {
+					continue;
+				}
+				const done = this.waiting.get(v.id);
+				if (done) {
+					this.waiting.delete(v.id);
+					done(v);
+				}
+			}
+		});
+	}
+
+	private fail(why: string) {
+		this.dead = this.dead ?? why;
+		for (const [, done] of this.waiting) done({ error: { kind: "internal", message: why } });
+		this.waiting.clear();
+	}
+
+	/** Sends one request; resolves with `ok`, rejects with the error message. */
+	request(op: string, fields: Json = {}): Promise<Json> {
+		if (this.dead) return Promise.reject(new Error(this.dead));
+		const id = this.next++;
+		return new Promise((resolve, reject) => {
+			this.waiting.set(id, (v: Json) =>
+				v.error ? reject(new Error(`${v.error.kind}: ${v.error.message}`)) : resolve(v.ok),
+			);
+			this.child.stdin.write(JSON.stringify({ id, op, ...fields }) + "\n");
+		});
+	}
+
+	get alive(): boolean {
+		return this.dead === null;
+	}
+
+	close() {
+		try {
+			this.child.stdin.end();
+		} catch {}
+	}
+}
+
+/** Runs `bh --json ARGS` in `cwd`; resolves with its JSON document. */
+function bh(args: string[], cwd: string): Promise<Json> {
+	return new Promise((resolve, reject) => {
+		execFile(BH, ["--json", ...args], { cwd, maxBuffer: 64 << 20 }, (err: any, stdout: string, stderr: string) => {
+			let doc: Json = null;
+			try {
+				doc = JSON.parse(stdout);
+			} catch {}
+			if (doc?.error) return reject(new Error(`${doc.error.kind}: ${doc.error.message}`));
+			if (err && !doc) return reject(new Error((stderr || String(err)).trim()));
+			resolve(doc);
+		});
+	});
+}
+
+function words(args: string): string[] {
+	return (args || "").trim().split(/\s+/).filter(Boolean);
+}
+
+function say(ctx: Json, text: string, level: "info" | "warning" | "error" = "info") {
+	if (ctx?.hasUI) ctx.ui.notify(text, level);
+	else process.stderr.write(`[better-harness] ${text}\n`);
+}
+
+export default function betterHarness(pi: Json) {
+	let server: Server | null = null;
+	let last: Json = null; // the checkpoint before the last mutating call
+
+	const ensure = (ctx: Json): Server => {
+		// (Re)start the child when there is none or it died.
+		if (!server || !server.alive) {
+			server?.close();
+			server = new Server(ctx.cwd);
+		}
+		return server;
+	};
+
+	pi.on("session_start", async (_event: Json, ctx: Json) => {
+		ensure(ctx);
+		// A session prepared by `bh worktree enter`: consume its handoff once.
+		const file = ctx.sessionManager.getSessionFile?.();
+		if (!file) return;
+		try {
+			const out = await bh(["worktree", "consume", file], ctx.cwd);
+			if (out?.status === "verified") say(ctx, `arrived in worktree ${ctx.cwd} (handoff consumed)`);
+			else if (out?.status === "caveat")
+				say(ctx, `worktree arrival NOT as planned: ${(out.problems || []).join("; ")}`, "warning");
+		} catch (e: any) {
+			say(ctx, `bh worktree consume failed: ${e.message}`, "warning");
+		}
+	});
+
+	pi.on("session_shutdown", async () => {
+		server?.close();
+		server = null;
+	});
+
+	pi.on("tool_call", async (event: Json, ctx: Json) => {
+		if (!MUTATING.has(event.toolName)) return;
+		const sm = ctx.sessionManager;
+		// The assistant entry that made this call (the leaf once Pi has stored it).
+		const entry = sm.getBranch().findLast?.((e: Json) =>
+			e.type === "message" && e.message?.role === "assistant" &&
+			(e.message.content || []).some((c: Json) => c.type === "toolCall" && c.id === event.toolCallId),
+		)?.id ?? sm.getLeafId();
+		try {
+			const ok = await ensure(ctx).request("snapshot", {
+				tool: event.toolName,
+				session: sm.getSessionId(),
+				entry,
+			});
+			last = ok.snapshot.checkpoint;
+		} catch (e: any) {
+			// Never block the tool: a visible warning only.
+			say(ctx, `checkpoint before ${event.toolName} failed: ${e.message}`, "warning");
+		}
+		return undefined;
+	});
+
+	/** Asks (or reads the setting) whether files rewind too; null = cancel. */
+	const wantFiles = async (ctx: Json, what: string): Promise<boolean | null> => {
+		if (!ctx.hasUI) return (process.env.BH_PI_REWIND || "conversation") === "files";
+		const choice = await ctx.ui.select(`${what}: rewind what?`, [FILES, CONVERSATION]);
+		if (choice === undefined) return null;
+		return choice === FILES;
+	};
+
+	/** Restores the files of `entry` on `branch`; false when it failed. */
+	const rewindFiles = async (ctx: Json, entry: string, branch: string[]): Promise<boolean> => {
+		try {
+			const ok = await ensure(ctx).request("restore_to_entry", {
+				session: ctx.sessionManager.getSessionId(),
+				entry,
+				branch,
+				exact: true,
+			});
+			if (!ok.restore) {
+				say(ctx, "files unchanged: no mutating tool call after that entry");
+				return true;
+			}
+			const r = ok.restore;
+			say(
+				ctx,
+				`files rewound to checkpoint ${ok.checkpoint.id} (${r.restored.length} written, ${r.deleted.length} deleted); undo with: /restore ${r.safety.id} --exact`,
+			);
+			return true;
+		} catch (e: any) {
+			say(ctx, `files NOT rewound (${e.message}); navigation cancelled, nothing changed`, "error");
+			return false;
+		}
+	};
+
+	pi.on("session_before_tree", async (event: Json, ctx: Json) => {
+		const { targetId, oldLeafId } = event.preparation;
+		const branch = ctx.sessionManager.getBranch(oldLeafId ?? undefined).map((e: Json) => e.id);
+		if (!branch.includes(targetId)) return; // another branch: conversation only
+		const files = await wantFiles(ctx, "/tree");
+		if (files === null) return { cancel: true };
+		if (files && !(await rewindFiles(ctx, targetId, branch))) return { cancel: true };
+	});
+
+	pi.on("session_before_fork", async (event: Json, ctx: Json) => {
+		const branch = ctx.sessionManager.getBranch().map((e: Json) => e.id);
+		if (!branch.includes(event.entryId)) return;
+		const files = await wantFiles(ctx, event.position === "at" ? "/clone" : "/fork");
+		if (files === null) return { cancel: true };
+		if (files && !(await rewindFiles(ctx, event.entryId, branch))) return { cancel: true };
+	});
+
+	pi.registerCommand("checkpoints", {
+		description: "List this project's checkpoints (Better Harness)",
+		handler: async (args: string, ctx: Json) => {
+			try {
+				const all = words(args).includes("--all");
+				const ok = await ensure(ctx).request(
+					"list",
+					all ? {} : { session: ctx.sessionManager.getSessionId() },
+				);
+				const lines = ok.checkpoints.map(
+					(c: Json) =>
+						`${c.id}  ${new Date(c.time_ms).toISOString()}  ${c.tool}${c.entry ? `  entry ${c.entry}` : ""}${c.kind !== "snapshot" ? `  (${c.kind})` : ""}`,
+				);
+				say(ctx, lines.length ? lines.join("\n") : "no checkpoints (use /checkpoints --all for other sessions')");
+			} catch (e: any) {
+				say(ctx, `cannot list checkpoints: ${e.message}`, "error");
+			}
+		},
+	});
+
+	const restore = async (ctx: Json, checkpoint: string, paths: string[], exact: boolean) => {
+		const ok = await ensure(ctx).request("restore", { checkpoint, paths, exact, cwd: ctx.cwd });
+		const r = ok.restore;
+		say(
+			ctx,
+			`restored ${r.checkpoint.id}: ${r.restored.length} written, ${r.deleted.length} deleted; undo with: /restore ${r.safety.id} --exact`,
+		);
+	};
+
+	pi.registerCommand("restore", {
+		description: "Restore files from a checkpoint: /restore ID [--exact] [PATH…]",
+		handler: async (args: string, ctx: Json) => {
+			const w = words(args);
+			const exact = w.includes("--exact");
+			const [id, ...paths] = w.filter((x) => x !== "--exact");
+			if (!id) return say(ctx, "usage: /restore ID [--exact] [PATH…]", "warning");
+			try {
+				await restore(ctx, id, paths, exact);
+			} catch (e: any) {
+				say(ctx, `restore failed: ${e.message}`, "error");
+			}
+		},
+	});
+
+	pi.registerCommand("undo", {
+		description: "Put the files back as they were before the last mutating tool call",
+		handler: async (_args: string, ctx: Json) => {
+			try {
+				let target = last;
+				if (!target) {
+					const ok = await ensure(ctx).request("list", { session: ctx.sessionManager.getSessionId() });
+					target = ok.checkpoints.find((c: Json) => c.kind === "snapshot");
+				}
+				if (!target) return say(ctx, "nothing to undo: no checkpoint in this session", "warning");
+				await restore(ctx, target.commit, [], true);
+			} catch (e: any) {
+				say(ctx, `undo failed: ${e.message}`, "error");
+			}
+		},
+	});
+
+	pi.registerCommand("worktree", {
+		description: "Managed worktrees: /worktree create NAME [bh options] | enter NAME | dispose NAME [--force] | list",
+		handler: async (args: string, ctx: Json) => {
+			const [sub, ...rest] = words(args);
+			const file = ctx.sessionManager.getSessionFile?.();
+			try {
+				if (sub === "list") {
+					const out = await bh(["worktree", "list"], ctx.cwd);
+					return say(ctx, JSON.stringify(out, null, 2));
+				}
+				if (sub === "create" && rest.length) {
+					const extra = file ? ["--session", file] : [];
+					const out = await bh(["worktree", "create", ...rest, ...extra], ctx.cwd);
+					return say(ctx, `worktree ${rest[0]} created at ${out?.path ?? out?.worktree ?? "?"}`);
+				}
+				if (sub === "dispose" && rest.length) {
+					const out = await bh(["worktree", "dispose", ...rest], ctx.cwd);
+					return say(ctx, `worktree ${rest[0]} disposed${out?.checkpoint ? ` (checkpoint ${out.checkpoint})` : ""}`);
+				}
+				if (sub === "enter" && rest.length === 1) {
+					if (!file) return say(ctx, "/worktree enter needs a saved session", "warning");
+					await ctx.waitForIdle?.();
+					const leaf = ctx.sessionManager.getLeafId();
+					const out = await bh(
+						["worktree", "enter", rest[0], "--session", file, ...(leaf ? ["--entry", leaf] : [])],
+						ctx.cwd,
+					);
+					const target = out.target;
+					// The new runtime's session_start consumes the handoff.
+					const result = await ctx.switchSession(target);
+					if (result?.cancelled) say(ctx, `move cancelled; still in ${ctx.cwd} (prepared session ${target} left unused)`, "warning");
+					return;
+				}
+				say(ctx, "usage: /worktree create NAME | enter NAME | dispose NAME [--force] | list", "warning");
+			} catch (e: any) {
+				say(ctx, `/worktree ${sub ?? ""} failed: ${e.message}`, "error");
+			}
+		},
+	});
+
+	pi.registerCommand("exec", {
+		description: "Plan an execution from the current entry at HEAD, then run it after confirmation: /exec [--yes] [PROMPT]",
+		handler: async (args: string, ctx: Json) => {
+			const file = ctx.sessionManager.getSessionFile?.();
+			if (!file) return say(ctx, "/exec needs a saved session", "warning");
+			await ctx.waitForIdle?.();
+			let prompt = (args || "").trim();
+			const yes = /^--yes(\s|$)/.test(prompt);
+			if (yes) prompt = prompt.slice(5).trim();
+			if (!prompt && ctx.hasUI) prompt = (await ctx.ui.input("Prompt for the execution", "")) || "";
+			if (!prompt) return say(ctx, "usage: /exec PROMPT", "warning");
+			const leaf = ctx.sessionManager.getLeafId();
+			const model = ctx.model ? [`--model`, `${ctx.model.provider}/${ctx.model.id}`] : [];
+			const plan = `${require_tmp()}/bh-exec-${process.pid}-${Date.now()}.json`;
+			try {
+				const planned = await bh(
+					["exec", "plan", "--repo", ctx.cwd, "--base", "HEAD", "--session", file, "--entry", leaf, "--prompt", prompt, ...model, "--out", plan],
+					ctx.cwd,
+				);
+				const p = planned.plan;
+				const summary = `continue entry ${p.session.entry} at ${p.base.commit.slice(0, 12)} with "${prompt}" into ${p.output_ref}`;
+				const go = yes || (ctx.hasUI ? await ctx.ui.confirm("Run this execution?", summary) : false);
+				if (!go) return say(ctx, `execution planned, not run (${summary}); plan ${plan}`);
+				const ran = await bh(["exec", "run", "--plan", plan, "--yes"], ctx.cwd);
+				const r = ran.result;
+				say(ctx, `execution ${r.state}: commit ${r.commit ?? "-"} on ${r.ref ?? "-"}`);
+			} catch (e: any) {
+				say(ctx, `/exec failed: ${e.message}`, "error");
+			}
+		},
+	});
+}
+
+function require_tmp(): string {
+	return process.env.TMPDIR || "/tmp";
+}
