@@ -114,6 +114,37 @@ fn prompts(args: &AgentArgs, interactive: bool) -> Result<Vec<String>, CliError>
     Ok(prompts)
 }
 
+/// Which policy the bash tool runs under: a `sandbox` line in `--json`
+/// (after the header), a line on stderr otherwise.
+fn say_sandbox(printer: &Printer, sandbox: &bh_tools::BashSandbox, cwd: &std::path::Path) {
+    let mode = sandbox.mode;
+    let mut writable: Vec<String> = Vec::new();
+    if mode == bh_tools::SandboxMode::WorkspaceWrite {
+        writable.push(cwd.display().to_string());
+    }
+    if mode != bh_tools::SandboxMode::Off {
+        writable.push("/tmp (private)".to_owned());
+        writable.extend(sandbox.allow_write.iter().map(|d| d.display().to_string()));
+    }
+    if printer.json {
+        printer.line(&serde_json::json!({
+            "type": "sandbox",
+            "mode": mode.as_str(),
+            "writable": writable,
+            "network": sandbox.network,
+        }));
+    } else if mode == bh_tools::SandboxMode::Off {
+        eprintln!("sandbox: off (bash runs with your full authority)");
+    } else {
+        eprintln!(
+            "sandbox: {} (network {}; bash may write: {})",
+            mode.as_str(),
+            if sandbox.network { "on" } else { "off" },
+            crate::display::escape(&writable.join(", "))
+        );
+    }
+}
+
 pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<(), CliError> {
     let interactive =
         args.interactive || (args.prompts().is_empty() && std::io::stdin().is_terminal());
@@ -150,6 +181,7 @@ pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<(), CliError> {
         });
     }
     let runtime = Runtime::open(&runner, &opened.cwd, &options).map_err(runtime_error)?;
+    say_sandbox(&printer, &options.sandbox, &opened.cwd);
     for message in &runtime.warnings {
         printer.event(Event::Warning {
             message: message.clone(),

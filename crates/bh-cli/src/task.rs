@@ -156,7 +156,9 @@ fn outcome_word(o: Outcome) -> &'static str {
 
 /// `~/.gitconfig`, `$XDG_CONFIG_HOME` (or `~/.config`) and the state folder:
 /// read-only to the worker even where a writable folder contains them.
-fn protected_paths(ctx: &Ctx) -> Vec<PathBuf> {
+/// What a sandboxed worker or bash must not write even inside its writable
+/// roots: the state folder, `~/.gitconfig`, the XDG config folder.
+pub(crate) fn protected_paths(ctx: &Ctx) -> Vec<PathBuf> {
     let mut out = vec![ctx.state_dir.clone()];
     if let Some(home) = &ctx.home {
         out.push(home.join(".gitconfig"));

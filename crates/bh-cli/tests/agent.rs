@@ -170,11 +170,12 @@ fn headless_json_run_edits_the_repo_with_checkpoints_in_a_valid_session() {
         std::fs::read_to_string(env.repo.join("notes/todo.txt")).unwrap(),
         "alpha\nBETA\n"
     );
-    // Pi's JSON mode: the header first, then the events.
+    // Pi's JSON mode: the header first, then the events; bh says which
+    // sandbox the bash tool runs under before the first.
     assert_eq!(lines[0]["type"], "session");
     assert_eq!(lines[0]["cwd"], env.repo.to_str().unwrap());
     let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    assert_eq!(&types[1..3], ["agent_start", "turn_start"]);
+    assert_eq!(&types[1..4], ["sandbox", "agent_start", "turn_start"]);
     assert!(types.contains(&"message_update"));
     assert!(types.contains(&"tool_execution_start"));
     assert!(types.contains(&"tool_execution_end"));
@@ -1626,4 +1627,67 @@ fn agent_on_an_entered_session_consumes_the_handoff_once() {
     assert!(verified < second, "verified before the new turn");
     assert_eq!(lines[second]["parentId"], lines[verified]["id"]);
     assert_valid(&target);
+}
+
+/// The agent's bash is sandboxed by default: a prompt-injected command cannot
+/// write the repository's `.git/config`, `~/.gitconfig` or outside the project
+/// (the shell's own error comes back to the model), while a write in the
+/// project lands; `--json` says which policy is in force; `--sandbox off`
+/// is the explicit way out.
+#[test]
+fn bash_is_sandboxed_by_default_and_says_so() {
+    let env = env();
+    let home = env.root.join("home");
+    std::fs::write(home.join(".gitconfig"), "[user]\n\tname = me\n").unwrap();
+    let outside = env.root.join("outside.txt");
+    let script = format!(
+        r#"{{"toolCalls": [{{"name": "bash", "arguments": {{"command": "echo '[core]' >> .git/config; echo pwned >> {home}/.gitconfig; echo x > {outside}; echo ok > inside.txt; echo done"}}}}]}}
+{{"text": "tried"}}
+"#,
+        home = home.display(),
+        outside = outside.display()
+    );
+    std::fs::write(env.root.join("attack.jsonl"), script).unwrap();
+    let config_before = std::fs::read(env.repo.join(".git/config")).unwrap();
+    let (code, lines, err) = env.agent_json(&["--script", "../attack.jsonl", "-p", "go"]);
+    assert_eq!(code, 0, "{err}");
+    let sandbox = lines.iter().find(|l| l["type"] == "sandbox").unwrap();
+    assert_eq!(sandbox["mode"], "workspace-write");
+    assert_eq!(sandbox["network"], true);
+    assert_eq!(
+        std::fs::read(env.repo.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".gitconfig")).unwrap(),
+        "[user]\n\tname = me\n"
+    );
+    assert!(!outside.exists());
+    assert_eq!(
+        std::fs::read_to_string(env.repo.join("inside.txt")).unwrap(),
+        "ok\n"
+    );
+    let result = lines
+        .iter()
+        .find(|l| l["type"] == "tool_execution_end")
+        .unwrap();
+    let text = result["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Read-only file system") || text.contains("Permission denied"),
+        "the shell's own error reaches the model: {text}"
+    );
+
+    // Off is explicit, said, and then the write lands.
+    let (code, lines, err) = env.agent_json(&[
+        "--sandbox",
+        "off",
+        "--script",
+        "../attack.jsonl",
+        "-p",
+        "go",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let sandbox = lines.iter().find(|l| l["type"] == "sandbox").unwrap();
+    assert_eq!(sandbox["mode"], "off");
+    assert!(outside.exists());
 }

@@ -7,8 +7,8 @@
 //! system and global configuration and system attributes. Output is parsed from
 //! the `-z` forms as bytes ([`parse`]); paths stay bytes until shown to a person.
 
-pub mod object;
 mod index;
+pub mod object;
 pub mod ops;
 pub mod parse;
 mod runner;

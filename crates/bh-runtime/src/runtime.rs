@@ -15,7 +15,7 @@ use bh_core::{Agent, AgentConfig, Limits};
 use bh_git::GitRunner;
 use bh_llm::{Provider, ThinkingLevel};
 use bh_session::SessionWriter;
-use bh_tools::{Profile, ToolSpec, Toolbox, ToolboxOptions};
+use bh_tools::{BashSandbox, Profile, ToolSpec, Toolbox, ToolboxOptions};
 
 use crate::error::{Result, RuntimeError};
 
@@ -62,6 +62,8 @@ pub struct RuntimeOptions {
     pub system_prompt: SystemPrompt,
     pub thinking: ThinkingLevel,
     pub limits: Limits,
+    /// How the bash tool is sandboxed (workspace-write by default).
+    pub sandbox: BashSandbox,
 }
 
 impl RuntimeOptions {
@@ -77,6 +79,7 @@ impl RuntimeOptions {
             system_prompt: SystemPrompt::Default,
             thinking: ThinkingLevel::Off,
             limits: Limits::default(),
+            sandbox: BashSandbox::default(),
         }
     }
 }
@@ -98,13 +101,13 @@ impl Runtime {
             .tool_output_dir
             .clone()
             .unwrap_or_else(|| opts.state_dir.join("tool-output"));
-        let toolbox =
-            Toolbox::new(ToolboxOptions::new(cwd, opts.profile, output_dir)).map_err(|source| {
-                RuntimeError::Tools {
-                    path: cwd.to_path_buf(),
-                    source: Box::new(source),
-                }
-            })?;
+        let mut tools = ToolboxOptions::new(cwd, opts.profile, output_dir);
+        tools.sandbox = opts.sandbox.clone();
+        tools.git = Some(runner.clone());
+        let toolbox = Toolbox::new(tools).map_err(|source| RuntimeError::Tools {
+            path: cwd.to_path_buf(),
+            source: Box::new(source),
+        })?;
         let mut warnings = Vec::new();
         let checkpoints = if opts.checkpoints {
             match Store::open_in(runner, cwd, &StoreOptions::new(&opts.state_dir)) {

@@ -250,6 +250,10 @@ pub struct ToolboxOptions {
     pub shell: PathBuf,
     /// How the bash tool is confined (workspace-write by default).
     pub sandbox: BashSandbox,
+    /// The harness's git runner, used to find the root's git dir and common
+    /// dir by identity (the user's `safe.directory` applies); `None` asks git
+    /// with an empty environment.
+    pub git: Option<bh_git::GitRunner>,
 }
 
 /// `bh agent --sandbox`: what the bash tool may write.
@@ -309,6 +313,7 @@ impl ToolboxOptions {
             default_bash_timeout: None,
             shell: PathBuf::from("bash"),
             sandbox: BashSandbox::default(),
+            git: None,
         }
     }
 }
@@ -333,7 +338,11 @@ pub struct Toolbox {
 
 impl Toolbox {
     pub fn new(opts: ToolboxOptions) -> Result<Self, ToolboxError> {
-        let root = Root::open(&opts.root).map_err(|source| ToolboxError::Root {
+        let root = match &opts.git {
+            Some(runner) => Root::open_with_git(&opts.root, runner),
+            None => Root::open(&opts.root),
+        }
+        .map_err(|source| ToolboxError::Root {
             path: opts.root.clone(),
             source,
         })?;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use bh_core::Limits;
 use bh_runtime::{RuntimeOptions, SessionChoice, SessionRequest, SystemPrompt};
-use bh_tools::{Profile, ToolSpec};
+use bh_tools::{BashSandbox, Profile, SandboxMode, ToolSpec};
 use clap::Args;
 
 use crate::context::Ctx;
@@ -63,6 +63,34 @@ pub struct AgentArgs {
     /// Replace the default system prompt.
     #[arg(long, value_name = "TEXT")]
     pub(super) system_prompt: Option<String>,
+    /// How the bash tool is sandboxed: workspace-write (the project, minus its
+    /// git dir and common dir, and a private /tmp), read-only, or off.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = SandboxArg::WorkspaceWrite)]
+    pub(super) sandbox: SandboxArg,
+    /// Also let the bash tool write here (repeatable; e.g. a build cache).
+    #[arg(long = "allow-write", value_name = "DIR")]
+    pub(super) allow_write: Vec<PathBuf>,
+    /// Cut the bash tool off the network (a network namespace of its own).
+    #[arg(long)]
+    pub(super) no_network: bool,
+}
+
+/// `--sandbox` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SandboxArg {
+    Off,
+    WorkspaceWrite,
+    ReadOnly,
+}
+
+impl From<SandboxArg> for SandboxMode {
+    fn from(a: SandboxArg) -> SandboxMode {
+        match a {
+            SandboxArg::Off => SandboxMode::Off,
+            SandboxArg::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+            SandboxArg::ReadOnly => SandboxMode::ReadOnly,
+        }
+    }
 }
 
 impl AgentArgs {
@@ -103,6 +131,12 @@ impl AgentArgs {
             max_tool_calls: self.max_tool_calls,
             timeout: self.timeout,
             max_turns: self.max_turns,
+        };
+        opts.sandbox = BashSandbox {
+            mode: self.sandbox.into(),
+            allow_write: self.allow_write.iter().map(|d| ctx.abs(d)).collect(),
+            protected: crate::task::protected_paths(ctx),
+            network: !self.no_network,
         };
         Ok(opts)
     }
