@@ -45,6 +45,7 @@ use crate::error::{CliError, ErrorKind};
 
 mod args;
 mod headless;
+mod input;
 mod provider;
 mod render;
 mod repl;

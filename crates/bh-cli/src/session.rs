@@ -344,14 +344,57 @@ fn tree(ctx: &Ctx, file: &Path, full: bool) -> Result<(), CliError> {
             "problems": problems_json(s.problems()),
         }));
     }
-    let width = display::stdout_width();
+    let t = tree_lines(
+        &s,
+        &summaries,
+        &g,
+        &labels,
+        leaf.as_deref(),
+        display::stdout_width(),
+    );
+    out(&t)?;
+    for p in s.problems() {
+        eprintln!("{}:{}", file.display(), display::escape(&problem_line(p)));
+    }
+    Ok(())
+}
+
+/// The human tree (one row per line, control characters escaped, cut to
+/// `width` columns when given): `bh session tree` and the agent's `/tree`.
+pub(crate) fn tree_text(
+    s: &Session,
+    leaf: Option<&str>,
+    full: bool,
+    width: Option<usize>,
+) -> String {
+    let summaries = summarize(s);
+    let options = GraphOptions {
+        fold_tool_runs: if full { None } else { Some(4) },
+    };
+    let g = graph::layout_at(s, &summaries, options, leaf);
+    let labels: HashMap<&str, &str> = s
+        .labels()
+        .iter()
+        .map(|l| (l.target_id.as_str(), l.label.as_str()))
+        .collect();
+    tree_lines(s, &summaries, &g, &labels, leaf, width)
+}
+
+fn tree_lines(
+    s: &Session,
+    summaries: &[bh_session::Summary],
+    g: &graph::Graph,
+    labels: &HashMap<&str, &str>,
+    leaf: Option<&str>,
+    width: Option<usize>,
+) -> String {
     let mut t = String::new();
     for row in &g.rows {
         let mut line = row.graph.clone();
         match &row.kind {
             RowKind::Fork => {}
             RowKind::Folded(ixs) => {
-                line.push_str(&graph::folded_summary(&summaries, ixs));
+                line.push_str(&graph::folded_summary(summaries, ixs));
                 if let (Some(first), Some(last)) = (ixs.first(), ixs.last()) {
                     line.push_str(&format!(
                         " [{}..{}]",
@@ -372,7 +415,7 @@ fn tree(ctx: &Ctx, file: &Path, full: bool) -> Result<(), CliError> {
                 if let Some(cp) = &sum.checkpoint {
                     line.push_str(&format!(" ⚑ checkpoint {cp}"));
                 }
-                if leaf.as_deref() == Some(e.id.as_str()) {
+                if leaf == Some(e.id.as_str()) {
                     line.push_str("  ← leaf");
                 }
             }
@@ -387,11 +430,7 @@ fn tree(ctx: &Ctx, file: &Path, full: bool) -> Result<(), CliError> {
     if g.rows.is_empty() {
         t.push_str("(no entries)\n");
     }
-    out(&t)?;
-    for p in s.problems() {
-        eprintln!("{}:{}", file.display(), display::escape(&problem_line(p)));
-    }
-    Ok(())
+    t
 }
 
 // ----- export ----------------------------------------------------------------

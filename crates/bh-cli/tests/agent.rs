@@ -776,7 +776,7 @@ fn interactive_mode_runs_prompts_and_commands_from_stdin() {
         "{stdout}"
     );
     assert!(stdout.contains("write "), "checkpoint list: {stdout}");
-    assert!(stdout.contains("◀ leaf"), "tree: {stdout}");
+    assert!(stdout.contains("← leaf"), "tree: {stdout}");
     assert!(stdout.contains("forked into "), "{stdout}");
     assert!(stdout.contains("model: scripted/"), "{stdout}");
     assert!(stderr.contains("unknown command /bogus"), "{stderr}");

@@ -90,12 +90,27 @@ const LANE: char = '│';
 /// Lays out `session`'s tree; `summaries` (from [`crate::summary::summarize`])
 /// decide the glyphs and which runs fold.
 pub fn layout(session: &Session, summaries: &[Summary], options: GraphOptions) -> Graph {
+    layout_at(
+        session,
+        summaries,
+        options,
+        session.leaf().map(|e| e.id.as_str()),
+    )
+}
+
+/// [`layout`] with `leaf` as the active leaf (a writer's leaf after a branch
+/// move may not be the file's last entry yet).
+pub fn layout_at(
+    session: &Session,
+    summaries: &[Summary],
+    options: GraphOptions,
+    leaf: Option<&str>,
+) -> Graph {
     let entries = session.entries();
     let (roots, mut children) = session.children_map();
-    let leaf_ix = session.leaf().and_then(|e| session.index_of(&e.id));
-    let on_path: HashSet<usize> = session
-        .leaf()
-        .and_then(|e| session.path_to_root(&e.id).ok())
+    let leaf_ix = leaf.and_then(|id| session.index_of(id));
+    let on_path: HashSet<usize> = leaf
+        .and_then(|id| session.path_to_root(id).ok())
         .map(|p| p.iter().filter_map(|e| session.index_of(&e.id)).collect())
         .unwrap_or_default();
     // The child on the active path is visited last (stable: file order otherwise).

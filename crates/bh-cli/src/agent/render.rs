@@ -220,66 +220,13 @@ pub(super) fn stream_event(e: Event, tool_output: &mut ToolOutput) {
     }
 }
 
-fn short(text: &str, n: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    if line.chars().count() > n {
-        format!("{}…", line.chars().take(n).collect::<String>())
-    } else {
-        line.to_owned()
-    }
-}
-
-/// The session tree, one entry a line, the active leaf marked.
+/// `/tree`: the session drawn as `bh session tree` draws it, the agent's
+/// leaf marked (it may not be the file's last entry after a branch move).
 pub(super) fn print_tree(path: &Path, leaf: Option<&str>) -> Result<(), CliError> {
     let s = Session::load(path).map_err(session_error)?;
-    let (roots, children) = s.children_map();
-    let entries = s.entries();
-    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
-    while let Some((ix, depth)) = stack.pop() {
-        let e = &entries[ix];
-        let what = match &e.role {
-            Some(role) => {
-                let raw = s.message_raw(e).ok().flatten();
-                let text = raw
-                    .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
-                    .map(|v| message_summary(&v))
-                    .unwrap_or_default();
-                format!("{role}: {}", short(&text, 60))
-            }
-            None => e.kind.as_str().to_owned(),
-        };
-        let mark = if Some(e.id.as_str()) == leaf {
-            " ◀ leaf"
-        } else {
-            ""
-        };
-        println!("{}{} {what}{mark}", "  ".repeat(depth), e.id);
-        for &c in children[ix].iter().rev() {
-            stack.push((c, depth + 1));
-        }
-    }
+    print!(
+        "{}",
+        crate::session::tree_text(&s, leaf, false, crate::display::stdout_width())
+    );
     Ok(())
-}
-
-fn message_summary(v: &serde_json::Value) -> String {
-    let Some(content) = v.get("content") else {
-        return String::new();
-    };
-    if let Some(s) = content.as_str() {
-        return s.to_owned();
-    }
-    let mut parts = Vec::new();
-    for b in content.as_array().into_iter().flatten() {
-        match b.get("type").and_then(|t| t.as_str()) {
-            Some("text") => parts.push(b["text"].as_str().unwrap_or("").to_owned()),
-            Some("toolCall") => parts.push(format!("[{}]", b["name"].as_str().unwrap_or(""))),
-            _ => {}
-        }
-    }
-    if parts.is_empty()
-        && let Some(err) = v.get("errorMessage").and_then(|e| e.as_str())
-    {
-        return format!("({err})");
-    }
-    parts.join(" ")
 }

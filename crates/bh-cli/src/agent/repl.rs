@@ -5,7 +5,8 @@
 //! is undone; a third at once). Ending returns from here, so destructors run.
 //! The working directory is the live agent's, never the process's.
 
-use std::io::{BufRead, Write};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bh_runtime::Live;
@@ -14,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::args::AgentArgs;
 use super::headless::interrupted;
+use super::input::{Completions, Input, LineInput};
 use super::provider::build_provider;
 use super::render::{ToolOutput, outcome_error, print_tree, stream_event};
 use super::{session_error, switch};
@@ -65,16 +67,63 @@ impl CtrlC {
     }
 }
 
-pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<(), CliError> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
+/// The slash commands the line editor completes.
+const COMMANDS: &[&str] = &[
+    "/help",
+    "/tree",
+    "/fork",
+    "/checkpoints",
+    "/restore",
+    "/model",
+    "/worktree",
+    "/session",
+    "/quit",
+];
+
+/// Completion of command arguments: worktree subcommands and names, and
+/// checkpoint ids, for the directory the live session is in now.
+fn completions(ctx: &Ctx, cwd: Arc<Mutex<PathBuf>>) -> Completions {
+    let runner = ctx.git();
+    let state_dir = ctx.state_dir.clone();
+    Arc::new(move |words: &[&str]| {
+        let Ok(dir) = cwd.lock().map(|d| d.clone()) else {
+            return Vec::new();
+        };
+        match words {
+            ["/worktree"] => ["create", "enter", "dispose", "list"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+            ["/worktree", "enter"] => bh_worktree::list(&runner, &dir)
+                .map(|list| list.into_iter().filter_map(|w| w.name).collect())
+                .unwrap_or_default(),
+            ["/restore"] => {
+                let opts = bh_checkpoint::StoreOptions::new(&state_dir);
+                bh_checkpoint::Store::open_in(&runner, &dir, &opts)
+                    .and_then(|store| store.list())
+                    .map(|list| list.into_iter().map(|c| c.id).collect())
+                    .unwrap_or_default()
             }
+            _ => Vec::new(),
         }
-    });
+    })
+}
+
+pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<(), CliError> {
+    let cwd = Arc::new(Mutex::new(live.cwd().to_path_buf()));
+    let mut input = if std::io::stdin().is_terminal() {
+        LineInput::editor(
+            Some(ctx.state_dir.join("agent-history")),
+            COMMANDS,
+            completions(ctx, cwd.clone()),
+        )
+        .unwrap_or_else(|e| {
+            eprintln!("bh: no line editor ({e}); reading plain lines");
+            LineInput::lines()
+        })
+    } else {
+        LineInput::lines()
+    };
     let state = Arc::new(Mutex::new(CtrlC::default()));
     let quit = CancellationToken::new();
     let signals = {
@@ -102,7 +151,7 @@ pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<
             }
         })
     };
-    let result = repl(live, ctx, args, &mut rx, &state, &quit).await;
+    let result = repl(live, ctx, args, &mut input, &cwd, &state, &quit).await;
     signals.abort();
     result
 }
@@ -111,7 +160,8 @@ async fn repl(
     live: &mut Live,
     ctx: &Ctx,
     args: &AgentArgs,
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    input: &mut LineInput,
+    shown_cwd: &Mutex<PathBuf>,
     state: &Mutex<CtrlC>,
     quit: &CancellationToken,
 ) -> Result<(), CliError> {
@@ -121,19 +171,38 @@ async fn repl(
         live.cwd().display()
     );
     loop {
-        {
-            let mut out = std::io::stdout().lock();
-            let _ = write!(out, "> ");
-            let _ = out.flush();
+        if let Ok(mut c) = shown_cwd.lock() {
+            live.cwd().clone_into(&mut c);
         }
-        let line = tokio::select! {
+        let read = tokio::select! {
             () = quit.cancelled() => return Err(interrupted()),
-            line = rx.recv() => line,
+            read = input.read("> ") => read,
         };
-        let Some(line) = line else {
-            println!();
-            break;
+        let line = match read {
+            Input::Line(line) => line,
+            Input::Eof => {
+                println!();
+                break;
+            }
+            // Ctrl-C at the editor's prompt: the same two-press rule.
+            Input::Interrupted => {
+                let presses = state
+                    .lock()
+                    .map(|mut st| {
+                        st.presses += 1;
+                        st.presses
+                    })
+                    .unwrap_or(2);
+                if presses >= 2 {
+                    return Err(interrupted());
+                }
+                eprintln!("(Ctrl-C again to exit)");
+                continue;
+            }
         };
+        if let Ok(mut st) = state.lock() {
+            st.presses = 0;
+        }
         let line = line.trim();
         if line.is_empty() {
             continue;

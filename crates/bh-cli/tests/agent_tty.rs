@@ -1,0 +1,189 @@
+//! The interactive `bh agent` on a real pseudo-terminal (util-linux
+//! `script`): a bracketed paste of several lines is one prompt, the history
+//! is kept per user across sessions, and Tab completes slash commands.
+//! Skipped, saying why, where `script` is missing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn script_bin() -> Option<&'static str> {
+    ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
+struct Tty {
+    child: Child,
+    screen: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Tty {
+    fn start(root: &Path, repo: &Path, args: &str) -> Tty {
+        let bh = assert_cmd::cargo::cargo_bin("bh");
+        let mut child = Command::new(script_bin().unwrap())
+            .arg("-qfec")
+            .arg(format!("{} agent {args}", bh.display()))
+            .arg("/dev/null")
+            .current_dir(repo)
+            .env("HOME", root.join("home"))
+            .env("BH_STATE_DIR", root.join("state"))
+            .env("PI_CODING_AGENT_DIR", root.join("agent"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("TERM", "xterm")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let screen = Arc::new(Mutex::new(Vec::new()));
+        let mut out = child.stdout.take().unwrap();
+        let s = screen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                s.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Tty { child, screen }
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
+    }
+
+    /// Waits (a generous deadline against hangs, not a timing assertion)
+    /// until the screen shows `text` `count` times.
+    fn wait_for(&self, text: &str, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.screen().matches(text).count() < count {
+            assert!(
+                Instant::now() < deadline,
+                "never saw {text:?} x{count}:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn finish(mut self) -> String {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}:\n{}", self.screen());
+        self.screen()
+    }
+}
+
+fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let repo = root.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", root.join("home"))
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "hi\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "init"]);
+    std::fs::write(
+        root.join("turns.jsonl"),
+        "{\"text\": \"first answer\"}\n{\"text\": \"second answer\"}\n",
+    )
+    .unwrap();
+    (tmp, root, repo)
+}
+
+fn user_texts(session: &Path) -> Vec<String> {
+    std::fs::read_to_string(session)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["message"]["role"] == "user")
+        .map(|v| {
+            let c = &v["message"]["content"];
+            c.as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| c[0]["text"].as_str().unwrap_or("").to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let (_tmp, root, repo) = repo();
+    let session = root.join("s.jsonl");
+    let args = format!(
+        "--script {} --session {}",
+        root.join("turns.jsonl").display(),
+        session.display()
+    );
+    let mut tty = Tty::start(&root, &repo, &args);
+    tty.wait_for("> ", 1);
+    // A bracketed paste of three lines, then Enter: one prompt.
+    tty.send(b"\x1b[200~line one\nline two\nline three\x1b[201~\r");
+    tty.wait_for("first answer", 1);
+    tty.wait_for("> ", 2);
+    // Tab completes the command: "/qu" + Tab + Enter quits.
+    tty.send(b"/qu\t\r");
+    tty.finish();
+    assert_eq!(
+        user_texts(&session),
+        vec!["line one\nline two\nline three".to_owned()]
+    );
+    let history = std::fs::read_to_string(root.join("state/agent-history")).unwrap();
+    assert!(history.contains("line one"), "{history}");
+
+    // A second session: Up recalls the pasted prompt from the history.
+    let session2 = root.join("s2.jsonl");
+    let args = format!(
+        "--script {} --session {}",
+        root.join("turns.jsonl").display(),
+        session2.display()
+    );
+    let mut tty = Tty::start(&root, &repo, &args);
+    tty.wait_for("> ", 1);
+    tty.send(b"\x1b[A\x1b[A\r");
+    tty.wait_for("first answer", 1);
+    tty.wait_for("> ", 2);
+    tty.send(b"/quit\r");
+    tty.finish();
+    assert_eq!(
+        user_texts(&session2),
+        vec!["line one\nline two\nline three".to_owned()]
+    );
+}
