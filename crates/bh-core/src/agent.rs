@@ -459,7 +459,7 @@ impl Agent {
             }
 
             self.turns += 1;
-            let mut msg = self.sample(&run_cancel, sink, &mut excluded).await;
+            let (mut msg, retries) = self.sample(&run_cancel, sink, &mut excluded).await;
             let aborted = msg.stop_reason == "aborted";
             let (abort_stop, abort_limit) = if time_fired.load(Ordering::SeqCst) {
                 (RunStop::Limit, Some(LimitKind::Time))
@@ -470,6 +470,9 @@ impl Agent {
                 msg.error_message = Some(self.limit_reason(LimitKind::Time));
             }
             let entry = self.finish_assistant(&msg, sink)?;
+            if let Some(end) = retry_end(retries, &msg) {
+                sink(end);
+            }
             // Each call with the reason it must not run, if any (Pi 1.6's gating): a
             // response cut by the output token limit may carry truncated arguments that
             // still parse, and arguments that are not a JSON object were stored as `{}`
@@ -677,13 +680,14 @@ impl Agent {
         Ok(entry)
     }
 
-    /// One model call, streamed to the sink; returns the final message.
+    /// One model call, streamed to the sink; returns the final message and the number of
+    /// retries the provider made for it.
     async fn sample(
         &mut self,
         cancel: &CancellationToken,
         sink: &mut (dyn FnMut(Event) + Send),
         model_wait: &mut Duration,
-    ) -> AssistantMessage {
+    ) -> (AssistantMessage, u32) {
         let mut start = self.synthetic_aborted("");
         start.stop_reason = "stop".into();
         start.error_message = None;
@@ -707,6 +711,7 @@ impl Agent {
         let mut stream = self.provider.stream(request, cancel.clone());
         *model_wait += waiting.elapsed();
         let mut done = None;
+        let mut retries = 0;
         loop {
             let waiting = Instant::now();
             let next = stream.next().await;
@@ -770,13 +775,16 @@ impl Agent {
                 }
                 StreamEvent::Retry {
                     attempt,
+                    max_retries,
                     delay,
                     reason,
                 } => {
-                    sink(Event::Retry {
+                    retries = attempt;
+                    sink(Event::AutoRetryStart {
                         attempt,
+                        max_attempts: max_retries,
                         delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                        reason,
+                        error_message: reason,
                     });
                     None
                 }
@@ -805,7 +813,7 @@ impl Agent {
         // Pi 1.6's agent loop records the thinking level each response was asked with.
         msg.extra
             .insert("thinkingLevel".into(), Value::from(self.thinking.as_str()));
-        msg
+        (msg, retries)
     }
 
     /// Checkpoint before a mutating tool call; a failure is a warning.
@@ -1088,6 +1096,28 @@ fn apply_to_partial(
         }
         StreamEvent::Start | StreamEvent::Done(_) => {}
     }
+}
+
+/// Pi 1.6's `auto_retry_end` for a response the provider retried `retries` times: success
+/// unless it failed too; a cancelled one ends as Pi ends a cancelled retry.
+fn retry_end(retries: u32, msg: &AssistantMessage) -> Option<Event> {
+    if retries == 0 {
+        return None;
+    }
+    let final_error = match msg.stop_reason.as_str() {
+        "error" => Some(
+            msg.error_message
+                .clone()
+                .unwrap_or_else(|| "Unknown error".to_owned()),
+        ),
+        "aborted" => Some("Retry cancelled".to_owned()),
+        _ => None,
+    };
+    Some(Event::AutoRetryEnd {
+        success: final_error.is_none(),
+        attempt: retries,
+        final_error,
+    })
 }
 
 /// Record the checkpoint id in the result's `details.checkpoint`.

@@ -205,6 +205,7 @@ pub(crate) async fn run<W: Wire>(
                 attempt += 1;
                 turn.emit(StreamEvent::Retry {
                     attempt,
+                    max_retries: retry.max_retries,
                     delay,
                     reason,
                 });

@@ -205,6 +205,7 @@ async fn retry_after_429_then_success() {
     assert_eq!(server.requests().len(), 2);
     assert!(events.contains(&StreamEvent::Retry {
         attempt: 1,
+        max_retries: 3,
         delay: Duration::from_secs(1),
         reason: "429 Rate limited".into()
     }));
