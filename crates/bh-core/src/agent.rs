@@ -348,7 +348,7 @@ impl Agent {
             }
 
             self.turns += 1;
-            let mut msg = self.sample(&run_cancel, sink, &mut excluded).await;
+            let (mut msg, retries) = self.sample(&run_cancel, sink, &mut excluded).await;
             let aborted = msg.stop_reason == "aborted";
             let (abort_stop, abort_limit) = if time_fired.load(Ordering::SeqCst) {
                 (RunStop::Limit, Some(LimitKind::Time))
@@ -359,6 +359,9 @@ impl Agent {
                 msg.error_message = Some(self.limit_reason(LimitKind::Time));
             }
             let entry = self.finish_assistant(&msg, sink)?;
+            if let Some(end) = stream::retry_end(retries, &msg) {
+                sink(end);
+            }
             // Each call with the reason it must not run, if any (Pi 1.6's gating): a
             // response cut by the output token limit may carry truncated arguments that
             // still parse, and arguments that are not a JSON object were stored as `{}`

@@ -1,7 +1,8 @@
 //! Events of a run, shaped like Pi's `--mode json` stream
 //! (`agent_start, turn_start, message_start/update/end,
 //! tool_execution_start/update/end, turn_end, agent_end`), plus Better Harness's own
-//! `checkpoint`, `warning` and `run_end`.
+//! `checkpoint`, `warning` and `run_end`. Retries are announced as Pi 1.6 announces them
+//! (`auto_retry_start`, `auto_retry_end`).
 
 use bh_protocol::message::{AssistantMessage, ToolResultMessage};
 use serde::Serialize;
@@ -143,12 +144,24 @@ pub enum Event {
     Warning {
         message: String,
     },
-    /// The model's stream is being retried (provider `Retry`).
+    /// Pi 1.6's `auto_retry_start`: the model's stream failed (provider `Retry`) and is
+    /// sent again after `delayMs`; `attempt` counts from 1 up to `maxAttempts`.
     #[serde(rename_all = "camelCase")]
-    Retry {
+    AutoRetryStart {
         attempt: u32,
+        max_attempts: u32,
         delay_ms: u64,
-        reason: String,
+        error_message: String,
+    },
+    /// Pi 1.6's `auto_retry_end`, after the `message_end` of a retried response: `success`
+    /// unless that response failed too (`finalError`: its error, or "Retry cancelled" when
+    /// the run was cancelled); `attempt` is the number of retries made.
+    #[serde(rename_all = "camelCase")]
+    AutoRetryEnd {
+        success: bool,
+        attempt: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        final_error: Option<String>,
     },
     /// The last event of a run (Better Harness): why it stopped and the counters.
     #[serde(rename_all = "camelCase")]

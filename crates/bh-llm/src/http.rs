@@ -205,6 +205,7 @@ pub(crate) async fn run<W: Wire>(
                 attempt += 1;
                 turn.emit(StreamEvent::Retry {
                     attempt,
+                    max_retries: retry.max_retries,
                     delay,
                     reason,
                 });
@@ -313,7 +314,7 @@ async fn one_attempt<W: Wire>(
                 }),
             },
             Err(e) => Err(StreamFailure {
-                message: format!("Stream error: {e}"),
+                message: dropped_message(&e),
                 retryable: false,
             }),
         };
@@ -345,6 +346,10 @@ async fn one_attempt<W: Wire>(
                 Err(f) => f,
             },
             // The connection dropped mid-stream.
+            Ok(Some(Err(eventsource_stream::EventStreamError::Transport(e)))) => StreamFailure {
+                message: dropped_message(&e),
+                retryable: true,
+            },
             Ok(Some(Err(e))) => StreamFailure {
                 message: format!("Stream error: {e}"),
                 retryable: true,
@@ -365,6 +370,41 @@ async fn one_attempt<W: Wire>(
         }
         turn.fail(StopReason::Error, failure.message);
         return Attempt::Finished;
+    }
+}
+
+/// Pi 1.6's text for a connection that dropped in the middle of the body: undici's
+/// "terminated" with the deepest cause appended as Pi's `withCauseDetail` appends it. A
+/// reset is Node's "read ECONNRESET"; a body the server closed before its end (hyper's
+/// incomplete message / early EOF) is undici's "other side closed (UND_ERR_SOCKET)"; any
+/// other transport failure keeps its own deepest cause.
+fn dropped_message(e: &reqwest::Error) -> String {
+    let mut deepest: &dyn std::error::Error = e;
+    let mut closed = false;
+    let mut current: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = current {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionReset => return "terminated: read ECONNRESET".into(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionAborted => {
+                    closed = true;
+                }
+                _ => {}
+            }
+        }
+        let text = err.to_string();
+        if text.contains("connection closed before message completed")
+            || text.contains("end of file before message length reached")
+        {
+            closed = true;
+        }
+        deepest = err;
+        current = err.source();
+    }
+    if closed {
+        "terminated: other side closed (UND_ERR_SOCKET)".into()
+    } else {
+        format!("terminated: {deepest}")
     }
 }
 

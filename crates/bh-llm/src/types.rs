@@ -362,9 +362,11 @@ pub enum StreamEvent {
         /// (`arguments` is then `{}`); such a call must not be executed.
         arguments_error: Option<String>,
     },
-    /// A retryable failure; the request is sent again after `delay`.
+    /// A retryable failure; the request is sent again after `delay`. `attempt` counts
+    /// from 1 up to `max_retries` (the policy's, Pi's `maxAttempts`).
     Retry {
         attempt: u32,
+        max_retries: u32,
         delay: Duration,
         reason: String,
     },

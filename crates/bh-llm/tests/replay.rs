@@ -10,7 +10,8 @@
 //! - `live_pi_agrees_with_the_recordings` (always, skips without node/npm): runs the real
 //!   Pi, installed from npm by `bh_test_support::pi`, on a representative subset (a tool
 //!   call cut by Anthropic's `max_tokens`, one cut by OpenAI's `length`, Azure's empty first
-//!   id, a reasoning model over an OpenAI-compatible server, Anthropic thinking) and checks
+//!   id, a reasoning model over an OpenAI-compatible server, Anthropic thinking and redacted
+//!   thinking, OpenAI parallel tool calls) and checks
 //!   Pi still writes what was recorded, so the recordings cannot drift from Pi.
 //! - `record_pi_expectations` (`--ignored`): re-records every expectation from the real Pi:
 //!   `cargo test -p bh-llm --test replay -- --ignored record_pi_expectations`.
@@ -450,7 +451,7 @@ fn replays_match_pi() {
             }
         }
     }
-    assert!(checked >= 6 * 21, "the manifest lists the streams");
+    assert!(checked >= 6 * 24, "the manifest lists the streams");
     assert!(
         failures.is_empty(),
         "{} of {checked} replays differ from Pi 1.6:\n\n{}",
@@ -504,12 +505,14 @@ fn early_ends_are_retried_into_pis_message() {
 }
 
 /// The subset run against the live Pi in every test run.
-const LIVE: [&str; 5] = [
+const LIVE: [&str; 7] = [
     "anthropic-max-tokens-mid-tool",
     "anthropic-thinking",
+    "anthropic-redacted-thinking",
     "deepseek-length-mid-tool",
     "azure-model-router",
     "xai-tool-call",
+    "openai-parallel-tools",
 ];
 
 #[test]

@@ -63,11 +63,19 @@ impl Printer {
             }
             Event::Checkpoint { id, .. } => eprintln!("  checkpoint {id}"),
             Event::Warning { message } => eprintln!("bh: warning: {message}"),
-            Event::Retry {
-                attempt, reason, ..
+            Event::AutoRetryStart {
+                attempt,
+                max_attempts,
+                error_message,
+                ..
             } => {
-                eprintln!("bh: retrying (attempt {attempt}): {reason}");
+                eprintln!("bh: retrying ({attempt}/{max_attempts}): {error_message}");
             }
+            Event::AutoRetryEnd {
+                success: false,
+                final_error: Some(e),
+                ..
+            } => eprintln!("bh: retry failed: {e}"),
             _ => {}
         }
     }

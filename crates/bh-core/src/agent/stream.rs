@@ -3,13 +3,14 @@
 use super::*;
 
 impl Agent {
-    /// One model call, streamed to the sink; returns the final message.
+    /// One model call, streamed to the sink; returns the final message and the number of
+    /// retries the provider made for it.
     pub(super) async fn sample(
         &mut self,
         cancel: &CancellationToken,
         sink: &mut (dyn FnMut(Event) + Send),
         model_wait: &mut Duration,
-    ) -> AssistantMessage {
+    ) -> (AssistantMessage, u32) {
         let mut start = self.synthetic_aborted("");
         start.stop_reason = "stop".into();
         start.error_message = None;
@@ -33,6 +34,7 @@ impl Agent {
         let mut stream = self.provider.stream(request, cancel.clone());
         *model_wait += waiting.elapsed();
         let mut done = None;
+        let mut retries = 0;
         loop {
             let waiting = Instant::now();
             let next = stream.next().await;
@@ -96,13 +98,16 @@ impl Agent {
                 }
                 StreamEvent::Retry {
                     attempt,
+                    max_retries,
                     delay,
                     reason,
                 } => {
-                    sink(Event::Retry {
+                    retries = attempt;
+                    sink(Event::AutoRetryStart {
                         attempt,
+                        max_attempts: max_retries,
                         delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                        reason,
+                        error_message: reason,
                     });
                     None
                 }
@@ -131,7 +136,7 @@ impl Agent {
         // Pi 1.6's agent loop records the thinking level each response was asked with.
         msg.extra
             .insert("thinkingLevel".into(), Value::from(self.thinking.as_str()));
-        msg
+        (msg, retries)
     }
 }
 
@@ -258,4 +263,26 @@ fn apply_to_partial(
         }
         StreamEvent::Start | StreamEvent::Done(_) => {}
     }
+}
+
+/// Pi 1.6's `auto_retry_end` for a response the provider retried `retries` times: success
+/// unless it failed too; a cancelled one ends as Pi ends a cancelled retry.
+pub(super) fn retry_end(retries: u32, msg: &AssistantMessage) -> Option<Event> {
+    if retries == 0 {
+        return None;
+    }
+    let final_error = match msg.stop_reason.as_str() {
+        "error" => Some(
+            msg.error_message
+                .clone()
+                .unwrap_or_else(|| "Unknown error".to_owned()),
+        ),
+        "aborted" => Some("Retry cancelled".to_owned()),
+        _ => None,
+    };
+    Some(Event::AutoRetryEnd {
+        success: final_error.is_none(),
+        attempt: retries,
+        final_error,
+    })
 }

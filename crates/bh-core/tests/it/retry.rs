@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bh_core::{Agent, Event, Limits, RunStop};
+use bh_core::{Agent, Limits, RunStop};
 use bh_llm::{Api, HttpProvider, ModelSpec, Provider, RetryPolicy};
 use bh_test_support::mock_openai::{chunk, serve, usage};
 use serde_json::{Value, json};
@@ -46,19 +46,38 @@ async fn an_early_end_is_retried_and_its_partial_text_dropped() {
         .unwrap();
     assert_eq!(out.stop, RunStop::Completed, "{out:?}");
     assert_eq!(seen.lock().unwrap().len(), 2);
-    let retries: Vec<String> = events
+    // Pi 1.6's `--mode json` retry events, by name and fields.
+    let json: Vec<Value> = events
         .iter()
-        .filter_map(|e| match e {
-            Event::Retry { reason, .. } => Some(reason.clone()),
-            _ => None,
-        })
+        .map(|e| serde_json::to_value(e).unwrap())
         .collect();
-    assert_eq!(retries, ["Stream ended without finish_reason"]);
+    let start = json
+        .iter()
+        .position(|v| v["type"] == "auto_retry_start")
+        .expect("auto_retry_start");
+    assert_eq!(
+        json[start],
+        json!({"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3, "delayMs": 1,
+            "errorMessage": "Stream ended without finish_reason"})
+    );
+    let end = json
+        .iter()
+        .position(|v| v["type"] == "auto_retry_end")
+        .expect("auto_retry_end");
+    assert_eq!(
+        json[end],
+        json!({"type": "auto_retry_end", "success": true, "attempt": 1})
+    );
+    // As Pi: the end follows the retried response's message_end.
+    assert_eq!(json[end - 1]["type"], "message_end");
+    assert_eq!(json[end - 1]["message"]["role"], "assistant");
+    assert!(start < end);
+    assert!(!json.iter().any(|v| v["type"] == "retry"));
     // Every streamed partial after the retry starts from the retried answer.
     let after_retry: Vec<Value> = events
         .iter()
         .map(|e| serde_json::to_value(e).unwrap())
-        .skip_while(|v| v["type"] != "retry")
+        .skip_while(|v| v["type"] != "auto_retry_start")
         .filter(|v| v["type"] == "message_update")
         .collect();
     assert!(!after_retry.is_empty());
@@ -69,5 +88,51 @@ async fn an_early_end_is_retried_and_its_partial_text_dropped() {
     let msgs = messages(agent.session_path());
     assert_eq!(msgs.len(), 2, "user and the retried answer only");
     assert_eq!(msgs[1]["content"][0]["text"], "The whole answer.");
+    assert_valid(agent.session_path());
+}
+
+/// Every retry fails too: `auto_retry_end` says so with the last error, as Pi's does.
+#[tokio::test]
+async fn retries_that_all_fail_end_with_the_final_error() {
+    let fx = fx();
+    let cut = || chunk(json!({"role": "assistant", "content": "Half"}), None);
+    let (base, seen) = serve(vec![cut(), cut(), cut()]);
+    let mut spec = ModelSpec::new("mock", "mock-model", Api::OpenAiCompletions);
+    spec.base_url = base;
+    spec.api_key = Some("k".into());
+    let retry = RetryPolicy {
+        max_retries: 2,
+        base_delay: Duration::from_millis(1),
+        ..RetryPolicy::default()
+    };
+    let provider: Arc<dyn Provider> = Arc::new(HttpProvider::new(spec).unwrap().with_retry(retry));
+    let mut agent =
+        Agent::new(fx.config(provider, fx.new_session(), true, Limits::default())).unwrap();
+    let mut events = Vec::new();
+    agent
+        .run("answer", &CancellationToken::new(), &mut |e| events.push(e))
+        .await
+        .unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    let retry_events: Vec<Value> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|v| {
+            v["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("auto_retry"))
+        })
+        .collect();
+    assert_eq!(
+        retry_events,
+        [
+            json!({"type": "auto_retry_start", "attempt": 1, "maxAttempts": 2, "delayMs": 1,
+                "errorMessage": "Stream ended without finish_reason"}),
+            json!({"type": "auto_retry_start", "attempt": 2, "maxAttempts": 2, "delayMs": 2,
+                "errorMessage": "Stream ended without finish_reason"}),
+            json!({"type": "auto_retry_end", "success": false, "attempt": 2,
+                "finalError": "Stream ended without finish_reason"}),
+        ]
+    );
     assert_valid(agent.session_path());
 }

@@ -264,7 +264,10 @@ async fn stream_cut_is_error() {
     let p = http(model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "error");
-    assert!(msg.error_message.unwrap().starts_with("Stream error"));
+    assert_eq!(
+        msg.error_message.as_deref(),
+        Some("terminated: other side closed (UND_ERR_SOCKET)")
+    );
     assert_eq!(msg.content.len(), 3);
 }
 

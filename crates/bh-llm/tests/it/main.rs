@@ -5,6 +5,7 @@
 mod anthropic;
 mod config;
 mod convert;
+mod dropped;
 mod invariants;
 mod mock;
 mod openai;

@@ -205,6 +205,7 @@ async fn retry_after_429_then_success() {
     assert_eq!(server.requests().len(), 2);
     assert!(events.contains(&StreamEvent::Retry {
         attempt: 1,
+        max_retries: 3,
         delay: Duration::from_secs(1),
         reason: "429 Rate limited".into()
     }));
@@ -265,13 +266,10 @@ async fn stream_cut_mid_message_is_an_error_with_partial_content() {
     let p = http(fake_model(&server.base), fast_retry(2));
     let (events, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "error");
-    assert!(
-        msg.error_message
-            .as_deref()
-            .unwrap()
-            .starts_with("Stream error"),
-        "{:?}",
-        msg.error_message
+    // Pi 1.6's text (undici's) for a body closed before its end.
+    assert_eq!(
+        msg.error_message.as_deref(),
+        Some("terminated: other side closed (UND_ERR_SOCKET)")
     );
     let v = json_no_ts(&msg);
     assert_eq!(v["content"][0]["text"], "Partial ");

@@ -2,7 +2,7 @@
 """Copies the recorded provider streams of the replay suite out of a clone of their source
 repository and writes manifest.json (source repository, path and commit of each).
 
-Usage: collect.py <path to a git clone of vercel/ai>   (run from this folder)
+Usage: collect.py <clone of vercel/ai> <clone of pydantic/pydantic-ai>   (run from this folder)
 
 The recordings are the `*.chunks.txt` files the Vercel AI SDK keeps as test data: one JSON
 value per line, the `data` of each server-sent event as the provider sent it (Anthropic's event
@@ -10,6 +10,10 @@ name is the value's `type`). Two streams are derived from a recording, because n
 recording of a response cut by the token limit in the middle of a tool call was found: they are
 the recording's events up to a point inside the tool call's arguments, then the provider's own
 closing events with the stop reason set to the limit. Each says so in the manifest.
+
+Some recordings are taken at a given older commit (PINNED: the file is no longer in the
+repository's newest tree), and some from pydantic-ai's VCR cassettes (CASSETTES: the `data:`
+lines of one recorded response body, picked by a string that only that response holds).
 """
 import json
 import subprocess
@@ -39,13 +43,38 @@ CASES = [
     ("alibaba-tool-call", "openai", "packages/alibaba/src/__fixtures__/alibaba-tool-call.chunks.txt", "Qwen tool call; empty id"),
 ]
 
+# name, wire, path, commit, what it covers: a vercel/ai recording at the commit that added it.
+PINNED = [
+    ("anthropic-parallel-tools", "anthropic", "packages/anthropic/src/__fixtures__/anthropic-issue-15652-false.chunks.txt", "3be1578c84110aaa4be71b39d8e5cc839e26d398", "parallel tool calls: three tool_use blocks in one response"),
+]
+CASSETTE_REPO = "pydantic/pydantic-ai"
+# name, wire, path, string picking the response, what it covers.
+CASSETTES = [
+    ("openai-parallel-tools", "openai", "tests/cassettes/test_temporal/test_complex_agent_run.yaml", "chatcmpl-C2QD1kGWsTW5OWiqAtOSFEAOfPfQH", "OpenAI parallel tool calls: tool_calls index 0 and 1 in one stream; usage-only final chunk"),
+    ("anthropic-redacted-thinking", "anthropic", "tests/models/cassettes/test_anthropic/test_anthropic_model_thinking_part_redacted_stream.yaml", "redacted_thinking", "redacted thinking: two redacted_thinking blocks, then text"),
+]
+
+
+def cassette_chunks(text, pick):
+    """The `data:` values of the one recorded response body holding `pick`."""
+    import yaml
+    bodies = []
+    for it in yaml.safe_load(text)["interactions"]:
+        body = it["response"]["body"]
+        body = body.get("string") if "string" in body else body.get("content")
+        if isinstance(body, str) and pick in body:
+            bodies.append(body)
+    assert len(bodies) == 1, f"{pick} picks {len(bodies)} responses"
+    data = [l[len("data: "):] for l in bodies[0].splitlines() if l.startswith("data: ")]
+    return "\n".join(d for d in data if d != "[DONE]") + "\n"
+
 
 def git(clone, *args):
     return subprocess.run(["git", "-C", clone, *args], check=True, capture_output=True).stdout
 
 
 def main():
-    clone = sys.argv[1]
+    clone, pyd = sys.argv[1], sys.argv[2]
     head = git(clone, "rev-parse", "HEAD").decode().strip()
     manifest = []
     for name, wire, path, covers in CASES:
@@ -99,8 +128,21 @@ def main():
                      "covers": "finish_reason length in the middle of a tool call's arguments",
                      "source": src["source"],
                      "derived": "the recording's chunks before its fourth arguments piece, then that chunk with an empty delta and finish_reason length"})
+    for name, wire, path, commit, covers in PINNED:
+        open(f"streams/{name}.chunks.txt", "wb").write(git(clone, "show", f"{commit}:{path}"))
+        manifest.append({"name": name, "wire": wire, "covers": covers,
+                         "source": {"repo": REPO, "path": path, "commit": commit}})
+    pyd_head = git(pyd, "rev-parse", "HEAD").decode().strip()
+    for name, wire, path, pick, covers in CASSETTES:
+        text = git(pyd, "show", f"{pyd_head}:{path}").decode()
+        commit = git(pyd, "log", "-1", "--format=%H", pyd_head, "--", path).decode().strip()
+        open(f"streams/{name}.chunks.txt", "w").write(cassette_chunks(text, pick))
+        manifest.append({"name": name, "wire": wire, "covers": covers,
+                         "source": {"repo": CASSETTE_REPO, "path": path, "commit": commit},
+                         "extracted": f"the data: lines of the recorded response holding {pick!r}"})
     json.dump({"note": "Recorded provider streams, test data for tests/replay.rs; see collect.py",
-               "snapshot": {"repo": REPO, "commit": head}, "cases": manifest},
+               "snapshots": [{"repo": REPO, "commit": head}, {"repo": CASSETTE_REPO, "commit": pyd_head}],
+               "cases": manifest},
               open("manifest.json", "w"), indent=1)
     open("manifest.json", "a").write("\n")
 
