@@ -48,6 +48,7 @@ pub enum CheckpointCmd {
         entry: Option<String>,
     },
     /// List checkpoints, newest first.
+    #[command(visible_alias = "ls")]
     List {
         #[command(flatten)]
         project: ProjectArg,

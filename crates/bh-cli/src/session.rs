@@ -80,7 +80,8 @@ pub enum SessionCmd {
         force: bool,
     },
     /// The sessions Pi keeps for a project, newest first.
-    Ls {
+    #[command(visible_alias = "ls")]
+    List {
         /// Project directory (default: the current directory).
         #[arg(long, value_name = "DIR")]
         cwd: Option<PathBuf>,
@@ -106,7 +107,7 @@ pub fn run(cmd: SessionCmd, ctx: &Ctx) -> Result<(), CliError> {
             out,
             force,
         } => export(ctx, &file, out.as_deref(), force),
-        SessionCmd::Ls { cwd } => ls(ctx, cwd),
+        SessionCmd::List { cwd } => ls(ctx, cwd),
     }
 }
 

@@ -73,6 +73,7 @@ pub enum WorktreeCmd {
         repo: Option<PathBuf>,
     },
     /// Every worktree, managed or not: branch, provisioning state, dirty and unpushed counts.
+    #[command(visible_alias = "ls")]
     List {
         #[arg(long, value_name = "DIR")]
         repo: Option<PathBuf>,

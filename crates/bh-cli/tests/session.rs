@@ -558,6 +558,14 @@ fn ls_lists_newest_first() {
     );
     assert_eq!(s[1]["id"], "01a22bed-fad1-75df-a44b-63166ec12902");
     assert!(s[0]["size"].as_u64().unwrap() > 1000);
+    // `list` is the command, `ls` its alias: the same output.
+    let listed = env
+        .bh()
+        .args(["--json", "session", "list", "--cwd"])
+        .arg(proj.path())
+        .output()
+        .unwrap();
+    assert_eq!(json_of(&listed.stdout), v);
     env.bh()
         .args(["session", "ls", "--cwd"])
         .arg(proj.path())
