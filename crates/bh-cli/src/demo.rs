@@ -24,7 +24,14 @@ pub fn run(args: DemoArgs, ctx: &Ctx) -> Result<(), CliError> {
         .prefix("bh-demo-")
         .tempdir()
         .map_err(|e| CliError::internal(format!("cannot create a scratch folder: {e}")))?;
-    let root = scratch.path().to_path_buf();
+    // With --keep the folder is kept from the start, so nothing that goes
+    // wrong later (a closed pipe on stdout included) deletes it.
+    let (_scratch, root) = if args.keep {
+        (None, scratch.keep())
+    } else {
+        let root = scratch.path().to_path_buf();
+        (Some(scratch), root)
+    };
     let project = root.join("project");
     let state = root.join("state");
     let mut log: Vec<String> = Vec::new();
@@ -141,9 +148,8 @@ pub fn run(args: DemoArgs, ctx: &Ctx) -> Result<(), CliError> {
     ));
 
     let kept = if args.keep {
-        let path = scratch.keep();
-        say(format!("kept the demo folder: {}", path.display()));
-        Some(path)
+        say(format!("kept the demo folder: {}", root.display()));
+        Some(root.clone())
     } else {
         None
     };

@@ -145,6 +145,19 @@ impl From<std::io::Error> for CliError {
     }
 }
 
+/// Whether stdout is a pipe whose reader has gone (`bh … | head` after
+/// `head` exited): such a failure ends the command quietly.
+pub fn stdout_reader_gone() -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let stdout = std::io::stdout();
+    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::POLLOUT)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLERR))
+}
+
 /// Print a JSON document on stdout (the only thing `--json` mode prints there).
 pub fn print_json(value: &serde_json::Value) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value).map_err(CliError::internal)?;

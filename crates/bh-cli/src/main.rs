@@ -26,7 +26,7 @@ use crate::context::Ctx;
 #[derive(Parser, Debug)]
 #[command(
     name = "bh",
-    version,
+    version = VERSION,
     about = "Better Harness: safe, reproducible, reviewable coding-agent work on Git"
 )]
 struct Cli {
@@ -67,13 +67,24 @@ enum Command {
         about = "Create, list, enter and dispose managed linked worktrees."
     )]
     Worktree(worktree::WorktreeCmd),
+    /// Print a shell completion script (e.g. `bh completions bash > /etc/bash_completion.d/bh`).
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; e.g. `bh man | man -l -`).
+    Man,
 }
+
+/// `bh --version`: the package version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("BH_COMMIT"), ")");
 
 /// `harness-session-executor`: the executor's own name for `bh exec`.
 #[derive(Parser, Debug)]
 #[command(
     name = "harness-session-executor",
-    version,
+    version = VERSION,
     about = "Continue a Pi session from one exact entry at one exact commit (same as `bh exec`)"
 )]
 struct ExecCli {
@@ -93,7 +104,39 @@ fn invoked_as_executor() -> bool {
         .is_some_and(|n| n == "harness-session-executor")
 }
 
+/// Whether a panic is Rust's print macros meeting a closed stdout (`bh … | head`).
+fn is_broken_pipe(message: &str) -> bool {
+    message.contains("failed printing to stdout") && message.contains("Broken pipe")
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("")
+}
+
+/// Every command ends quietly when its reader goes away (`bh … | head`): the
+/// print that met the closed pipe unwinds (so destructors release locks and
+/// temporary files), nothing is said, and the exit code is the one a shell
+/// reports for SIGPIPE (141). SIGPIPE itself stays ignored, so a git helper
+/// or a socket peer that goes away is an error the code handles, never a kill.
 fn main() -> ExitCode {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_broken_pipe(panic_message(info.payload())) {
+            default_hook(info);
+        }
+    }));
+    match std::panic::catch_unwind(real_main) {
+        Ok(code) => code,
+        Err(payload) if is_broken_pipe(panic_message(payload.as_ref())) => ExitCode::from(141),
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+fn real_main() -> ExitCode {
     if invoked_as_executor() {
         let cli = match ExecCli::try_parse() {
             Ok(cli) => cli,
@@ -140,9 +183,25 @@ fn main() -> ExitCode {
         Command::Exec(cmd) => exec::run(cmd, &ctx),
         Command::Demo(args) => demo::run(args, &ctx),
         Command::Worktree(cmd) => worktree::run(cmd, &ctx),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut Cli::command(), "bh", &mut out);
+            Ok(())
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut std::io::stdout().lock())
+                .map_err(|e| {
+                    error::CliError::internal(format!("cannot write the manual page: {e}"))
+                })
+        }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away: quiet, as after SIGPIPE.
+        Err(_) if error::stdout_reader_gone() => ExitCode::from(141),
         Err(err) => {
             err.report(json);
             ExitCode::from(err.code())

@@ -1,0 +1,217 @@
+//! `bh session tree` and `bh session export`: the views of a session (the
+//! lane graph of `bh_session::graph`, the HTML report of `bh-report`).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+use bh_session::graph::{self, GraphOptions, RowKind};
+use bh_session::{Session, summarize};
+use serde_json::{Value, json};
+
+use super::{load, out, problem_line, problems_json, require_session};
+use crate::context::Ctx;
+use crate::display;
+use crate::error::{CliError, ErrorKind, print_json};
+use crate::units::human_size;
+
+// ----- tree ------------------------------------------------------------------
+
+pub(super) fn tree(ctx: &Ctx, file: &Path, full: bool) -> Result<(), CliError> {
+    let s = load(ctx, file)?;
+    require_session(&s, file)?;
+    let summaries = summarize(&s);
+    let options = GraphOptions {
+        fold_tool_runs: if full || ctx.json { None } else { Some(4) },
+    };
+    let g = graph::layout(&s, &summaries, options);
+    let leaf = s.leaf().map(|e| e.id.clone());
+    let labels: HashMap<&str, &str> = s
+        .labels()
+        .iter()
+        .map(|l| (l.target_id.as_str(), l.label.as_str()))
+        .collect();
+    let (_, children) = s.children_map();
+    if ctx.json {
+        let nodes: Vec<Value> = g
+            .order
+            .iter()
+            .map(|&ix| {
+                let e = &s.entries()[ix];
+                let place = g.placements[ix].unwrap_or_default();
+                let sum = &summaries[ix];
+                json!({
+                    "id": e.id,
+                    "parentId": e.parent_id,
+                    "type": e.kind.as_str(),
+                    "role": e.role,
+                    "line": e.line,
+                    "depth": place.depth,
+                    "lane": place.lane,
+                    "label": labels.get(e.id.as_str()),
+                    "leaf": leaf.as_deref() == Some(e.id.as_str()),
+                    "summary": sum.text,
+                    "toolCalls": sum.tool_calls,
+                    "isError": sum.is_error,
+                    "checkpoint": sum.checkpoint,
+                    "children": children[ix].iter().map(|c| s.entries()[*c].id.clone()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        return print_json(&json!({
+            "file": file.display().to_string(),
+            "leaf": leaf,
+            "lanes": g.lanes,
+            "nodes": nodes,
+            "problems": problems_json(s.problems()),
+        }));
+    }
+    let t = tree_lines(
+        &s,
+        &summaries,
+        &g,
+        &labels,
+        leaf.as_deref(),
+        display::stdout_width(),
+    );
+    out(&t)?;
+    for p in s.problems() {
+        eprintln!("{}:{}", file.display(), display::escape(&problem_line(p)));
+    }
+    Ok(())
+}
+
+/// The human tree (one row per line, control characters escaped, cut to
+/// `width` columns when given): `bh session tree` and the agent's `/tree`.
+pub(crate) fn tree_text(
+    s: &Session,
+    leaf: Option<&str>,
+    full: bool,
+    width: Option<usize>,
+) -> String {
+    let summaries = summarize(s);
+    let options = GraphOptions {
+        fold_tool_runs: if full { None } else { Some(4) },
+    };
+    let g = graph::layout_at(s, &summaries, options, leaf);
+    let labels: HashMap<&str, &str> = s
+        .labels()
+        .iter()
+        .map(|l| (l.target_id.as_str(), l.label.as_str()))
+        .collect();
+    tree_lines(s, &summaries, &g, &labels, leaf, width)
+}
+
+fn tree_lines(
+    s: &Session,
+    summaries: &[bh_session::Summary],
+    g: &graph::Graph,
+    labels: &HashMap<&str, &str>,
+    leaf: Option<&str>,
+    width: Option<usize>,
+) -> String {
+    let mut t = String::new();
+    for row in &g.rows {
+        let mut line = row.graph.clone();
+        match &row.kind {
+            RowKind::Fork => {}
+            RowKind::Folded(ixs) => {
+                line.push_str(&graph::folded_summary(summaries, ixs));
+                if let (Some(first), Some(last)) = (ixs.first(), ixs.last()) {
+                    line.push_str(&format!(
+                        " [{}..{}]",
+                        s.entries()[*first].id,
+                        s.entries()[*last].id
+                    ));
+                }
+            }
+            RowKind::Entry(ix) => {
+                let e = &s.entries()[*ix];
+                let sum = &summaries[*ix];
+                line.push_str(&e.id);
+                line.push(' ');
+                line.push_str(&sum.text);
+                if let Some(l) = labels.get(e.id.as_str()) {
+                    line.push_str(&format!(" [{l}]"));
+                }
+                if let Some(cp) = &sum.checkpoint {
+                    line.push_str(&format!(" ⚑ checkpoint {cp}"));
+                }
+                if leaf == Some(e.id.as_str()) {
+                    line.push_str("  ← leaf");
+                }
+            }
+        }
+        let line = display::escape(line.trim_end());
+        match width {
+            Some(w) => t.push_str(&display::fit(&line, w)),
+            None => t.push_str(&line),
+        }
+        t.push('\n');
+    }
+    if g.rows.is_empty() {
+        t.push_str("(no entries)\n");
+    }
+    t
+}
+
+// ----- export ----------------------------------------------------------------
+
+pub(super) fn export(
+    ctx: &Ctx,
+    file: &Path,
+    out_path: Option<&Path>,
+    force: bool,
+) -> Result<(), CliError> {
+    let s = load(ctx, file)?;
+    require_session(&s, file)?;
+    let html = bh_report::session_html(
+        &s,
+        &bh_report::SessionReportOptions {
+            source: Some(file.display().to_string()),
+        },
+    );
+    let Some(dest) = out_path else {
+        if ctx.json {
+            return Err(CliError::new(
+                ErrorKind::Usage,
+                "--json needs --out FILE (the report itself is not JSON)",
+            ));
+        }
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(html.as_bytes())?;
+        stdout.flush()?;
+        return Ok(());
+    };
+    let dest = ctx.abs(dest);
+    if dest.is_dir() {
+        return Err(CliError::new(
+            ErrorKind::Usage,
+            format!("{}: is a directory, not a file", dest.display()),
+        ));
+    }
+    if dest.exists() && !force {
+        return Err(CliError::new(
+            ErrorKind::Refused,
+            format!("{}: exists (use --force to replace it)", dest.display()),
+        ));
+    }
+    bh_fs::write_atomic(&dest, html.as_bytes(), 0o644).map_err(|e| {
+        CliError::new(
+            ErrorKind::Internal,
+            format!("cannot write {}: {e}", dest.display()),
+        )
+    })?;
+    if ctx.json {
+        return print_json(&json!({
+            "file": file.display().to_string(),
+            "out": dest.display().to_string(),
+            "bytes": html.len(),
+        }));
+    }
+    out(&format!(
+        "wrote {} ({})\n",
+        dest.display(),
+        human_size(html.len() as u64)
+    ))
+}

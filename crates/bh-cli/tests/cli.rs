@@ -1,0 +1,141 @@
+//! The command line as a whole: `--version` names the commit, shell
+//! completions and a manual page come from the same definition as the
+//! parser, and a reader that goes away (`bh … | head`) ends a command
+//! quietly (exit 141, nothing on stderr, nothing kept deleted).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use assert_cmd::cargo::cargo_bin;
+
+fn bh() -> Command {
+    let mut c = Command::new(cargo_bin("bh"));
+    let state = std::env::temp_dir().join(format!("bh-cli-test-{}", std::process::id()));
+    c.arg("--state-dir").arg(state);
+    c
+}
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let out = Command::new(cargo_bin("bh"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(&format!("bh {} (", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
+    // In a checkout, the commit is HEAD's (read from .git by the build script).
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8(o.stdout).unwrap());
+    match head {
+        Some(sha) => assert!(text.contains(&sha[..12]), "{text} vs {sha}"),
+        None => assert!(text.contains("unknown commit"), "{text}"),
+    }
+}
+
+#[test]
+fn completions_and_the_manual_page_cover_every_command() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = bh().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        for cmd in ["checkpoint", "session", "worktree", "exec", "agent"] {
+            assert!(text.contains(cmd), "{shell} completion lacks {cmd}");
+        }
+    }
+    let out = bh().args(["completions", "tcsh-nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = bh().arg("man").output().unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.contains(".TH bh"), "{}", &page[..page.len().min(300)]);
+    assert!(page.contains("worktree"));
+}
+
+/// A session whose tree is far larger than a pipe's buffer.
+fn big_session(dir: &Path) -> std::path::PathBuf {
+    let f = dir.join("big.jsonl");
+    let mut text = String::from(
+        "{\"type\":\"session\",\"version\":3,\"id\":\"big\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/tmp/x\"}\n",
+    );
+    let mut parent = "null".to_owned();
+    for i in 0..4000 {
+        let id = format!("{i:08x}");
+        text.push_str(&format!(
+            "{{\"type\":\"message\",\"id\":\"{id}\",\"parentId\":{parent},\"timestamp\":\"t\",\"message\":{{\"role\":\"user\",\"content\":\"a prompt long enough to fill the pipe quickly, number {i}\",\"timestamp\":1}}}}\n"
+        ));
+        parent = format!("\"{id}\"");
+    }
+    std::fs::write(&f, text).unwrap();
+    f
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = big_session(dir.path());
+    for args in [
+        &["session", "tree", "--full"][..],
+        &["--json", "session", "tree"],
+        &["session", "export", "--html"],
+    ] {
+        let mut child = bh()
+            .args(args)
+            .arg(&f)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read one byte, then close the pipe while bh still has much to write.
+        let mut stdout = child.stdout.take().unwrap();
+        let mut one = [0u8; 1];
+        stdout.read_exact(&mut one).unwrap();
+        drop(stdout);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn demo_keep_keeps_its_folder_when_the_reader_goes_away() {
+    let mut child = bh()
+        .args(["demo", "--keep"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = Vec::new();
+    // The first line names the project inside the kept folder.
+    let mut byte = [0u8; 1];
+    while stdout.read_exact(&mut byte).is_ok() && byte[0] != b'\n' {
+        first.push(byte[0]);
+    }
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let line = String::from_utf8(first).unwrap();
+    let project = line
+        .strip_prefix("project: ")
+        .and_then(|r| r.split(" (").next())
+        .unwrap_or_else(|| panic!("first line: {line}"));
+    assert!(Path::new(project).is_dir(), "{project} was deleted");
+    assert!(out.stderr.is_empty() || out.status.success(), "{out:?}");
+    let _ = std::fs::remove_dir_all(Path::new(project).parent().unwrap());
+}
