@@ -184,7 +184,9 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
                 })
                 .map_err(checkpoint_error)?;
             if ctx.json {
-                return print_json(&json!({ "project": store.project(), "snapshot": outcome }));
+                return print_json(
+                    &json!({ "project": store.project().to_string_lossy(), "snapshot": outcome }),
+                );
             }
             for s in &outcome.skipped {
                 eprintln!("bh: warning: not captured: {} ({})", s.path, s.reason);
@@ -210,7 +212,7 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             let size = store.size();
             if ctx.json {
                 return print_json(&json!({
-                    "project": store.project(),
+                    "project": store.project().to_string_lossy(),
                     "store": store.dir(),
                     "store_size": size,
                     "checkpoints": list,
@@ -271,7 +273,9 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             };
             let outcome = store.restore(&id, &rel, mode).map_err(checkpoint_error)?;
             if ctx.json {
-                return print_json(&json!({ "project": store.project(), "restore": outcome }));
+                return print_json(
+                    &json!({ "project": store.project().to_string_lossy(), "restore": outcome }),
+                );
             }
             for p in &outcome.restored {
                 println!("restored {p}");
@@ -312,7 +316,9 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             };
             let outcome = store.diff(&id, &rel, text).map_err(checkpoint_error)?;
             if ctx.json {
-                return print_json(&json!({ "project": store.project(), "diff": outcome }));
+                return print_json(
+                    &json!({ "project": store.project().to_string_lossy(), "diff": outcome }),
+                );
             }
             let mut out = std::io::stdout().lock();
             if let Some(text) = &outcome.text {
@@ -335,7 +341,9 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
                 .prune(&PrunePolicy { keep, older_than })
                 .map_err(checkpoint_error)?;
             if ctx.json {
-                return print_json(&json!({ "project": store.project(), "prune": outcome }));
+                return print_json(
+                    &json!({ "project": store.project().to_string_lossy(), "prune": outcome }),
+                );
             }
             println!(
                 "removed {} checkpoint{}, kept {}; store {} -> {}",
@@ -434,7 +442,7 @@ fn claude_code_hook(
         serve::spawn_server(ctx, project, &hook_dir, idle);
     }
     Ok(Some(
-        json!({ "project": store.project(), "snapshot": outcome, "server": false }),
+        json!({ "project": store.project().to_string_lossy(), "snapshot": outcome, "server": false }),
     ))
 }
 

@@ -1220,9 +1220,10 @@ fn hostile_round_trip(env: &Env) {
 
 #[test]
 fn a_project_path_with_a_newline_tab_and_invalid_utf8_works() {
-    // (invalid UTF-8 in the project's own path is covered by the library's
-    // tests: `bh --json` prints the project path as a JSON string)
     let env = Env::named(b"pro\nject\tx");
+    hostile_round_trip(&env);
+    // A project path that is not UTF-8: `--json` shows it lossily, never panics.
+    let env = Env::named(b"bad\xffproject");
     hostile_round_trip(&env);
     let env = Env::named(b"repo\nwith\tgit");
     env.write("tracked.txt", "t\n");
