@@ -4,7 +4,6 @@ use std::fs::{self, File, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use bh_git::{GitRunner, Repo, Scope};
 use sha2::{Digest, Sha256};
@@ -400,12 +399,7 @@ impl Store {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+pub(crate) use bh_protocol::now_ms;
 
 fn remove_lock_files(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {

@@ -446,9 +446,4 @@ fn claude_code_hook(
     ))
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use bh_protocol::now_ms;

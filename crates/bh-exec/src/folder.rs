@@ -144,9 +144,6 @@ pub fn gc(
 /// `"<pid> <start time>"` of a live process (start time from `/proc`, so a
 /// reused pid does not look like the original owner).
 fn owner_stamp(pid: u32) -> Option<String> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // fields after the command: state is field 3; start time is field 22
-    let start = rest.split_whitespace().nth(19)?;
+    let start = bh_sandbox::process_start_time(pid)?;
     Some(format!("{pid} {start}"))
 }
