@@ -12,6 +12,7 @@ use std::process::Command;
 use bh_git::GitRunner;
 
 pub mod bench_session;
+pub mod bench_tree;
 pub mod browser;
 pub mod mock_openai;
 pub mod pi;
