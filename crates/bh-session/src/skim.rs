@@ -161,65 +161,32 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The `(key, raw value)` pairs of the object `b` (keys as their raw bytes
-/// between the quotes; Pi's keys never need unescaping).
-pub(crate) fn fields(b: &[u8]) -> Fields<'_> {
-    let i = skip_ws(b, 0);
-    Fields {
-        b,
-        i: if b.get(i) == Some(&b'{') {
-            i + 1
-        } else {
-            b.len()
-        },
-    }
-}
-
-pub(crate) struct Fields<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl<'a> Iterator for Fields<'a> {
-    type Item = (&'a [u8], &'a [u8]);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let b = self.b;
-        let mut i = skip_ws(b, self.i);
-        if b.get(i) == Some(&b',') {
-            i = skip_ws(b, i + 1);
-        }
-        if b.get(i) != Some(&b'"') {
-            self.i = b.len();
-            return None;
-        }
-        let key_end = string_end(b, i)?;
-        let key = &b[i + 1..key_end - 1];
-        let colon = skip_ws(b, key_end);
-        if b.get(colon) != Some(&b':') {
-            self.i = b.len();
-            return None;
-        }
-        let start = skip_ws(b, colon + 1);
-        let Some(end) = value_end(b, start) else {
-            self.i = b.len();
-            return None;
-        };
-        self.i = end;
-        Some((key, &b[start..end]))
-    }
-}
-
-/// The value of field `key` of object `b`.
+/// The value of field `key` of object `b` (the first one, as found).
 pub(crate) fn field<'a>(b: &'a [u8], key: &str) -> Option<&'a [u8]> {
-    fields(b)
-        .find(|(k, _)| *k == key.as_bytes())
-        .map(|(_, v)| v)
+    let mut found = None;
+    let _ = Cursor::new(b).object(|k, c| {
+        let raw = c.raw()?;
+        if found.is_none() && k == key.as_bytes() {
+            found = Some(raw);
+        }
+        Some(())
+    });
+    found
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `(key, raw value)` pairs of an object, through the cursor.
+    fn fields(b: &[u8]) -> Vec<(&[u8], &[u8])> {
+        let mut out = Vec::new();
+        let _ = Cursor::new(b).object(|k, c| {
+            out.push((k, c.raw()?));
+            Some(())
+        });
+        out
+    }
 
     /// The raw elements of an array, through the cursor.
     fn elements(b: &[u8]) -> Vec<&[u8]> {
@@ -235,7 +202,7 @@ mod tests {
     fn walks_objects_and_arrays_over_tricky_strings() {
         let line =
             br#" { "a" : "x\"}]\\" , "b":[1, {"c":"]"}, "d\\"], "e":true,"f":null,"g":-1.5e3 } "#;
-        let got: Vec<(&[u8], &[u8])> = fields(line).collect();
+        let got = fields(line);
         assert_eq!(got.len(), 5);
         assert_eq!(got[0], (&b"a"[..], &br#""x\"}]\\""#[..]));
         assert_eq!(got[1].1, &br#"[1, {"c":"]"}, "d\\"]"#[..]);
@@ -251,10 +218,10 @@ mod tests {
 
     #[test]
     fn malformed_input_ends_the_walk() {
-        assert_eq!(fields(br#"{"a":"unterminated"#).count(), 0);
-        assert_eq!(fields(b"[1,2]").count(), 0);
+        assert!(fields(br#"{"a":"unterminated"#).is_empty());
+        assert!(fields(b"[1,2]").is_empty());
         assert!(elements(b"{}").is_empty());
-        assert_eq!(fields(br#"{"a":1,"b""#).count(), 1);
+        assert_eq!(fields(br#"{"a":1,"b""#).len(), 1);
         assert_eq!(elements(b"[1,[2,"), vec![&b"1"[..]]);
     }
 
@@ -266,7 +233,7 @@ mod tests {
             let v: serde_json::Value = serde_json::from_slice(raw).unwrap();
             match &v {
                 serde_json::Value::Object(map) => {
-                    let got: Vec<(&[u8], &[u8])> = fields(raw).collect();
+                    let got = fields(raw);
                     assert_eq!(got.len(), map.len(), "{}", String::from_utf8_lossy(raw));
                     for (k, val) in got {
                         let key = std::str::from_utf8(k).unwrap();
