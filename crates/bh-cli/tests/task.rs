@@ -323,7 +323,13 @@ fn preflight_refuses_dirty_sources_and_nested_sessions() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
-    let bh = assert_cmd::cargo::cargo_bin("bh");
+    // The worker sees a private /tmp: wherever the build put `bh` (CI may
+    // build under /tmp), a copy in the state folder (visible, read-only to
+    // the worker) is what it runs.
+    let bin = env.state.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let bh = bin.join("bh");
+    fs::copy(assert_cmd::cargo::cargo_bin("bh"), &bh).unwrap();
     let (code, doc) = env.task(
         &["--module", "src"],
         &format!(
