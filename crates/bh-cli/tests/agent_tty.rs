@@ -165,7 +165,16 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
         user_texts(&session),
         vec!["line one\nline two\nline three".to_owned()]
     );
-    let history = std::fs::read_to_string(root.join("state/agent-history")).unwrap();
+    let history_file = root.join("state/agent-history");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&history_file)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "the history is private: {mode:o}");
+    }
+    let history = std::fs::read_to_string(&history_file).unwrap();
     assert!(history.contains("line one"), "{history}");
 
     // A second session: Up recalls the pasted prompt from the history.

@@ -141,15 +141,13 @@ impl LineInput {
     }
 }
 
-/// Saves the history privately (it holds what the user typed).
+/// Saves the history; rustyline creates the file 0600 (umask 077, then
+/// `fchmod`), since it holds what the user typed.
 fn save_history(rl: &mut Editor<ReplHelper, DefaultHistory>, path: &std::path::Path) {
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    if rl.save_history(path).is_ok() {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-    }
+    let _ = rl.save_history(path);
 }
 
 /// Lines ending in `\` continue on the next one: the backslash goes, the
