@@ -8,10 +8,14 @@
 //! from that moment every change to the work tree leaves an event. The next
 //! snapshot reads the events; when they name only files (no directory made,
 //! removed or moved, no `.gitignore` or `.git` touched, no overflow) it builds
-//! the new tree from the last checkpoint's tree and those files alone, through
-//! long-lived git processes (`cat-file --batch`, `hash-object --stdin-paths`,
-//! `hash-object -t tree`, `check-ignore --stdin`, `update-ref --stdin`), and
-//! commits it exactly as an ordinary snapshot would. Anything unusual — a
+//! the new tree from the last checkpoint's tree and those files alone, and
+//! commits it exactly as an ordinary snapshot would. The blobs (up to 1 MiB),
+//! trees and commit are hashed and written as loose objects in-process (a
+//! round trip to git per tree level was most of the cost on a loaded
+//! machine); git is asked only what it alone knows, through long-lived
+//! processes: trees not cached (`cat-file --batch`), ignore rules
+//! (`check-ignore --stdin`), larger blobs (`hash-object --stdin-paths`) and
+//! the ref transaction (`update-ref --stdin`). Anything unusual — a
 //! symlink, a file over the size cap, an unreadable file, another process
 //! having moved `refs/bh/last`, a changed exclude file, a helper that died —
 //! falls back to the ordinary snapshot, which re-arms the watch.

@@ -13,6 +13,7 @@ use nix::sys::inotify::{Inotify, WatchDescriptor};
 
 use super::*;
 
+mod objects;
 mod tree;
 mod watch;
 
@@ -27,6 +28,10 @@ const MAX_WATCHES: usize = 16_384;
 
 /// Paths changed by fast snapshots before an ordinary one is due.
 const MAX_PENDING_INDEX: usize = 10_000;
+
+/// Files up to this size are hashed and written in-process (`objects`);
+/// larger ones are streamed through `git hash-object`.
+const IN_PROCESS_BLOB: u64 = 1 << 20;
 
 /// Tree entries kept in memory between snapshots (cleared when full).
 const MAX_CACHED_ENTRIES: usize = 65_536;
@@ -108,8 +113,6 @@ struct WatchedDir {
 struct Helpers {
     cat: GitProcess,
     blobs: GitProcess,
-    trees: GitProcess,
-    commits: GitProcess,
     refs: GitProcess,
     ignore: GitProcess,
 }
@@ -223,8 +226,6 @@ impl Live {
             self.helpers = Some(Helpers {
                 cat: spawn(&["cat-file", "--batch"])?,
                 blobs: spawn(&["hash-object", "-w", "--no-filters", "--stdin-paths"])?,
-                trees: spawn(&["hash-object", "-t", "tree", "-w", "--stdin-paths"])?,
-                commits: spawn(&["hash-object", "-t", "commit", "-w", "--stdin-paths"])?,
                 refs: spawn(&["update-ref", "--stdin"])?,
                 ignore: spawn(&["check-ignore", "--stdin", "-z", "--no-index", "-v", "-n"])?,
             });
@@ -379,23 +380,41 @@ impl Live {
                 } else {
                     0o100644
                 };
-                files.push((rel.clone(), full, mode));
+                files.push((rel.clone(), full, mode, meta.len() <= IN_PROCESS_BLOB));
             }
             if files.is_empty() {
                 continue;
             }
+            let objects = self.store.git_dir.join("objects");
+            let max = self.store.max_file_size;
             let h = self.helpers()?;
-            for (rel, _, _) in &files {
+            for (rel, _, _, small) in &files {
                 h.ignore.stdin.write_all(rel)?;
                 h.ignore.stdin.write_all(b"\0")?;
-                h.blobs.stdin.write_all(rel)?;
-                h.blobs.stdin.write_all(b"\n")?;
+                if !small {
+                    h.blobs.stdin.write_all(rel)?;
+                    h.blobs.stdin.write_all(b"\n")?;
+                }
             }
             h.ignore.stdin.flush()?;
             h.blobs.stdin.flush()?;
-            for (rel, _, mode) in files {
+            // Small files are hashed here while git answers `check-ignore`.
+            let mut oids = Vec::with_capacity(files.len());
+            for (_, full, _, small) in &files {
+                oids.push(if *small {
+                    let body = objects::read_regular(full, IN_PROCESS_BLOB.min(max))?
+                        .ok_or_else(|| miss("changed under the fast path"))?;
+                    Some(objects::write_loose(&objects, "blob", &body)?)
+                } else {
+                    None
+                });
+            }
+            for ((rel, _, mode, _), oid) in files.into_iter().zip(oids) {
                 let ignored = read_ignored(&mut h.ignore)?;
-                let oid = read_oid(&mut h.blobs)?;
+                let oid = match oid {
+                    Some(oid) => oid,
+                    None => read_oid(&mut h.blobs)?,
+                };
                 let change = if ignored {
                     Change::SetIfTracked { mode, oid }
                 } else {

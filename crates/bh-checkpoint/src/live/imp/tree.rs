@@ -2,14 +2,10 @@
 //! checkpoint's tree and the changed files alone.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs;
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
 
-use super::{
-    Change, Live, MAX_CACHED_ENTRIES, Miss, TreeEntries, miss, parse_tree, read_object, read_oid,
-};
+use super::objects::write_loose;
+use super::{Change, Live, MAX_CACHED_ENTRIES, Miss, TreeEntries, miss, parse_tree, read_object};
 
 impl Live {
     /// The entries of many `(directory, tree id)`s, the ones not cached
@@ -80,8 +76,8 @@ impl Live {
     /// `base` (a tree id, `None` = empty) with `changes` applied; `None`
     /// when it ends up empty. Only the directories on changed paths are
     /// read and written, level by level: one pipelined `cat-file` round
-    /// per depth going down, one `hash-object -t tree` batch per depth
-    /// coming up.
+    /// per depth going down (for trees not cached), the new trees written
+    /// in-process coming up.
     /// Records `(status, path)` of every real change.
     pub(super) fn build_tree(
         &mut self,
@@ -165,14 +161,11 @@ impl Live {
                 }
             }
         }
-        // Coming up: write each level in one batch, deepest first. Each
-        // tree is encoded here and handed to `hash-object -t tree` as a
-        // file (git checks the format; unlike `mktree` it does not look up
-        // every entry's object, which costs an open per loose object).
+        // Coming up: deepest first, each tree encoded and written here
+        // (`objects`), its id set in its parent.
+        let objects = self.store.git_dir.join("objects");
         let mut root = None;
-        let mut files = Vec::new();
         for level in levels.iter().rev() {
-            let mut written = Vec::new();
             for dir in level {
                 let entries = trees.remove(dir).unwrap_or_default();
                 if entries.is_empty() {
@@ -181,30 +174,7 @@ impl Live {
                     }
                     continue;
                 }
-                written.push((dir, entries));
-            }
-            if written.is_empty() {
-                continue;
-            }
-            let mut oids = Vec::with_capacity(written.len());
-            for chunk in written.chunks(256) {
-                for (i, (_, entries)) in chunk.iter().enumerate() {
-                    if files.len() <= i {
-                        files.push(self.store.git_dir.join(format!("bh-live-tree-{i}")));
-                    }
-                    fs::write(&files[i], encode_tree(entries)?)?;
-                }
-                let h = self.helpers()?;
-                for file in &files[..chunk.len()] {
-                    h.trees.stdin.write_all(file.as_os_str().as_bytes())?;
-                    h.trees.stdin.write_all(b"\n")?;
-                }
-                h.trees.stdin.flush()?;
-                for _ in 0..chunk.len() {
-                    oids.push(read_oid(&mut h.trees)?);
-                }
-            }
-            for ((dir, entries), oid) in written.into_iter().zip(oids) {
+                let oid = write_loose(&objects, "tree", &encode_tree(&entries)?)?;
                 if dir.is_empty() {
                     root = Some(oid.clone());
                 } else {
@@ -212,9 +182,6 @@ impl Live {
                 }
                 self.remember_tree(dir.clone(), oid, entries);
             }
-        }
-        for file in files {
-            let _ = fs::remove_file(file);
         }
         Ok(root)
     }
@@ -234,15 +201,11 @@ impl Live {
         );
         let body = bh_git::object::encode_commit(tree, &[], &ident, &ident, message)
             .map_err(|e| miss(e.to_string()))?;
-        let file: PathBuf = self.store.git_dir.join("bh-live-commit");
-        fs::write(&file, &body)?;
-        let h = self.helpers()?;
-        h.commits.stdin.write_all(file.as_os_str().as_bytes())?;
-        h.commits.stdin.write_all(b"\n")?;
-        h.commits.stdin.flush()?;
-        let oid = read_oid(&mut h.commits);
-        let _ = fs::remove_file(&file);
-        oid
+        Ok(write_loose(
+            &self.store.git_dir.join("objects"),
+            "commit",
+            &body,
+        )?)
     }
 }
 
