@@ -2,12 +2,29 @@
 //! naming the checkpoint that stood before the call — also when the snapshot
 //! was debounced into an older checkpoint, which the store's own tags cannot
 //! say (a reused checkpoint keeps the tags of the call that created it).
+//!
+//! It is bounded by [`Journal::compact`], which drops only what no
+//! `restore_to_entry` answer can depend on: a later call of a (session,
+//! entry) already in the journal (the first one is the only one ever
+//! looked up), and every call of a session none of whose checkpoints is left
+//! (the store's tags then know nothing of it either, so nothing can be
+//! guessed instead). A session keeps its calls whose checkpoints were pruned
+//! while any of its checkpoints lives, so that rewinding to such a call is
+//! refused by name rather than answered with a later checkpoint. The journal
+//! thus stays proportional to the checkpoints kept.
+//!
+//! Appends and compactions of every server of the project are serialised by
+//! an exclusive `flock` on the journal file; a compaction replaces the file
+//! by rename, so an appender that waited re-opens it when the path names
+//! another file than the one it holds.
 
-use std::fs::OpenOptions;
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use fs_err as fs;
+use fs_err::os::unix::fs::OpenOptionsExt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, ServeError};
@@ -19,6 +36,15 @@ pub(crate) struct Call {
     pub entry: String,
     pub tool: String,
     pub created: bool,
+}
+
+/// What a [`Journal::compact`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Compacted {
+    pub before: usize,
+    pub after: usize,
+    /// The file's size afterwards.
+    pub bytes: u64,
 }
 
 #[derive(Debug)]
@@ -35,26 +61,55 @@ impl Journal {
         &self.path
     }
 
-    /// Appends one call with a single `write(2)` (`O_APPEND`, so concurrent
-    /// servers never interleave inside a line).
-    pub(crate) fn append(&self, call: &Call) -> Result<()> {
+    /// The journal opened for appending and locked, created if missing; the
+    /// file the path names once the lock is held (a compaction may have
+    /// replaced it meanwhile).
+    fn open_locked(&self) -> Result<fs::File> {
+        loop {
+            let file = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .read(true)
+                .mode(0o600)
+                .open(&self.path)
+                .map_err(|e| ServeError::io("cannot open the call journal", &self.path, e))?;
+            file.file()
+                .lock()
+                .map_err(|e| ServeError::io("cannot lock the call journal", &self.path, e))?;
+            let held = file
+                .metadata()
+                .map_err(|e| ServeError::io("cannot inspect the call journal", &self.path, e))?;
+            match fs::symlink_metadata(&self.path) {
+                Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => return Ok(file),
+                Ok(_) => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(ServeError::io(
+                        "cannot inspect the call journal",
+                        &self.path,
+                        e,
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Appends one call with a single `write(2)` (`O_APPEND`, under the
+    /// journal's lock); returns the journal's size afterwards.
+    pub(crate) fn append(&self, call: &Call) -> Result<u64> {
         let mut line = serde_json::to_vec(call).map_err(|e| {
             ServeError::io("cannot encode a journal line for", &self.path, e.into())
         })?;
         line.push(b'\n');
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&self.path)
-            .map_err(|e| ServeError::io("cannot open the call journal", &self.path, e))?;
+        let mut file = self.open_locked()?;
         file.write_all(&line)
-            .map_err(|e| ServeError::io("cannot append to the call journal", &self.path, e))
+            .map_err(|e| ServeError::io("cannot append to the call journal", &self.path, e))?;
+        Ok(file.metadata().map(|m| m.len()).unwrap_or(0))
     }
 
     /// Every readable call, in call order (a torn or foreign line is skipped).
     pub(crate) fn calls(&self) -> Result<Vec<Call>> {
-        let file = match std::fs::File::open(&self.path) {
+        let file = match fs::File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => {
@@ -65,14 +120,121 @@ impl Journal {
                 ));
             }
         };
+        read_calls(file, &self.path)
+    }
+
+    /// Drops what no answer depends on (see the module docs); `live` holds
+    /// the commits of every checkpoint the store still has.
+    pub(crate) fn compact(&self, live: &HashSet<String>) -> Result<Compacted> {
+        let file = self.open_locked()?;
+        let calls = read_calls(&file, &self.path)?;
+        let alive: HashSet<&str> = calls
+            .iter()
+            .filter(|c| live.contains(&c.commit))
+            .map(|c| c.session.as_str())
+            .collect();
+        let mut seen: HashSet<(&str, &str)> = HashSet::new();
         let mut out = Vec::new();
-        for line in BufReader::new(file).split(b'\n') {
-            let line =
-                line.map_err(|e| ServeError::io("cannot read the call journal", &self.path, e))?;
-            if let Ok(call) = serde_json::from_slice::<Call>(&line) {
-                out.push(call);
+        let mut kept = 0;
+        for c in &calls {
+            if alive.contains(c.session.as_str()) && seen.insert((&c.session, &c.entry)) {
+                let line = serde_json::to_vec(c).map_err(|e| {
+                    ServeError::io("cannot encode a journal line for", &self.path, e.into())
+                })?;
+                out.extend_from_slice(&line);
+                out.push(b'\n');
+                kept += 1;
             }
         }
-        Ok(out)
+        // Replaced by rename while the old file's lock is held: appenders
+        // waiting on it then find the path naming the new file.
+        bh_fs::write_atomic(&self.path, &out, 0o600)
+            .map_err(|e| ServeError::io("cannot rewrite the call journal", &self.path, e))?;
+        drop(file);
+        Ok(Compacted {
+            before: calls.len(),
+            after: kept,
+            bytes: out.len() as u64,
+        })
+    }
+}
+
+fn read_calls(file: impl std::io::Read, path: &Path) -> Result<Vec<Call>> {
+    let mut out = Vec::new();
+    for line in BufReader::new(file).split(b'\n') {
+        let line = line.map_err(|e| ServeError::io("cannot read the call journal", path, e))?;
+        if let Ok(call) = serde_json::from_slice::<Call>(&line) {
+            out.push(call);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn call(commit: &str, session: &str, entry: &str) -> Call {
+        Call {
+            commit: commit.into(),
+            session: session.into(),
+            entry: entry.into(),
+            tool: "edit".into(),
+            created: true,
+        }
+    }
+
+    #[test]
+    fn compact_keeps_first_calls_of_sessions_with_a_live_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::new(dir.path().join("j.calls"));
+        // Session A: all pruned; session B: c1 pruned, c2 alive.
+        for c in [
+            call("c0", "A", "a1"),
+            call("c1", "B", "b1"),
+            call("c2", "B", "b2"),
+            call("c3", "B", "b2"),
+            call("c4", "A", "a2"),
+        ] {
+            j.append(&c).unwrap();
+        }
+        fs::OpenOptions::new()
+            .append(true)
+            .open(j.path())
+            .unwrap()
+            .write_all(b"{torn\n")
+            .unwrap();
+        let live: HashSet<String> = ["c2".to_owned(), "c3".to_owned()].into();
+        let done = j.compact(&live).unwrap();
+        assert_eq!((done.before, done.after), (5, 2));
+        assert_eq!(
+            j.calls().unwrap(),
+            [call("c1", "B", "b1"), call("c2", "B", "b2")]
+        );
+        assert_eq!(fs::metadata(j.path()).unwrap().len(), done.bytes);
+        let mode = fs::metadata(j.path()).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Appending after a compaction goes to the new file.
+        j.append(&call("c5", "B", "b3")).unwrap();
+        assert_eq!(j.calls().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn an_appender_holding_the_replaced_file_reopens_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::new(dir.path().join("j.calls"));
+        j.append(&call("c1", "S", "e1")).unwrap();
+        let held = j.open_locked().unwrap();
+        let other = Journal::new(j.path().to_owned());
+        let t = std::thread::spawn(move || {
+            // Waits for the lock, then finds the path replaced.
+            other.append(&call("c2", "S", "e2")).unwrap();
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        bh_fs::write_atomic(j.path(), b"", 0o600).unwrap();
+        drop(held);
+        t.join().unwrap();
+        assert_eq!(j.calls().unwrap(), [call("c2", "S", "e2")]);
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bh_checkpoint::{
@@ -13,6 +13,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::journal::{Call, Journal};
+
+/// The call journal is first compacted once it is this large (about 5,000
+/// calls); after that, whenever it has doubled since the last compaction.
+pub const JOURNAL_COMPACT_BYTES: u64 = 1 << 20;
 
 /// Bumped when a request or response changes incompatibly.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -140,6 +144,10 @@ pub struct Service {
     live: LiveStore,
     max_file_size: u64,
     journal: Journal,
+    /// The journal size that triggers the next compaction.
+    compact_at: AtomicU64,
+    /// The size below which the journal is never compacted.
+    compact_min: u64,
     shutdown: AtomicBool,
 }
 
@@ -150,8 +158,37 @@ impl Service {
             live,
             max_file_size,
             journal: Journal::new(journal),
+            compact_at: AtomicU64::new(JOURNAL_COMPACT_BYTES),
+            compact_min: JOURNAL_COMPACT_BYTES,
             shutdown: AtomicBool::new(false),
         }
+    }
+
+    /// Compacts the call journal from `bytes` on instead of
+    /// [`JOURNAL_COMPACT_BYTES`] (a small state folder; tests).
+    pub fn with_journal_compaction_at(mut self, bytes: u64) -> Service {
+        self.compact_min = bytes;
+        self.compact_at = AtomicU64::new(bytes);
+        self
+    }
+
+    /// Compacts the call journal against the checkpoints the store still
+    /// has (`journal` module docs); the next compaction is due when it has
+    /// doubled.
+    fn compact_journal(&self) -> Result<Value, Failure> {
+        let live: HashSet<String> = self
+            .live
+            .store()
+            .list()?
+            .into_iter()
+            .map(|c| c.commit)
+            .collect();
+        let done = self.journal.compact(&live)?;
+        self.compact_at.store(
+            self.compact_min.max(done.bytes.saturating_mul(2)),
+            Ordering::SeqCst,
+        );
+        Ok(json!({ "calls_before": done.before, "calls_after": done.after }))
     }
 
     /// A `shutdown` request was answered.
@@ -266,13 +303,19 @@ impl Service {
                 };
                 let outcome = self.live.snapshot(&request)?;
                 if let (Some(session), Some(entry)) = (session, entry) {
-                    self.journal.append(&Call {
+                    let size = self.journal.append(&Call {
                         commit: outcome.checkpoint.commit.clone(),
                         session,
                         entry,
                         tool,
                         created: outcome.created,
                     })?;
+                    // A failed compaction leaves the journal whole (it is
+                    // replaced by rename) and is retried at the next call;
+                    // the snapshot itself succeeded.
+                    if size > self.compact_at.load(Ordering::SeqCst) {
+                        let _ = self.compact_journal();
+                    }
                 }
                 Ok(json!({ "snapshot": outcome }))
             }
@@ -331,7 +374,8 @@ impl Service {
                     keep,
                     older_than: older_than_secs.map(Duration::from_secs),
                 })?;
-                Ok(json!({ "prune": outcome }))
+                let journal = self.compact_journal()?;
+                Ok(json!({ "prune": outcome, "journal": journal }))
             }
             Op::Shutdown => Ok(json!({ "shutdown": true })),
         }

@@ -195,3 +195,71 @@ fn restore_to_entry_names_a_pruned_checkpoint_instead_of_guessing() {
     assert!(r["error"]["message"].as_str().unwrap().contains("pruned"));
     assert_eq!(repo.read("a.txt"), "changed\n", "nothing touched");
 }
+
+#[test]
+fn the_call_journal_stays_bounded_and_keeps_what_rewinds_need() {
+    let repo = repo();
+    let (svc, paths) = service(&repo, 1 << 20);
+    let svc = svc.with_journal_compaction_at(2_000);
+    // Session "old": one call, whose checkpoint is pruned below.
+    let snap = |session: &str, entry: &str| {
+        ask(
+            &svc,
+            json!({"op": "snapshot", "tool": "edit", "session": session, "entry": entry}),
+        )["ok"]["snapshot"]["checkpoint"]["commit"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    snap("old", "o1");
+    repo.write("a.txt", "v1\n");
+    // Session "S": entry e0 with one call, then 200 calls of entry e1 (an
+    // agent's many calls of one message; debounced, nothing changed).
+    let before_e0 = snap("S", "e0");
+    repo.write("a.txt", "v2\n");
+    let before_e1 = snap("S", "e1");
+    for _ in 0..200 {
+        snap("S", "e1");
+    }
+    let lines = fs::read_to_string(&paths.journal).unwrap().lines().count();
+    assert!(lines < 30, "journal not compacted: {lines} lines");
+    // What rewinds need is still there: the first call of each entry.
+    let calls: Vec<Value> = fs::read_to_string(&paths.journal)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let first = |s: &str, e: &str| {
+        calls
+            .iter()
+            .find(|c| c["session"] == s && c["entry"] == e)
+            .map(|c| c["commit"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(first("S", "e0").as_deref(), Some(before_e0.as_str()));
+    assert_eq!(first("S", "e1").as_deref(), Some(before_e1.as_str()));
+    assert!(first("old", "o1").is_some(), "its checkpoint still lives");
+    repo.write("a.txt", "v3\n");
+    let r = ask(
+        &svc,
+        json!({"op": "restore_to_entry", "session": "S", "entry": "e1", "branch": ["e0", "e1"]}),
+    );
+    assert_eq!(r["ok"]["checkpoint"]["commit"], before_e1.as_str(), "{r}");
+    assert_eq!(repo.read("a.txt"), "v2\n");
+
+    // A prune that leaves session "old" no checkpoint drops its calls; "S"
+    // keeps its call whose checkpoint went, so rewinding there is refused by
+    // name, not answered with a later checkpoint.
+    let pruned = ask(&svc, json!({"op": "prune", "keep": 2}));
+    assert!(
+        pruned["ok"]["journal"]["calls_after"].as_u64().is_some(),
+        "{pruned}"
+    );
+    let text = fs::read_to_string(&paths.journal).unwrap();
+    assert!(!text.contains("\"old\""), "{text}");
+    assert!(text.contains("\"e0\""), "{text}");
+    let r = ask(
+        &svc,
+        json!({"op": "restore_to_entry", "session": "S", "entry": "e0", "branch": ["e0", "e1"]}),
+    );
+    assert_eq!(r["error"]["kind"], "not_found", "{r}");
+}
