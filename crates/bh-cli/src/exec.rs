@@ -15,6 +15,9 @@ use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind, print_json};
 use crate::units::parse_duration;
 
+pub(crate) mod ids;
+mod views;
+
 #[derive(Subcommand, Debug)]
 pub enum ExecCmd {
     /// Write a plan: repository, base commit, session entry, prompt, model and
@@ -79,6 +82,26 @@ pub enum ExecCmd {
     Gc {
         #[arg(long, value_name = "DIR")]
         repo: Option<PathBuf>,
+    },
+    /// The executions under the state folder, oldest first: id, state,
+    /// commit, model and prompt.
+    #[command(visible_alias = "ls")]
+    List,
+    /// One execution: plan digests, model, state, commit, ref, trailers and
+    /// diffstat; with --html a self-contained report (the conversation
+    /// continued, the patch).
+    Show {
+        /// The execution id, or a unique prefix of at least 4 hex digits.
+        id: String,
+        /// Write a self-contained HTML report (to stdout unless --out).
+        #[arg(long)]
+        html: bool,
+        /// Write the report here (refused if it exists, unless --force).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Replace an existing --out file.
+        #[arg(long)]
+        force: bool,
     },
     /// Re-check a plan without running it: plan digest, base commit and tree,
     /// session id, entry path, session digest, output ref.
@@ -297,6 +320,13 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             println!("{} leftover execution worktree(s) removed", removed.len());
             Ok(())
         }
+        ExecCmd::List => views::list(ctx),
+        ExecCmd::Show {
+            id,
+            html,
+            out,
+            force,
+        } => views::show(ctx, &id, html, out.as_deref(), force),
         ExecCmd::Verify { plan } => {
             let path = ctx.cwd.join(plan);
             let plan = verify_plan(&ctx.git(), &path).map_err(exec_error)?;
