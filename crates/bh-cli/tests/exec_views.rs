@@ -340,8 +340,10 @@ fn html_report_renders_and_fetches_nothing() {
     );
     assert!(v["h1"].as_str().unwrap().contains(&id), "{v}");
     assert_eq!(v["state"], "committed");
-    // The user prompt, the tool call, its result and the final answer.
-    assert_eq!(v["sections"], 4, "{v}");
+    // Every entry the run appended after the planned one (the model and
+    // thinking changes, the prompt, the tool call, its result, the answer):
+    // counted from the forked session's leaf back to the planned entry.
+    assert_eq!(v["sections"], appended_entries(&e, &id), "{v}");
     assert!(
         v["trailers"]
             .as_str()
@@ -350,4 +352,31 @@ fn html_report_renders_and_fetches_nothing() {
     );
     assert_eq!(v["added"], 1, "{v}");
     assert_eq!(v["visiblePatch"], true, "{v}");
+}
+
+/// Entries on the forked session's path from its last entry back to (not
+/// including) the planned entry `188efa0e`.
+fn appended_entries(e: &Env, id: &str) -> usize {
+    let (_, doc) = e.json(&["exec", "show", id]);
+    let file = doc["execution"]["result"]["forked_session"]
+        .as_str()
+        .unwrap();
+    let entries: Vec<Value> = fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let parent_of = |id: &str| -> Option<String> {
+        let e = entries.iter().find(|e| e["id"] == id)?;
+        e["parentId"].as_str().map(str::to_owned)
+    };
+    let mut at = entries.last().unwrap()["id"].as_str().unwrap().to_owned();
+    let mut n = 0;
+    while at != "188efa0e" {
+        n += 1;
+        at = parent_of(&at).unwrap();
+    }
+    assert!(n >= 4, "at least the prompt, call, result and answer");
+    n
 }
