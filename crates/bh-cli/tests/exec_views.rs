@@ -187,6 +187,12 @@ fn list_and_show_a_committed_run() {
     assert_eq!(x["ref_now"], commit.as_str());
     assert_eq!(x["result"]["state"], "committed");
 
+    // By a prefix of the random part after the `-`.
+    let random = id.rsplit_once('-').unwrap().1;
+    let (code, doc) = e.json(&["exec", "show", &random[..5]]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["execution"]["id"], id.as_str());
+
     let o = e.bh(&["exec", "show", &id]);
     assert!(o.status.success());
     let human = text(&o);

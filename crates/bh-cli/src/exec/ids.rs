@@ -1,7 +1,9 @@
-//! Ids given by people: a unique prefix of at least four hex digits of an
-//! execution or task id (the leading letter, `x` or `t`, may be left out),
-//! or the whole id. An ambiguous prefix names the candidates; an unknown one
-//! is a not-found error.
+//! Ids given by people: the whole id, or a unique prefix of at least four
+//! hex digits of an execution or task id (`x<ms hex>-<8 hex>`, the leading
+//! letter may be left out) or of its random part after the `-` (the time
+//! part is shared by every id made around the same time, so `bh exec show
+//! c8fc` is the short form). An ambiguous prefix names the candidates; an
+//! unknown one is a not-found error.
 
 use crate::error::{CliError, ErrorKind};
 
@@ -38,7 +40,13 @@ pub(crate) fn resolve<'a>(
     let matches: Vec<&str> = ids
         .iter()
         .copied()
-        .filter(|id| id.starts_with(&query) || id.get(1..).is_some_and(|b| b.starts_with(&query)))
+        .filter(|id| {
+            id.starts_with(&query)
+                || id.get(1..).is_some_and(|b| b.starts_with(&query))
+                || id
+                    .rsplit_once('-')
+                    .is_some_and(|(_, random)| random.starts_with(&query))
+        })
         .collect();
     match matches.as_slice() {
         [one] => Ok(one),
@@ -77,6 +85,15 @@ mod tests {
         assert_eq!(
             resolve("execution", "bh exec list", "t19a0-aaaa", IDS).unwrap(),
             IDS[2]
+        );
+        // The random part after the `-`.
+        assert_eq!(
+            resolve("execution", "bh exec list", "0bad", IDS).unwrap(),
+            IDS[0]
+        );
+        assert_eq!(
+            resolve("execution", "bh exec list", "1234", IDS).unwrap(),
+            IDS[1]
         );
     }
 
