@@ -52,7 +52,7 @@ mod repl;
 mod switch;
 
 pub use args::AgentArgs;
-pub(crate) use provider::build_provider;
+pub(crate) use provider::{build_provider, config_file};
 use render::Printer;
 
 pub(crate) fn session_error(e: bh_session::SessionError) -> CliError {

@@ -15,6 +15,10 @@ use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind, print_json};
 use crate::units::parse_duration;
 
+mod checks;
+pub(crate) mod ids;
+mod views;
+
 #[derive(Subcommand, Debug)]
 pub enum ExecCmd {
     /// Write a plan: repository, base commit, session entry, prompt, model and
@@ -65,7 +69,7 @@ pub enum ExecCmd {
     Run {
         #[arg(long, value_name = "PLAN")]
         plan: PathBuf,
-        /// Really run (without it, print what would happen and exit 3).
+        /// Really run (without it: a dry run that says what would happen and exits 0).
         #[arg(long)]
         yes: bool,
         /// The provider's base URL (never stored in the plan).
@@ -79,6 +83,26 @@ pub enum ExecCmd {
     Gc {
         #[arg(long, value_name = "DIR")]
         repo: Option<PathBuf>,
+    },
+    /// The executions under the state folder, oldest first: id, state,
+    /// commit, model and prompt.
+    #[command(visible_alias = "ls")]
+    List,
+    /// One execution: plan digests, model, state, commit, ref, trailers and
+    /// diffstat; with --html a self-contained report (the conversation
+    /// continued, the patch).
+    Show {
+        /// The execution id, or a unique prefix of at least 4 hex digits.
+        id: String,
+        /// Write a self-contained HTML report (to stdout unless --out).
+        #[arg(long)]
+        html: bool,
+        /// Write the report here (refused if it exists, unless --force).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Replace an existing --out file.
+        #[arg(long)]
+        force: bool,
     },
     /// Re-check a plan without running it: plan digest, base commit and tree,
     /// session id, entry path, session digest, output ref.
@@ -150,6 +174,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             out,
             force,
         } => {
+            let prompt_from = prompt_file.clone();
             let prompt = match (prompt, prompt_file) {
                 (Some(p), _) => p,
                 (None, Some(f)) => std::fs::read_to_string(ctx.cwd.join(&f)).map_err(|e| {
@@ -162,6 +187,8 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                     return Err(CliError::usage("--prompt or --prompt-file is required"));
                 }
             };
+            checks::prompt(&prompt, prompt_from.as_deref())?;
+            let model = Some(checks::model(ctx, model.as_deref())?);
             let req = PlanRequest {
                 repo: ctx.cwd.join(repo),
                 base,
@@ -199,17 +226,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             let path = ctx.cwd.join(plan);
             let checked = verify_plan(&ctx.git(), &path).map_err(exec_error)?;
             if !yes {
-                let what = format!(
-                    "would continue session {} from entry {} at commit {} in a detached worktree, with model {}, at most {} tool calls and {}s, committing under {}; pass --yes to run",
-                    checked.session.id,
-                    checked.session.entry,
-                    checked.base.commit,
-                    checked.model.as_deref().unwrap_or("(none)"),
-                    checked.limits.max_tool_calls,
-                    checked.limits.timeout_secs,
-                    checked.output_ref
-                );
-                return Err(CliError::new(ErrorKind::Refused, what));
+                return checks::dry_run(ctx, &path, &checked);
             }
             let provider = crate::agent::build_provider(
                 checked.model.as_deref(),
@@ -297,6 +314,13 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             println!("{} leftover execution worktree(s) removed", removed.len());
             Ok(())
         }
+        ExecCmd::List => views::list(ctx),
+        ExecCmd::Show {
+            id,
+            html,
+            out,
+            force,
+        } => views::show(ctx, &id, html, out.as_deref(), force),
         ExecCmd::Verify { plan } => {
             let path = ctx.cwd.join(plan);
             let plan = verify_plan(&ctx.git(), &path).map_err(exec_error)?;

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use bh_task::contain::{Echo, Stream};
+use bh_task::list::{list_tasks, read_task};
 use bh_task::run::{
     Outcome, PreflightError, SandboxOptions, TaskOptions, TaskReport, new_task_id, run_task,
 };
@@ -14,6 +16,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use crate::context::Ctx;
+use crate::display;
 use crate::error::{CliError, ErrorKind, print_json};
 use crate::units::parse_duration;
 
@@ -65,14 +68,25 @@ pub enum TaskCmd {
         /// Run the worker without the kernel sandbox (printed and recorded).
         #[arg(long)]
         no_sandbox: bool,
+        /// Do not show the worker's output while it runs (it is still kept
+        /// in the task's stdout.log and stderr.log). Without it, the
+        /// worker's stdout goes to stdout and its stderr to stderr, control
+        /// characters escaped; with --json both go to stderr.
+        #[arg(long, short = 'q')]
+        quiet: bool,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<OsString>,
     },
-    /// Show a task's state, reasons and paths.
+    /// The tasks under the state folder, oldest first: id, outcome, branch,
+    /// base and command.
+    #[command(visible_alias = "ls")]
+    List,
+    /// Show a task's outcome, reasons, violations and paths.
     Show {
-        /// The task's artifact folder.
-        dir: PathBuf,
+        /// The task id (or a unique prefix of at least 4 hex digits), or its
+        /// artifact folder (a path: contains `/`, or an existing directory).
+        task: String,
     },
     /// Remove worktrees that task sessions kept (interrupted or untrusted).
     Gc {
@@ -80,6 +94,69 @@ pub enum TaskCmd {
         #[arg(long, value_name = "DIR")]
         repo: Option<PathBuf>,
     },
+}
+
+/// The worker's output shown as it comes, line by line (a line longer than
+/// 8 KiB is shown in pieces), control characters escaped so the worker
+/// cannot drive the terminal. Under `--json` everything goes to stderr.
+#[derive(Debug)]
+struct LiveOutput {
+    json: bool,
+    /// The unfinished line of stdout and of stderr.
+    pending: std::sync::Mutex<[Vec<u8>; 2]>,
+}
+
+const LIVE_LINE_MAX: usize = 8 * 1024;
+
+impl LiveOutput {
+    fn new(json: bool) -> LiveOutput {
+        LiveOutput {
+            json,
+            pending: std::sync::Mutex::new([Vec::new(), Vec::new()]),
+        }
+    }
+
+    fn show(&self, stream: Stream, line: &[u8]) {
+        use std::io::Write;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let text = String::from_utf8_lossy(line);
+        let text = format!("{}\n", display::escape(&text));
+        // A reader that went away is not the worker's problem: ignored.
+        let _ = match (self.json, stream) {
+            (false, Stream::Stdout) => std::io::stdout().lock().write_all(text.as_bytes()),
+            _ => std::io::stderr().lock().write_all(text.as_bytes()),
+        };
+    }
+}
+
+impl Echo for LiveOutput {
+    fn chunk(&self, stream: Stream, bytes: &[u8]) {
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let buf = &mut pending[stream as usize];
+        buf.extend_from_slice(bytes);
+        while let Some(at) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=at).collect();
+            self.show(stream, &line[..at]);
+        }
+        if buf.len() > LIVE_LINE_MAX {
+            let piece = std::mem::take(buf);
+            self.show(stream, &piece);
+        }
+    }
+
+    fn end(&self, stream: Stream) {
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let rest = std::mem::take(&mut pending[stream as usize]);
+        if !rest.is_empty() {
+            self.show(stream, &rest);
+        }
+    }
 }
 
 static CANCEL: AtomicBool = AtomicBool::new(false);
@@ -259,6 +336,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             allow_write,
             no_network,
             no_sandbox,
+            quiet,
             command,
         } => {
             catch_signals();
@@ -315,6 +393,9 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                     protected: protected_paths(ctx),
                 }),
                 config_files: git_config_files(ctx),
+                echo: (!quiet).then(|| {
+                    std::sync::Arc::new(LiveOutput::new(ctx.json)) as std::sync::Arc<dyn Echo>
+                }),
             };
             if no_sandbox {
                 eprintln!(
@@ -333,26 +414,8 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             print_report(&report);
             failure.map_or(Ok(()), Err)
         }
-        TaskCmd::Show { dir } => {
-            let path = ctx.cwd.join(&dir).join("state.json");
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                CliError::new(
-                    ErrorKind::NotFound,
-                    format!("cannot read {}: {e}", path.display()),
-                )
-            })?;
-            let report: TaskReport = serde_json::from_str(&text).map_err(|e| {
-                CliError::new(
-                    ErrorKind::Invalid,
-                    format!("{} is not a task state: {e}", path.display()),
-                )
-            })?;
-            if ctx.json {
-                return print_json(&serde_json::to_value(&report).map_err(CliError::internal)?);
-            }
-            print_report(&report);
-            Ok(())
-        }
+        TaskCmd::List => list(ctx),
+        TaskCmd::Show { task } => show(ctx, &task),
         TaskCmd::Gc { repo } => {
             let dir = repo
                 .map(|r| ctx.cwd.join(r))
@@ -381,4 +444,118 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             Ok(())
         }
     }
+}
+
+/// `bh task list`.
+fn list(ctx: &Ctx) -> Result<(), CliError> {
+    let root = ctx.state_dir.join("tasks");
+    let records = list_tasks(&root).map_err(|e| {
+        CliError::internal(format!("cannot list the tasks in {}: {e}", root.display()))
+    })?;
+    if ctx.json {
+        let items: Vec<serde_json::Value> = records
+            .iter()
+            .map(|r| {
+                json!({
+                    "id": r.id,
+                    "outcome": r.outcome(),
+                    "branch": r.task.as_ref().and_then(|t| t["branch"].as_str()),
+                    "base": r.task.as_ref().and_then(|t| t["base"].as_str()),
+                    "candidate": r.report.as_ref().and_then(|x| x.candidate.clone()),
+                    "argv": r.argv(),
+                    "dir": r.dir,
+                    "problems": r.problems,
+                })
+            })
+            .collect();
+        return print_json(&json!({ "tasks": items }));
+    }
+    if records.is_empty() {
+        println!("no tasks under {}", root.display());
+        return Ok(());
+    }
+    let width = display::stdout_width();
+    for r in &records {
+        let outcome = r.outcome().map_or("unfinished", outcome_word);
+        let base = r
+            .task
+            .as_ref()
+            .and_then(|t| t["base"].as_str())
+            .map_or("-", |b| &b[..b.len().min(12)]);
+        let branch = r
+            .task
+            .as_ref()
+            .and_then(|t| t["branch"].as_str())
+            .map_or("detached", |b| b.strip_prefix("refs/heads/").unwrap_or(b));
+        let line = format!(
+            "{}  {:<16}  {}  {}  {}",
+            r.id,
+            outcome,
+            display::escape(branch),
+            base,
+            display::escape(&r.argv().join(" "))
+        );
+        match width {
+            Some(w) => println!("{}", display::fit(&line, w)),
+            None => println!("{line}"),
+        }
+    }
+    Ok(())
+}
+
+/// `bh task show ID|DIR`.
+fn show(ctx: &Ctx, task: &str) -> Result<(), CliError> {
+    let as_path = ctx.abs(std::path::Path::new(task));
+    let record = if task.contains('/') || as_path.is_dir() {
+        let path = as_path.join("state.json");
+        if !path.is_file() {
+            return Err(CliError::new(
+                ErrorKind::NotFound,
+                format!("cannot read {}: no such task state", path.display()),
+            ));
+        }
+        read_task(task, &as_path)
+    } else {
+        let root = ctx.state_dir.join("tasks");
+        let records = list_tasks(&root).map_err(|e| {
+            CliError::internal(format!("cannot list the tasks in {}: {e}", root.display()))
+        })?;
+        let id = crate::exec::ids::resolve(
+            "task",
+            "bh task list",
+            task,
+            records.iter().map(|r| r.id.as_str()),
+        )?
+        .to_owned();
+        records
+            .into_iter()
+            .find(|r| r.id == id)
+            .ok_or_else(|| CliError::internal(format!("task {id} vanished")))?
+    };
+    let Some(report) = &record.report else {
+        let why = record.problems.first().cloned();
+        if let Some(why) = why {
+            return Err(CliError::new(ErrorKind::Invalid, why));
+        }
+        if ctx.json {
+            return print_json(&json!({
+                "id": record.id,
+                "outcome": null,
+                "task": record.task,
+                "artifacts": record.dir,
+            }));
+        }
+        println!(
+            "task {}: no outcome yet (running, or stopped before it wrote state.json)",
+            record.id
+        );
+        println!("  command:   {}", display::escape(&record.argv().join(" ")));
+        println!("  artifacts: {}", record.dir.display());
+        return Ok(());
+    };
+    if ctx.json {
+        return print_json(&serde_json::to_value(report).map_err(CliError::internal)?);
+    }
+    print_report(report);
+    Ok(())
 }

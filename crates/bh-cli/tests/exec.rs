@@ -44,6 +44,8 @@ fn plan_then_verify_and_tamper() {
     )
     .unwrap();
     let refs_before = git(&["for-each-ref"]);
+    // `scripted/demo`: a script file named `demo` next to the plan.
+    fs::write(root.join("demo"), "{\"text\": \"Done.\"}\n").unwrap();
     let plan = root.join("plan.json");
     let out = Command::cargo_bin("bh")
         .unwrap()
@@ -101,6 +103,8 @@ fn plan_then_verify_and_tamper() {
             "188efa0e",
             "--prompt",
             "go on",
+            "--model",
+            "scripted/demo",
             "--out",
             "plan.json",
         ])
@@ -357,10 +361,11 @@ fn no_changes_and_limits_commit_nothing() {
     );
     assert_eq!(e.user_state(), before);
     assert_eq!(e.git(&["for-each-ref", "refs/better-harness"]), "");
-    // without --yes nothing runs
+    // without --yes nothing runs: a dry run (exit 0) saying what would happen
     let out = e.bh(&["exec", "run", "--plan", "plan.json"]);
-    assert_eq!(out.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--yes"));
+    assert_eq!(e.git(&["for-each-ref", "refs/better-harness"]), "");
 }
 
 #[test]
@@ -555,7 +560,35 @@ fn providers_come_from_the_toml_config() {
         format!("[providers.local]\napi = \"openai-completions\"\nbase_url = \"{base}\"\napi_key = \"local-secret\"\n[[providers.local.models]]\nid = \"tiny\"\n"),
     )
     .unwrap();
-    e.plan("look", "local/tiny", &[]);
+    // The provider is known from the config at plan time too.
+    let out = e
+        .bh_cmd()
+        .env("BH_CONFIG", &config)
+        .args([
+            "exec",
+            "plan",
+            "--repo",
+            "repo",
+            "--base",
+            "main",
+            "--session",
+            "s.jsonl",
+        ])
+        .args([
+            "--entry",
+            "188efa0e",
+            "--prompt",
+            "look",
+            "--model",
+            "local/tiny",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = e
         .bh_cmd()
         .env("BH_CONFIG", &config)

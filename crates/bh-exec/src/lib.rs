@@ -22,12 +22,17 @@
 mod commit;
 mod error;
 mod folder;
+mod list;
 mod plan;
 mod run;
 
 pub use commit::{IDENTITY_EMAIL, IDENTITY_NAME, TRAILER_KEYS, Trailers, commit_message};
 pub use error::ExecError;
 pub use folder::{EXECUTIONS_DIR, Execution, gc};
+pub use list::{
+    ChangeFacts, ExecStatus, ExecutionRecord, FileStat, StoredResult, change_facts,
+    list_executions, read_execution,
+};
 pub use plan::{
     BaseRecord, EXECUTOR_TOOLS, Limits, OUTPUT_REF_PREFIX, PLAN_VERSION, Plan, PlanRequest,
     PromptRecord, RepoRecord, SessionRecord, make_plan, read_plan, verify_plan, write_plan,

@@ -85,6 +85,8 @@ pre { background: var(--panel); padding: 8px; border-radius: 4px; overflow-x: au
   font-size: 11px; color: var(--muted); }
 .badge.cp { border-color: var(--tool); color: var(--tool); } .badge.err { border-color: var(--err); color: var(--err); }
 img.inline { max-width: 100%; border: 1px solid var(--line); }
+table.diffstat { border-collapse: collapse; } table.diffstat td { padding: 0 12px 0 0; }
+table.diffstat .add { color: #1a7f37; } table.diffstat .del { color: #cf222e; }
 "#;
 
 const SCRIPT: &str = r#"

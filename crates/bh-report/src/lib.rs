@@ -5,12 +5,16 @@
 //!
 //! * [`session_html`]: a Pi session — its tree, every message, tool calls with
 //!   their diffs, checkpoint markers.
+//! * [`exec_html`]: one executor run — plan digests, model, prompt, the
+//!   conversation the run appended, diffstat and patch, trailers.
 //!
 //! Every string that came from a session, a tool or a file is HTML-escaped;
 //! nothing in the input can add markup or script.
 
+mod exec;
 mod html;
 mod session;
 
+pub use exec::{DiffStatRow, ExecReport, exec_html};
 pub use html::escape;
 pub use session::{SessionReportOptions, session_html};

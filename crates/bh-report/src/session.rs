@@ -193,7 +193,7 @@ fn tree_row(
     b.push_str("</a></li>\n");
 }
 
-fn entry_section(
+pub(crate) fn entry_section(
     b: &mut String,
     s: &Session,
     sum: &Summary,
@@ -412,7 +412,7 @@ fn diff(b: &mut String, old: &str, new: &str) {
 }
 
 /// A unified diff, its lines coloured by their first character.
-fn unified(b: &mut String, text: &str) {
+pub(crate) fn unified(b: &mut String, text: &str) {
     b.push_str("<pre class=\"diff\">");
     for line in text.lines() {
         let class = match line.as_bytes().first() {

@@ -162,6 +162,7 @@ fn op(args: &[String]) -> Result<()> {
                     ..Default::default()
                 }),
                 config_files: Vec::new(),
+                echo: None,
             };
             let report = run_task(&runner(), &opts, &AtomicBool::new(false))?;
             if report.outcome != bh_task::run::Outcome::Succeeded {

@@ -23,6 +23,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,25 @@ pub struct RunSpec {
     pub keep_tail: usize,
     /// Grace between SIGTERM and SIGKILL on timeout or cancellation.
     pub grace: Duration,
+    /// Where the worker's output is shown while it runs, besides the
+    /// bounded logs (`None`: only the logs).
+    pub echo: Option<Arc<dyn Echo>>,
+}
+
+/// Which of the worker's streams a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Receives the worker's output as it is read (the caller decides where it
+/// goes; the library never prints). Called from one thread per stream.
+pub trait Echo: Send + Sync + std::fmt::Debug {
+    /// A chunk of `stream`, exactly as read.
+    fn chunk(&self, stream: Stream, bytes: &[u8]);
+    /// `stream` reached its end.
+    fn end(&self, _stream: Stream) {}
 }
 
 /// How the worker ended.
@@ -136,16 +156,14 @@ pub fn run_sandboxed(
         e => RunError::Sandbox(e),
     })?;
     let (head, tail) = (spec.keep_head, spec.keep_tail);
-    let out_thread = child
-        .child_mut()
-        .stdout
-        .take()
-        .map(|s| std::thread::spawn(move || capture(s, out_file, head, tail)));
-    let err_thread = child
-        .child_mut()
-        .stderr
-        .take()
-        .map(|s| std::thread::spawn(move || capture(s, err_file, head, tail)));
+    let out_thread = child.child_mut().stdout.take().map(|s| {
+        let echo = spec.echo.clone().map(|e| (e, Stream::Stdout));
+        std::thread::spawn(move || capture(s, out_file, head, tail, echo))
+    });
+    let err_thread = child.child_mut().stderr.take().map(|s| {
+        let echo = spec.echo.clone().map(|e| (e, Stream::Stderr));
+        std::thread::spawn(move || capture(s, err_file, head, tail, echo))
+    });
     let mut stopping: Option<(Instant, Ending)> = None;
     let ending = loop {
         let status = child.try_wait().map_err(|source| RunError::Spawn {
@@ -214,14 +232,14 @@ pub fn run_contained(spec: &RunSpec, cancel: &AtomicBool) -> Result<RunOutcome, 
     })?;
     let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
     let (head, tail) = (spec.keep_head, spec.keep_tail);
-    let out_thread = child
-        .stdout
-        .take()
-        .map(|s| std::thread::spawn(move || capture(s, out_file, head, tail)));
-    let err_thread = child
-        .stderr
-        .take()
-        .map(|s| std::thread::spawn(move || capture(s, err_file, head, tail)));
+    let out_thread = child.stdout.take().map(|s| {
+        let echo = spec.echo.clone().map(|e| (e, Stream::Stdout));
+        std::thread::spawn(move || capture(s, out_file, head, tail, echo))
+    });
+    let err_thread = child.stderr.take().map(|s| {
+        let echo = spec.echo.clone().map(|e| (e, Stream::Stderr));
+        std::thread::spawn(move || capture(s, err_file, head, tail, echo))
+    });
 
     let mut ending = None;
     let mut stopping: Option<(Instant, Ending)> = None;
@@ -342,7 +360,13 @@ fn children_of(parent: Pid) -> Vec<Pid> {
 
 /// Copies a stream into `file`, keeping the first `head` and last `tail` bytes
 /// and marking what was left out.
-fn capture(mut stream: impl Read, file: File, head: usize, tail: usize) -> StreamLog {
+fn capture(
+    mut stream: impl Read,
+    file: File,
+    head: usize,
+    tail: usize,
+    echo: Option<(Arc<dyn Echo>, Stream)>,
+) -> StreamLog {
     let mut file = std::io::BufWriter::new(file);
     let mut buf = [0u8; 8192];
     let mut written_head = 0usize;
@@ -355,6 +379,9 @@ fn capture(mut stream: impl Read, file: File, head: usize, tail: usize) -> Strea
             Ok(n) => n,
         };
         total += n as u64;
+        if let Some((echo, which)) = &echo {
+            echo.chunk(*which, &buf[..n]);
+        }
         let mut chunk = &buf[..n];
         if written_head < head {
             let take = chunk.len().min(head - written_head);
@@ -366,6 +393,9 @@ fn capture(mut stream: impl Read, file: File, head: usize, tail: usize) -> Strea
         let excess = ring.len().saturating_sub(tail);
         ring.drain(..excess);
         dropped += excess as u64;
+    }
+    if let Some((echo, which)) = &echo {
+        echo.end(*which);
     }
     if dropped > 0 {
         let _ = write!(file, "\n[... bh: {dropped} bytes omitted ...]\n");

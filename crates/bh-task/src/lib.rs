@@ -6,6 +6,7 @@
 //! worktree lifecycle, process containment and promotion build on it.
 
 pub mod contain;
+pub mod list;
 mod policy;
 mod promote;
 pub mod run;

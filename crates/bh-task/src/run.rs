@@ -62,6 +62,9 @@ pub struct TaskOptions {
     /// Global, system and XDG Git configuration and attributes files the
     /// second line compares before and after.
     pub config_files: Vec<PathBuf>,
+    /// Where the worker's output is shown live (besides `stdout.log` and
+    /// `stderr.log`); `None` keeps it to the logs.
+    pub echo: Option<std::sync::Arc<dyn crate::contain::Echo>>,
 }
 
 /// What the worker's sandbox grants besides its own repository and home.
@@ -353,6 +356,7 @@ pub fn run_task(
         keep_head: 256 * 1024,
         keep_tail: 256 * 1024,
         grace: opts.grace,
+        echo: opts.echo.clone(),
     };
     let ran = match sandbox {
         Some(sb) => run_sandboxed(&spec, sb, cancel),

@@ -30,6 +30,7 @@ fn spec(dir: &Path, script: &str) -> RunSpec {
         keep_head: 1000,
         keep_tail: 1000,
         grace: Duration::from_millis(300),
+        echo: None,
     }
 }
 
@@ -119,4 +120,47 @@ fn logs_keep_head_and_tail() {
     assert!(log.ends_with("line4999\n"));
     assert!(log.contains("bytes omitted"));
     assert!(log.len() < 2200);
+}
+
+/// Collects what the worker printed, per stream, with the end marks.
+#[derive(Debug, Default)]
+struct Collect {
+    out: Mutex<Vec<u8>>,
+    err: Mutex<Vec<u8>>,
+    ends: Mutex<Vec<bh_task::contain::Stream>>,
+}
+
+impl bh_task::contain::Echo for Collect {
+    fn chunk(&self, stream: bh_task::contain::Stream, bytes: &[u8]) {
+        let buf = match stream {
+            bh_task::contain::Stream::Stdout => &self.out,
+            bh_task::contain::Stream::Stderr => &self.err,
+        };
+        buf.lock().unwrap().extend_from_slice(bytes);
+    }
+    fn end(&self, stream: bh_task::contain::Stream) {
+        self.ends.lock().unwrap().push(stream);
+    }
+}
+
+#[test]
+fn the_echo_sees_everything_while_the_logs_stay_bounded() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let echo = std::sync::Arc::new(Collect::default());
+    let mut s = spec(
+        tmp.path(),
+        "i=0; while [ $i -lt 5000 ]; do echo line$i; i=$((i+1)); done; echo oops >&2",
+    );
+    s.echo = Some(echo.clone());
+    let out = run_contained(&s, &AtomicBool::new(false)).unwrap();
+    assert_eq!(out.ending, Ending::Exited { code: 0 });
+    assert!(out.stdout.truncated);
+    let log = fs::read_to_string(tmp.path().join("stdout.log")).unwrap();
+    assert!(log.len() < 2200 && log.contains("bytes omitted"));
+    let seen = String::from_utf8(echo.out.lock().unwrap().clone()).unwrap();
+    assert_eq!(seen.lines().count(), 5000);
+    assert!(seen.starts_with("line0\nline1\n") && seen.ends_with("line4999\n"));
+    assert_eq!(*echo.err.lock().unwrap(), b"oops\n");
+    assert_eq!(echo.ends.lock().unwrap().len(), 2, "both streams ended");
 }

@@ -12,7 +12,7 @@ use crate::error::{CliError, ErrorKind};
 
 /// `BH_CONFIG`, else `$XDG_CONFIG_HOME/better-harness/config.toml`, else
 /// `~/.config/better-harness/config.toml`.
-fn config_file(ctx: &Ctx) -> Option<PathBuf> {
+pub(crate) fn config_file(ctx: &Ctx) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("BH_CONFIG").filter(|p| !p.is_empty()) {
         return Some(ctx.abs(Path::new(&p)));
     }
