@@ -1,11 +1,8 @@
 //! Differences between a checkpoint and the current working tree.
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
-
 use serde::Serialize;
 
-use crate::error::{CheckpointError, Result};
+use crate::error::Result;
 use crate::meta::{self, Checkpoint};
 use crate::paths::check_relative;
 use crate::store::Store;
@@ -21,76 +18,7 @@ impl Store {
         self.clean_stale_locks()?;
         let target = self.resolve(id)?;
         let current = self.stage_current()?;
-        let shadow = self.shadow();
-        let pathspec = |cmd: bh_git::GitCommand| {
-            let cmd = cmd.env("GIT_LITERAL_PATHSPECS", "1").arg("--");
-            paths
-                .iter()
-                .fold(cmd, |cmd, p| cmd.arg(OsStr::from_bytes(p)))
-        };
-        let names = pathspec(shadow.cmd([
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            "--name-status",
-            &target.tree,
-            &current.tree,
-        ]))
-        .run()?;
-        let names = bh_git::parse::name_status(&names.stdout).map_err(|detail| {
-            CheckpointError::Corrupt {
-                store: self.dir.clone(),
-                detail,
-            }
-        })?;
-        let nums = pathspec(shadow.cmd([
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            "--numstat",
-            &target.tree,
-            &current.tree,
-        ]))
-        .run()?;
-        let nums = bh_git::parse::numstat(&nums.stdout).unwrap_or_default();
-        let entries = names
-            .into_iter()
-            .map(|n| {
-                let stat = nums.iter().find(|s| s.path == n.path);
-                DiffEntry {
-                    status: (n.status as char).to_string(),
-                    path: bh_git::parse::display_path(&n.path),
-                    added: stat.and_then(|s| s.added),
-                    deleted: stat.and_then(|s| s.deleted),
-                }
-            })
-            .collect();
-        let text = match patch {
-            DiffText::None => None,
-            DiffText::Patch | DiffText::Stat => {
-                let flag = if patch == DiffText::Stat {
-                    "--stat"
-                } else {
-                    "-p"
-                };
-                let out = pathspec(shadow.cmd([
-                    "diff-tree",
-                    "-r",
-                    "--no-renames",
-                    "--no-ext-diff",
-                    "--no-textconv",
-                    "--no-color",
-                    "--no-commit-id",
-                    flag,
-                    &target.tree,
-                    &current.tree,
-                ]))
-                .run()?;
-                Some(out.stdout)
-            }
-        };
+        let (entries, text) = self.diff_trees(&target.tree, &current.tree, paths, patch)?;
         Ok(DiffOutcome {
             checkpoint: target,
             current_tree: current.tree,

@@ -30,7 +30,9 @@ pub enum CheckpointError {
     },
     #[error("project directory {path} cannot be used: {reason}")]
     BadProject { path: PathBuf, reason: String },
-    #[error("no checkpoint matches {id:?} (see `bh checkpoint list`)")]
+    #[error(
+        "no checkpoint matches {id:?} (ids are `latest` or prefixes of at least 4 hex digits; see `bh checkpoint list`)"
+    )]
     UnknownCheckpoint { id: String },
     #[error("checkpoint id {id:?} is ambiguous; it matches {candidates}")]
     AmbiguousCheckpoint { id: String, candidates: String },

@@ -16,6 +16,7 @@
 //! ```
 
 mod apply;
+mod compare;
 mod diff;
 mod error;
 mod live;
@@ -30,6 +31,7 @@ mod store;
 mod trust;
 mod user;
 
+pub use compare::{CompareOutcome, PRE_RESTORE};
 pub use diff::{DiffEntry, DiffOutcome, DiffText};
 pub use error::{CheckpointError, ErrorClass, Result};
 pub use live::{LiveStats, LiveStore};

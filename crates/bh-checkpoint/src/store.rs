@@ -362,35 +362,10 @@ impl Store {
         Ok(list)
     }
 
-    /// Finds a checkpoint by id prefix (at least 4 hex digits) or `latest`.
+    /// Finds a checkpoint by id prefix (at least 4 hex digits) or `latest`
+    /// (the newest that is not a pre-restore undo point).
     pub fn resolve(&self, id: &str) -> Result<Checkpoint> {
-        let list = self.list()?;
-        if id == "latest" || id == "last" {
-            return list
-                .into_iter()
-                .next()
-                .ok_or_else(|| CheckpointError::UnknownCheckpoint { id: id.to_owned() });
-        }
-        let wanted = id.to_ascii_lowercase();
-        if wanted.len() < 4 || !wanted.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(CheckpointError::UnknownCheckpoint { id: id.to_owned() });
-        }
-        let mut matches: Vec<Checkpoint> = list
-            .into_iter()
-            .filter(|cp| cp.commit.starts_with(&wanted))
-            .collect();
-        match matches.len() {
-            0 => Err(CheckpointError::UnknownCheckpoint { id: id.to_owned() }),
-            1 => Ok(matches.remove(0)),
-            _ => Err(CheckpointError::AmbiguousCheckpoint {
-                id: id.to_owned(),
-                candidates: matches
-                    .iter()
-                    .map(|c| c.id.clone())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            }),
-        }
+        crate::compare::resolve_in(self.list()?, id)
     }
 
     /// The store's size on disk, in bytes.

@@ -88,9 +88,8 @@ pub(crate) fn runtime_error(e: RuntimeError) -> CliError {
             return CliError::usage("cannot find Pi's agent dir: set PI_CODING_AGENT_DIR or HOME");
         }
         RuntimeError::Dir { .. } | RuntimeError::NoSuchSession { .. } => ErrorKind::NotFound,
-        RuntimeError::NotADirectory { .. }
-        | RuntimeError::NotUtf8 { .. }
-        | RuntimeError::AmbiguousSession { .. } => ErrorKind::Usage,
+        RuntimeError::NotADirectory { .. } | RuntimeError::NotUtf8 { .. } => ErrorKind::Usage,
+        RuntimeError::AmbiguousSession { .. } => ErrorKind::Ambiguous,
         RuntimeError::CwdMismatch { .. } | RuntimeError::Tools { .. } => ErrorKind::Refused,
         RuntimeError::Agent { .. } | RuntimeError::Task(_) => ErrorKind::Internal,
     };

@@ -1,19 +1,20 @@
 //! `bh checkpoint …`: snapshot, list, diff, restore and prune a project's
 //! working tree in a private shadow repository.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use bh_checkpoint::{
-    CheckpointError, DiffText, ErrorClass, PrunePolicy, RestoreMode, SnapshotRequest, Store,
-    StoreOptions,
+    CheckpointError, ErrorClass, PrunePolicy, RestoreMode, SnapshotRequest, Store, StoreOptions,
 };
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 mod serve;
+mod view;
 
 use crate::context::Ctx;
+use crate::display::ColorWhen;
 use crate::error::{CliError, ErrorKind, print_json};
 use crate::units::{human_age, human_size, parse_duration, parse_size};
 
@@ -66,15 +67,41 @@ pub enum CheckpointCmd {
         #[arg(long)]
         exact: bool,
     },
-    /// Show what changed between a checkpoint and the working tree.
+    /// Show one checkpoint: what it records and what changed since the
+    /// checkpoint before it (a diffstat, or the patch).
+    Show {
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Checkpoint id (a prefix of at least 4 hex digits) or `latest`.
+        id: String,
+        /// The patch instead of the diffstat.
+        #[arg(long)]
+        patch: bool,
+        /// Colour the patch: `auto` on a terminal (never with --json).
+        #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+        color: ColorWhen,
+    },
+    /// Show what changed between a checkpoint and the working tree, or
+    /// between two checkpoints (`diff A B`); paths limit it (after `--` when
+    /// one could be read as a checkpoint id).
     Diff {
         #[command(flatten)]
         project: ProjectArg,
+        /// Checkpoint id (a prefix of at least 4 hex digits) or `latest`.
         id: String,
+        /// A second checkpoint (the diff then goes from ID to it), then paths,
+        /// relative to the current directory.
+        #[arg(value_name = "ID2|PATH")]
+        rest: Vec<PathBuf>,
+        /// Paths to limit the diff to (everything after `--`).
+        #[arg(last = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
         /// A diffstat instead of the patch.
         #[arg(long)]
         stat: bool,
+        /// Colour the patch: `auto` on a terminal (never with --json).
+        #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+        color: ColorWhen,
     },
     /// Drop old checkpoints, then repack the store.
     Prune {
@@ -128,6 +155,9 @@ pub enum HookAgent {
 }
 
 pub(crate) fn checkpoint_error(err: CheckpointError) -> CliError {
+    if let CheckpointError::AmbiguousCheckpoint { .. } = err {
+        return CliError::new(ErrorKind::Ambiguous, err.to_string());
+    }
     let kind = match err.class() {
         ErrorClass::Refused => ErrorKind::Refused,
         ErrorClass::NotFound => ErrorKind::NotFound,
@@ -153,7 +183,11 @@ fn open(ctx: &Ctx, arg: &ProjectArg, dir: Option<&Path>) -> Result<Store, CliErr
     .map_err(checkpoint_error)
 }
 
-fn rel_paths(ctx: &Ctx, store: &Store, paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, CliError> {
+pub(crate) fn rel_paths(
+    ctx: &Ctx,
+    store: &Store,
+    paths: &[PathBuf],
+) -> Result<Vec<Vec<u8>>, CliError> {
     let mut out = Vec::new();
     for p in paths {
         let rel = bh_checkpoint::project_relative(store.project(), &ctx.cwd, p)
@@ -265,6 +299,7 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             exact,
         } => {
             let store = open(ctx, &project, None)?;
+            view::note_latest(&store, &id, ctx.json);
             let rel = rel_paths(ctx, &store, &paths)?;
             let mode = if exact {
                 RestoreMode::Exact
@@ -299,32 +334,29 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             );
             Ok(())
         }
+        CheckpointCmd::Show {
+            project,
+            id,
+            patch,
+            color,
+        } => view::show(ctx, &open(ctx, &project, None)?, &id, patch, color),
         CheckpointCmd::Diff {
             project,
             id,
+            rest,
             paths,
             stat,
+            color,
         } => {
             let store = open(ctx, &project, None)?;
-            let rel = rel_paths(ctx, &store, &paths)?;
-            let text = if ctx.json {
-                DiffText::None
-            } else if stat {
-                DiffText::Stat
-            } else {
-                DiffText::Patch
+            let args = view::DiffArgs {
+                id: &id,
+                rest: &rest,
+                paths: &paths,
+                stat,
+                color,
             };
-            let outcome = store.diff(&id, &rel, text).map_err(checkpoint_error)?;
-            if ctx.json {
-                return print_json(
-                    &json!({ "project": store.project().to_string_lossy(), "diff": outcome }),
-                );
-            }
-            let mut out = std::io::stdout().lock();
-            if let Some(text) = &outcome.text {
-                out.write_all(text)?;
-            }
-            Ok(())
+            view::diff(ctx, &store, &args)
         }
         CheckpointCmd::Prune {
             project,

@@ -62,6 +62,77 @@ pub fn stdout_width() -> Option<usize> {
     )
 }
 
+/// `--color`: when diffs are coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorWhen {
+    /// When stdout is a terminal and `NO_COLOR` is unset.
+    Auto,
+    Always,
+    Never,
+}
+
+/// Whether to colour stdout under `when` (never with `--json`).
+pub fn use_color(when: ColorWhen, json: bool) -> bool {
+    use std::io::IsTerminal;
+    match when {
+        _ if json => false,
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => {
+            std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
+}
+
+/// A unified diff (or diffstat) for a person: on a terminal its lines with
+/// control characters escaped; with `color`, `+`/`-` lines green/red, hunk
+/// headers cyan and file headers bold. Elsewhere the bytes unchanged.
+pub fn render_diff(text: &[u8], color: bool, terminal: bool) -> Vec<u8> {
+    if !color && !terminal {
+        return text.to_vec();
+    }
+    let mut out = Vec::with_capacity(text.len() + text.len() / 8);
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        let shown = String::from_utf8_lossy(body);
+        let shown = if terminal {
+            // Tabs stay tabs (indentation); everything else that drives a
+            // terminal is escaped.
+            Cow::Owned(shown.split('\t').map(escape).collect::<Vec<_>>().join("\t"))
+        } else {
+            shown
+        };
+        let paint = if !color {
+            None
+        } else if body.starts_with(b"diff --git")
+            || body.starts_with(b"+++ ")
+            || body.starts_with(b"--- ")
+            || body.starts_with(b"index ")
+        {
+            Some("1")
+        } else if body.starts_with(b"@@") {
+            Some("36")
+        } else if body.starts_with(b"+") {
+            Some("32")
+        } else if body.starts_with(b"-") {
+            Some("31")
+        } else {
+            None
+        };
+        match paint {
+            Some(code) => {
+                out.extend_from_slice(format!("\x1b[{code}m{shown}\x1b[m").as_bytes());
+            }
+            None => out.extend_from_slice(shown.as_bytes()),
+        }
+        if line.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +144,25 @@ mod tests {
         assert_eq!(escape("x\u{9b}2J"), "x\\x9b2J");
         assert_eq!(escape("ab\u{202e}cd"), "ab\\u{202e}cd");
         assert_eq!(escape("l1\nl2\t"), "l1\\nl2\\t");
+    }
+
+    #[test]
+    fn diffs_are_coloured_and_escaped_only_on_request() {
+        let patch = b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new \x1b[2J\n \tctx\n";
+        assert_eq!(render_diff(patch, false, false), patch.to_vec());
+        let plain = String::from_utf8(render_diff(patch, false, true)).unwrap();
+        assert!(
+            plain.contains("+new \\e[2J") && !plain.contains('\u{1b}'),
+            "{plain}"
+        );
+        let coloured = String::from_utf8(render_diff(patch, true, true)).unwrap();
+        assert!(coloured.contains("\x1b[31m-old\x1b[m\n"), "{coloured}");
+        assert!(
+            coloured.contains("\x1b[32m+new \\e[2J\x1b[m\n"),
+            "{coloured}"
+        );
+        assert!(coloured.contains("\x1b[36m@@ -1 +1 @@\x1b[m"), "{coloured}");
+        assert!(coloured.ends_with(" \tctx\n"), "{coloured}");
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub enum ErrorKind {
     Interrupted,
     /// The worker (agent or command) failed.
     WorkerFailed,
+    /// An id prefix names more than one thing (the message lists them).
+    Ambiguous,
 }
 
 impl ErrorKind {
@@ -37,6 +39,7 @@ impl ErrorKind {
             ErrorKind::Limit => 7,
             ErrorKind::Interrupted => 8,
             ErrorKind::WorkerFailed => 9,
+            ErrorKind::Ambiguous => 10,
         }
     }
 
@@ -51,6 +54,7 @@ impl ErrorKind {
             ErrorKind::Limit => "limit",
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::WorkerFailed => "worker_failed",
+            ErrorKind::Ambiguous => "ambiguous",
         }
     }
 }

@@ -1524,7 +1524,7 @@ fn session_by_id_prefix_as_pi_resolves_it() {
         )
     };
     let (code, msg) = code_of(&a[..1]);
-    assert_eq!(code, Some(2), "ambiguous: {msg}");
+    assert_eq!(code, Some(10), "ambiguous: {msg}");
     assert!(msg.contains(sessions[0].to_str().unwrap()), "{msg}");
     assert_eq!(code_of("zzzz").0, Some(4), "unknown id");
     assert_eq!(env.sessions(), sessions, "nothing created");
