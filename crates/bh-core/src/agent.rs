@@ -112,11 +112,7 @@ impl Agent {
             .unwrap_or_else(|| config.toolbox.specs().to_vec());
         let llm_tools = tools
             .iter()
-            .map(|s| bh_llm::ToolSpec {
-                name: s.name.to_owned(),
-                description: s.description.to_owned(),
-                parameters: s.parameters(),
-            })
+            .map(|s| (*s).clone())
             .collect();
         Ok(Agent {
             provider: config.provider,

@@ -298,8 +298,9 @@ fn params(model: &ModelSpec, req: &ChatRequest) -> Map<String, Value> {
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                let props = t.parameters.get("properties").cloned().unwrap_or(json!({}));
-                let required = t.parameters.get("required").cloned().unwrap_or(json!([]));
+                let mut params = t.parameters();
+                let props = params.get_mut("properties").map_or(json!({}), Value::take);
+                let required = params.get_mut("required").map_or(json!([]), Value::take);
                 let mut v = json!({
                     "name": t.name,
                     "description": t.description,

@@ -321,7 +321,7 @@ fn params(model: &ModelSpec, req: &ChatRequest) -> Map<String, Value> {
             .tools
             .iter()
             .map(|t| {
-                let mut f = json!({"name": t.name, "description": t.description, "parameters": t.parameters});
+                let mut f = json!({"name": t.name, "description": t.description, "parameters": t.parameters()});
                 if q.supports_strict_mode
                     && let Some(o) = f.as_object_mut()
                 {

@@ -144,13 +144,8 @@ impl ModelSpec {
     }
 }
 
-/// A tool the model may call: name, description, JSON-schema parameters.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
-}
+/// A tool the model may call (the workspace's one `ToolSpec`, from `bh-protocol`).
+pub use bh_protocol::ToolSpec;
 
 /// Pi's thinking levels.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,12 +15,16 @@
 //!   `parentId` re-linked, a migrated `id` added) without touching the rest.
 //! * [`entry`] and [`message`]: typed entries and messages, used to write new
 //!   entries in Pi's key order and to render known content.
+//!
+//! Also [`ToolSpec`], a tool as offered to a model (shared by `bh-tools`,
+//! `bh-llm` and `bh-core`).
 
 pub mod entry;
 pub mod head;
 pub mod header;
 pub mod message;
 pub mod raw;
+pub mod tool;
 
 pub use entry::EntryType;
 
@@ -34,6 +38,7 @@ pub fn now_ms() -> i64 {
 pub use head::{EntryHead, MessageHead, UsageHead};
 pub use header::SessionHeader;
 pub use raw::RawObject;
+pub use tool::ToolSpec;
 
 /// The header `version` Pi writes today (unchanged through Pi 1.x).
 pub const CURRENT_SESSION_VERSION: u64 = 3;

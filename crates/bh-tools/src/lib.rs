@@ -38,27 +38,8 @@ use serde_json::Value;
 
 pub use confine::{ConfineError, Root};
 
-/// One tool as offered to a model: Pi's name, description and JSON schema.
-#[derive(Debug, PartialEq, Eq)]
-pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
-    /// The parameter schema, byte for byte as Pi sends it (compact JSON, Pi's key order).
-    pub parameters_json: &'static str,
-    /// Whether the tool can change files (the agent loop checkpoints first).
-    pub mutating: bool,
-}
-
-impl ToolSpec {
-    /// The schema as a JSON value (keys sorted; use [`Self::parameters_raw`] to keep Pi's order).
-    pub fn parameters(&self) -> Value {
-        serde_json::from_str(self.parameters_json).unwrap_or(Value::Null)
-    }
-    /// The schema as raw JSON, keeping Pi's key order when serialised.
-    pub fn parameters_raw(&self) -> Result<Box<serde_json::value::RawValue>, serde_json::Error> {
-        serde_json::value::RawValue::from_string(self.parameters_json.to_string())
-    }
-}
+/// One tool as offered to a model (defined in `bh-protocol`, shared with `bh-llm`).
+pub use bh_protocol::ToolSpec;
 
 /// A content block of a tool result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -394,7 +375,7 @@ impl Toolbox {
         if cancel.is_cancelled() {
             return ToolResult::error("Operation aborted");
         }
-        let result = match spec.name {
+        let result = match spec.name.as_ref() {
             "read" => file_tools::read(&self.root, args),
             "write" => file_tools::write(&self.root, args),
             "edit" => file_tools::edit(&self.root, args),

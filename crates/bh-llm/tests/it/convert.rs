@@ -63,11 +63,12 @@ fn openai_failed_turns_are_skipped_as_pi() {
 fn tool_specs_match_pi_shape() {
     let exp = expected("s02-tools");
     let tool = &exp["tools"][0];
-    let spec = bh_llm::ToolSpec {
-        name: tool["function"]["name"].as_str().unwrap().into(),
-        description: tool["function"]["description"].as_str().unwrap().into(),
-        parameters: tool["function"]["parameters"].clone(),
-    };
+    let spec = bh_llm::ToolSpec::new(
+        tool["function"]["name"].as_str().unwrap().to_owned(),
+        tool["function"]["description"].as_str().unwrap().to_owned(),
+        &tool["function"]["parameters"],
+        false,
+    );
     let model = fake_model("http://x");
     let body = openai::build_body(
         &model,

@@ -63,16 +63,18 @@ pub fn fast_retry(max: u32) -> RetryPolicy {
 
 pub fn tools() -> Vec<ToolSpec> {
     vec![
-        ToolSpec {
-            name: "read".into(),
-            description: "Read a file".into(),
-            parameters: json!({"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}}),
-        },
-        ToolSpec {
-            name: "ls".into(),
-            description: "List a directory".into(),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        },
+        ToolSpec::new(
+            "read",
+            "Read a file",
+            &json!({"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}}),
+            false,
+        ),
+        ToolSpec::new(
+            "ls",
+            "List a directory",
+            &json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            false,
+        ),
     ]
 }
 
