@@ -25,6 +25,8 @@
 //! checkpoint). The long run drives `bh` through `--long-turns` tool calls and
 //! the server reads the client's `VmRSS` from `/proc` when turns 100 and N
 //! are requested.
+//!
+//! Over 600 lines: one benchmark binary (mock server, both agents, report) kept whole so a run is read top to bottom.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 

@@ -4,6 +4,8 @@
 //! and (when Node and Pi are available) the real Pi loads the file. The
 //! interactive mode is fed through stdin with `-i`; `/worktree` moves of the
 //! live session are tested end to end there.
+//!
+//! Over 600 lines: one test binary per command family (each binary is a separate link); tests are independent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,4 +1,6 @@
 //! `bh checkpoint` through the CLI, on real repositories with real git.
+//!
+//! Over 600 lines: one test binary per command family (each binary is a separate link); tests are independent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,4 +1,6 @@
 //! `bh exec plan/verify` and `harness-session-executor` through the CLI.
+//!
+//! Over 600 lines: one test binary per command family (each binary is a separate link); tests are independent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

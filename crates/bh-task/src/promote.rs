@@ -14,28 +14,24 @@ use crate::run::{Outcome, PreflightError, TaskOptions, TaskReport, io, sha256_he
 /// change) and untracked files judged by `.gitignore` files alone (so
 /// `info/exclude` cannot hide one).
 pub(crate) fn clean_check(repo: &Repo, scratch: &Path) -> Result<Option<String>, PreflightError> {
-    let index = scratch.join("clean-check.index");
-    let _ = fs::remove_file(&index);
-    let with_index = |args: &[&str]| {
-        repo.cmd(args.iter().copied())
-            .env("GIT_INDEX_FILE", index.as_os_str())
-            .optional_locks(true)
-    };
-    with_index(&["read-tree", "HEAD"]).run()?;
+    let index = repo.temp_index(scratch.join("clean-check.index"));
+    index.read_tree("HEAD")?;
     // Refresh re-hashes files whose stat data the fresh index lacks; exit 1
     // means "needs update", i.e. changed.
-    let refresh = with_index(&["update-index", "-q", "--refresh"])
+    let refresh = index
+        .cmd(["update-index", "-q", "--refresh"])
         .ok_codes(&[0, 1])
         .run()?;
-    let changed = with_index(&["diff-files", "--name-only", "-z"]).run()?;
-    let untracked = with_index(&[
-        "ls-files",
-        "-z",
-        "--others",
-        "--exclude-per-directory=.gitignore",
-    ])
-    .run()?;
-    let _ = fs::remove_file(&index);
+    let changed = index.cmd(["diff-files", "--name-only", "-z"]).run()?;
+    let untracked = index
+        .cmd([
+            "ls-files",
+            "-z",
+            "--others",
+            "--exclude-per-directory=.gitignore",
+        ])
+        .run()?;
+    drop(index);
     let mut dirty: Vec<String> = bh_git::parse::split_z(&changed.stdout)
         .chain(bh_git::parse::split_z(&untracked.stdout))
         .map(bh_git::parse::display_path)

@@ -83,6 +83,9 @@ pub struct Snapshot {
 /// re-hashing every file; a forged entry could only hide the worker's own
 /// work from the candidate, never add to it), with every assume-unchanged
 /// and skip-worktree bit cleared so nothing is hidden by accident.
+/// It stages through its own index by hand, not `bh_git::TempIndex`: it
+/// runs as the worker, inside the worker's sandbox, not through bh-git's
+/// host-side runner.
 const SCRIPT: &str = r#"set -e
 export GIT_INDEX_FILE="$BH_SNAPSHOT_INDEX"
 rm -f "$GIT_INDEX_FILE"

@@ -31,6 +31,7 @@ mod create;
 mod dispose;
 mod enter;
 mod error;
+mod handoff;
 mod list;
 mod project;
 mod receipt;
@@ -38,11 +39,9 @@ mod receipt;
 pub use claim::Claim;
 pub use create::{CreateOptions, CreateOutcome, CreateProgress, create, create_with_progress};
 pub use dispose::{DisposeOptions, DisposeOutcome, IgnoredCapture, check_dispose, dispose};
-pub use enter::{
-    ConsumeOutcome, EnterOptions, EnterOutcome, Handoff, ORIENTATION_TYPE, VERIFICATION_TYPE,
-    consume, discard, enter, enter_main, handoff_path,
-};
+pub use enter::{EnterOptions, EnterOutcome, ORIENTATION_TYPE, enter, enter_main};
 pub use error::{Result, WorktreeError};
+pub use handoff::{ConsumeOutcome, Handoff, VERIFICATION_TYPE, consume, discard, handoff_path};
 pub use list::{WorktreeInfo, list};
 pub use project::{Config, Project, validate_name};
 pub use receipt::{Receipt, Stage, State};

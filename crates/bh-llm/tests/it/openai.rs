@@ -1,3 +1,7 @@
+//! OpenAI Chat Completions through a local mock server.
+//!
+//! Over 600 lines: every OpenAI-wire case against one mock server; tests are independent.
+
 use std::time::Duration;
 
 use bh_llm::{ChatRequest, Message, StreamEvent};

@@ -151,7 +151,12 @@ fn specs_are_exactly_what_pi_sends() {
 
 #[test]
 fn profiles() {
-    let names = |p: Profile| p.specs().iter().map(|s| s.name.as_ref()).collect::<Vec<_>>();
+    let names = |p: Profile| {
+        p.specs()
+            .iter()
+            .map(|s| s.name.as_ref())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(names(Profile::Executor), ["read", "ls", "edit", "write"]);
     assert_eq!(
         names(Profile::Interactive),

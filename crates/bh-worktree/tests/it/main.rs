@@ -1,4 +1,6 @@
 //! `bh-worktree` on real repositories in temp dirs with real git.
+//!
+//! Over 600 lines: the crate's one integration binary; tests are independent and share the helpers at the top.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
