@@ -161,20 +161,41 @@ impl Echo for LiveOutput {
 
 static CANCEL: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: nix::libc::c_int) {
-    CANCEL.store(true, Ordering::SeqCst);
-}
-
-/// Ctrl-C and SIGTERM cancel the running task instead of killing `bh`, so the
-/// worker's tree is cleaned up and the state recorded.
-#[allow(unsafe_code)]
+/// Ctrl-C, SIGTERM and SIGHUP cancel the running task instead of killing
+/// `bh`, so the worker's tree is cleaned up and the state recorded. The
+/// handlers are installed before this returns (tokio's signal driver, no
+/// `unsafe` here); a helper thread waits for the first signal and sets
+/// `CANCEL`, later ones are caught and ignored.
 fn catch_signals() {
-    use nix::sys::signal::{SigHandler, Signal, signal};
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is
-        // async-signal-safe.
-        let _ = unsafe { signal(sig, SigHandler::Handler(on_signal)) };
-    }
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+    else {
+        return;
+    };
+    let (int, term, hup) = {
+        let _in_rt = rt.enter();
+        (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        )
+    };
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (int, term, hup) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        rt.block_on(async {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+        });
+        // Tokio never restores the default action: later signals are ignored.
+        CANCEL.store(true, Ordering::SeqCst);
+    });
 }
 
 fn preflight_error(err: PreflightError) -> CliError {
