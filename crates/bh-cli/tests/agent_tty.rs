@@ -77,6 +77,27 @@ impl Tty {
         }
     }
 
+    /// Waits (same deadline) until `text` shows after the last `marker`: the
+    /// next prompt after an answer, however often the line was redrawn before
+    /// it (a recalled or pasted line redraws `> ` too; typing before the
+    /// prompt is back would race the turn).
+    fn wait_after(&self, marker: &str, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if let Some(at) = screen.rfind(marker)
+                && screen[at + marker.len()..].contains(text)
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never saw {text:?} after {marker:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn send(&mut self, bytes: &[u8]) {
         let stdin = self.child.stdin.as_mut().unwrap();
         stdin.write_all(bytes).unwrap();
@@ -157,7 +178,7 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
     // A bracketed paste of three lines, then Enter: one prompt.
     tty.send(b"\x1b[200~line one\nline two\nline three\x1b[201~\r");
     tty.wait_for("first answer", 1);
-    tty.wait_for("> ", 2);
+    tty.wait_after("first answer", "> ");
     // Tab completes the command: "/qu" + Tab + Enter quits.
     tty.send(b"/qu\t\r");
     tty.finish();
@@ -188,7 +209,7 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
     tty.wait_for("> ", 1);
     tty.send(b"\x1b[A\x1b[A\r");
     tty.wait_for("first answer", 1);
-    tty.wait_for("> ", 2);
+    tty.wait_after("first answer", "> ");
     tty.send(b"/quit\r");
     tty.finish();
     assert_eq!(

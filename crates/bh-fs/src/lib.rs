@@ -12,8 +12,9 @@
 //! * [`time_ordered_id`]: ids that sort by creation time and do not collide
 //!   between processes or within one.
 //!
-//! Errors are plain `std::io::Error`s; callers add the path and what they were
-//! doing to their own error types.
+//! Errors are `std::io::Error`s from `fs_err` (they name the file at fault,
+//! e.g. the temporary one); callers add what they were doing to their own
+//! error types.
 
 use fs_err as fs;
 use fs_err::OpenOptions;
