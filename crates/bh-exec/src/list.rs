@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::commit::{TRAILER_KEYS, Trailers};
 use crate::error::{ExecError, io};
 use crate::folder::EXECUTIONS_DIR;
-use crate::plan::{Plan, read_plan};
+use crate::plan::Plan;
+use crate::verify::read_plan;
 use crate::run::RunState;
 
 /// Where an execution stands.

@@ -5,7 +5,7 @@ use std::fs;
 use std::sync::Arc;
 
 use bh_exec::{
-    ExecError, RunSetup, RunState, StopReason, Trailers, commit_message, make_plan, run_plan,
+    ExecError, RunSetup, RunState, StopReason, Trailers, commit_message, run_plan,
     write_plan,
 };
 use bh_llm::{Api, ModelSpec, ScriptedProvider};
@@ -14,22 +14,22 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ENTRY, fx};
 
-fn setup(f: &super::Fx, script: &str) -> RunSetup {
-    RunSetup {
-        state_dir: f.root.join("state"),
-        keep_worktree: false,
-        provider: Arc::new(
+pub(crate) fn setup(f: &super::Fx, script: &str) -> RunSetup {
+    RunSetup::new(
+        f.root.join("state"),
+        Arc::new(
             ScriptedProvider::from_str(script, ModelSpec::new("scripted", "demo", Api::Scripted))
                 .unwrap(),
         ),
-        cancel: CancellationToken::new(),
-    }
+        CancellationToken::new(),
+    )
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_runs_end_to_end_in_process() {
     let f = fx();
-    let plan = make_plan(&f.runner(), &f.request(ENTRY)).unwrap();
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
     let path = f.root.join("plan.json");
     write_plan(&path, &plan, false).unwrap();
     let user_before = (
@@ -104,7 +104,7 @@ async fn a_stopped_run_commits_nothing_and_keeps_a_patch() {
     let f = fx();
     let mut req = f.request(ENTRY);
     req.limits.max_tool_calls = 1;
-    let plan = make_plan(&f.runner(), &req).unwrap();
+    let plan = f.plan(&req).unwrap();
     let path = f.root.join("plan.json");
     write_plan(&path, &plan, false).unwrap();
     let script = r#"{"toolCalls": [{"name": "write", "arguments": {"path": "one.txt", "content": "1"}}, {"name": "write", "arguments": {"path": "two.txt", "content": "2"}}]}
@@ -127,7 +127,7 @@ async fn a_stopped_run_commits_nothing_and_keeps_a_patch() {
 #[test]
 fn trailers_round_trip_and_refuse_values_that_break_lines() {
     let f = fx();
-    let mut plan = make_plan(&f.runner(), &f.request(ENTRY)).unwrap();
+    let mut plan = f.plan(&f.request(ENTRY)).unwrap();
     let message = commit_message(&plan, "x1-abc", "openai/gpt").unwrap();
     let t = Trailers::parse(&message).unwrap();
     assert_eq!(t, Trailers::of(&plan, "x1-abc", "openai/gpt"));
