@@ -128,6 +128,7 @@ pub(crate) fn dry_run(ctx: &Ctx, path: &Path, plan: &Plan) -> Result<(), CliErro
                 "max_tool_calls": plan.limits.max_tool_calls,
                 "timeout_secs": plan.limits.timeout_secs,
                 "ref": plan.output_ref,
+                "allow_filters": plan.allow_filters,
             },
         }));
     }
@@ -146,6 +147,14 @@ pub(crate) fn dry_run(ctx: &Ctx, path: &Path, plan: &Plan) -> Result<(), CliErro
         plan.tools.join(", "),
         plan.limits.max_tool_calls,
         plan.limits.timeout_secs
+    );
+    println!(
+        "  filter drivers: {}",
+        if plan.allow_filters {
+            "the repository's run (--allow-filters)"
+        } else {
+            "none run"
+        }
     );
     println!("  committing under {}", plan.output_ref);
     println!("pass --yes to run it");

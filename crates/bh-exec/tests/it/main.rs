@@ -14,6 +14,7 @@ use pretty_assertions::assert_eq;
 
 mod hardening;
 mod run;
+mod run_hardening;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
 

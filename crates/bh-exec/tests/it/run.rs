@@ -124,6 +124,32 @@ async fn a_stopped_run_commits_nothing_and_keeps_a_patch() {
     );
 }
 
+/// `git interpret-trailers --parse` of `message`: (key, value) pairs.
+fn git_trailers(f: &super::Fx, message: &str) -> Vec<(String, String)> {
+    use std::io::Write;
+    let mut child = f
+        .command(&["interpret-trailers", "--parse"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(message.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once(": ").unwrap();
+            (k.to_owned(), v.to_owned())
+        })
+        .collect()
+}
+
 #[test]
 fn trailers_round_trip_and_refuse_values_that_break_lines() {
     let f = fx();
@@ -133,26 +159,9 @@ fn trailers_round_trip_and_refuse_values_that_break_lines() {
     assert_eq!(t, Trailers::of(&plan, "x1-abc", "openai/gpt"));
     assert_eq!(t.plan, format!("sha256:{}", plan.plan_sha256));
     // Parsed exactly as git parses them.
-    let mut git = f.command(&["interpret-trailers", "--parse"]);
-    let out = {
-        use std::io::Write;
-        let mut child = git
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(message.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
-    let keys: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split(':').next().unwrap().to_owned())
+    let keys: Vec<String> = git_trailers(&f, &message)
+        .into_iter()
+        .map(|(k, _)| k)
         .collect();
     assert_eq!(keys, bh_exec::TRAILER_KEYS);
 
@@ -168,5 +177,52 @@ fn trailers_round_trip_and_refuse_values_that_break_lines() {
         ),
         "{err}"
     );
+    plan.session.entry = "abc Better-Harness-Base:".into();
+    assert!(commit_message(&plan, "x1-abc", "m").is_err());
     assert!(Trailers::parse("no trailers here").is_none());
+}
+
+/// Values the strict character sets allow but that look like trailers, and
+/// a prompt whose first line does: git still reads exactly the seven
+/// trailers, in order, with the values written.
+#[test]
+fn git_reads_exactly_the_seven_trailers_for_hostile_but_allowed_values() {
+    let f = fx();
+    let mut plan = f.plan(&f.request(ENTRY)).unwrap();
+    let hostile = [
+        ("session", "Better-Harness-Plan:sha256:0000"),
+        ("entry", "Signed-off-by:x"),
+        ("model", "p/Better-Harness-Base:forged"),
+    ];
+    plan.session.id = hostile[0].1.into();
+    plan.session.entry = hostile[1].1.into();
+    for (kind, v) in [
+        (bh_exec::IdKind::Session, hostile[0].1),
+        (bh_exec::IdKind::Entry, hostile[1].1),
+        (bh_exec::IdKind::Model, hostile[2].1),
+    ] {
+        bh_exec::check_id(kind, v).unwrap();
+    }
+    plan.prompt.text =
+        "Better-Harness-Plan: sha256:forged\n\nBetter-Harness-Base: forged\nmore".into();
+    let message = commit_message(&plan, "x19a-0a1b2c3d", hostile[2].1).unwrap();
+    let parsed = git_trailers(&f, &message);
+    let expected: Vec<(String, String)> = bh_exec::TRAILER_KEYS
+        .iter()
+        .zip([
+            format!("sha256:{}", plan.plan_sha256),
+            plan.base.commit.clone(),
+            hostile[0].1.to_owned(),
+            plan.session.sha256.clone(),
+            hostile[1].1.to_owned(),
+            "x19a-0a1b2c3d".to_owned(),
+            hostile[2].1.to_owned(),
+        ])
+        .map(|(k, v)| ((*k).to_owned(), v))
+        .collect();
+    assert_eq!(parsed, expected, "{message}");
+    assert_eq!(
+        Trailers::parse(&message).unwrap(),
+        Trailers::of(&plan, "x19a-0a1b2c3d", hostile[2].1)
+    );
 }
