@@ -240,12 +240,8 @@ fn executor_demo(
         .enable_all()
         .build()
         .map_err(CliError::internal)?;
-    let setup = bh_exec::RunSetup::new(
-        state,
-        provider,
-        tokio_util::sync::CancellationToken::new(),
-    )
-    .map_err(crate::exec::exec_error)?;
+    let setup = bh_exec::RunSetup::new(state, provider, tokio_util::sync::CancellationToken::new())
+        .map_err(crate::exec::exec_error)?;
     let result = runtime
         .block_on(bh_exec::run_plan(&ctx.git(), &plan_path, &setup))
         .map_err(crate::exec::exec_error)?;

@@ -259,7 +259,11 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             );
             println!("  ref:     {}", plan.output_ref);
             println!("  digest:  sha256:{}", plan.plan_sha256);
-            println!("  sealed:  key {} ({})", plan.mac.key_id, key.path().display());
+            println!(
+                "  sealed:  key {} ({})",
+                plan.mac.key_id,
+                key.path().display()
+            );
             if plan.allow_filters {
                 println!("  filters: the repository's filter drivers will run");
             }

@@ -227,7 +227,12 @@ fn a_plan_moved_to_another_repositorys_worktree_is_refused() {
     git_in(
         &e.root,
         &e.root,
-        &["clone", "-q", repo.to_str().unwrap(), other.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            repo.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
     );
     git_in(
         &other,
@@ -257,10 +262,7 @@ fn hostile_ids_and_invalid_sessions_are_refused_before_anything_is_written() {
     let original = fs::read_to_string(&session).unwrap();
     fs::write(
         &session,
-        original.replace(
-            "01a22bee-1340-7689-b93e-a75d86f1286e",
-            r"x\n\nBh-Fake: y",
-        ),
+        original.replace("01a22bee-1340-7689-b93e-a75d86f1286e", r"x\n\nBh-Fake: y"),
     )
     .unwrap();
     let o = e.plan();

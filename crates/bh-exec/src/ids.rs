@@ -61,11 +61,7 @@ pub fn check_id(kind: IdKind, value: &str) -> Result<(), ExecError> {
             .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty()),
         _ => true,
     };
-    if b.is_empty()
-        || b.len() > MAX_ID_LEN
-        || !b[0].is_ascii_alphanumeric()
-        || !charset
-        || !shaped
+    if b.is_empty() || b.len() > MAX_ID_LEN || !b[0].is_ascii_alphanumeric() || !charset || !shaped
     {
         return Err(ExecError::InvalidId {
             what: kind.as_str(),

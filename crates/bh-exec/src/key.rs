@@ -170,9 +170,7 @@ impl PlanKey {
             return Err(refuse("is not owned by this user"));
         }
         if meta.mode() & 0o077 != 0 {
-            return Err(refuse(
-                "is accessible to group or others (it must be 0600)",
-            ));
+            return Err(refuse("is accessible to group or others (it must be 0600)"));
         }
         let mut text = String::new();
         Read::by_ref(&mut f)
@@ -183,8 +181,9 @@ impl PlanKey {
             .ok()
             .and_then(|b| b.try_into().ok())
             .ok_or_else(|| refuse("is not a plan key (64 hex digits)"))?;
-        let id = hex::encode(Sha256::digest([b"bh plan key id\0".as_slice(), &secret].concat()))
-            [..16]
+        let id = hex::encode(Sha256::digest(
+            [b"bh plan key id\0".as_slice(), &secret].concat(),
+        ))[..16]
             .to_owned();
         Ok(PlanKey {
             secret,

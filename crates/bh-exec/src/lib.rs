@@ -35,16 +35,16 @@ mod verify;
 pub use commit::{IDENTITY_EMAIL, IDENTITY_NAME, TRAILER_KEYS, Trailers, commit_message};
 pub use error::ExecError;
 pub use folder::{EXECUTIONS_DIR, Execution, gc};
+pub use ids::{IdKind, MAX_ID_LEN, check_id};
+pub use key::{PLAN_KEY_FILE, PlanKey};
 pub use list::{
     ChangeFacts, ExecStatus, ExecutionRecord, FileStat, StoredResult, change_facts,
     list_executions, read_execution,
 };
-pub use ids::{IdKind, MAX_ID_LEN, check_id};
-pub use key::{PLAN_KEY_FILE, PlanKey};
 pub use plan::{
     BaseRecord, EXECUTOR_TOOLS, Limits, MAX_TIMEOUT_SECS, MAX_TOOL_CALLS, OUTPUT_REF_PREFIX,
     PLAN_VERSION, Plan, PlanMac, PlanRequest, PromptRecord, RepoRecord, SessionRecord, make_plan,
     write_plan,
 };
-pub use verify::{Trust, check_steering, read_plan, verify_plan};
 pub use run::{RunResult, RunSetup, RunState, StopReason, run_plan};
+pub use verify::{Trust, check_steering, read_plan, verify_plan};

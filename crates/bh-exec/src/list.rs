@@ -13,8 +13,8 @@ use crate::commit::{TRAILER_KEYS, Trailers};
 use crate::error::{ExecError, io};
 use crate::folder::EXECUTIONS_DIR;
 use crate::plan::Plan;
-use crate::verify::read_plan;
 use crate::run::RunState;
+use crate::verify::read_plan;
 
 /// Where an execution stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -426,4 +426,3 @@ pub fn write_plan(path: &Path, plan: &Plan, force: bool) -> Result<(), ExecError
         other => other.map_err(io("write", path)),
     }
 }
-

@@ -193,7 +193,10 @@ fn differing_fields(runner: &GitRunner, plan: &Plan, key: &PlanKey) -> String {
     flatten("", &to_value(&fresh), &mut b);
     let mut fields: Vec<String> = Vec::new();
     for (name, value) in &a {
-        if matches!(name.as_str(), "plan_sha256" | "mac.key_id" | "mac.hmac_sha256") {
+        if matches!(
+            name.as_str(),
+            "plan_sha256" | "mac.key_id" | "mac.hmac_sha256"
+        ) {
             continue;
         }
         if b.iter().find(|(n, _)| n == name).map(|(_, v)| v) != Some(value) {
@@ -281,7 +284,12 @@ pub fn check_steering(runner: &GitRunner, path: &Path, plan: &Plan) -> Result<()
     let repo = runner.repo(&plan.repo.top_level, Scope::User);
     // The prefix checked above keeps the name from reading as an option.
     repo.run(["check-ref-format", &plan.output_ref])
-        .map_err(|_| bad("output_ref", format!("{:?} is not a valid ref name", plan.output_ref)))?;
+        .map_err(|_| {
+            bad(
+                "output_ref",
+                format!("{:?} is not a valid ref name", plan.output_ref),
+            )
+        })?;
     let top = &plan.repo.top_level;
     if !top.is_absolute() || !plan.repo.common_dir.is_absolute() {
         return Err(bad("repo", "paths must be absolute".into()));
@@ -303,9 +311,11 @@ pub fn check_steering(runner: &GitRunner, path: &Path, plan: &Plan) -> Result<()
             ),
         ));
     }
-    let now_common = PathBuf::from(
-        repo.run_line(["rev-parse", "--path-format=absolute", "--git-common-dir"])?,
-    );
+    let now_common = PathBuf::from(repo.run_line([
+        "rev-parse",
+        "--path-format=absolute",
+        "--git-common-dir",
+    ])?);
     if !same_file(&plan.repo.common_dir, &now_common) {
         return Err(bad(
             "repo.common_dir",

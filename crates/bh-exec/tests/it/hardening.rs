@@ -153,7 +153,12 @@ fn a_plan_whose_repository_path_now_is_another_repositorys_worktree_is_refused()
     git_in(
         &f.root,
         &f.home,
-        &["clone", "-q", f.dir.to_str().unwrap(), other.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            f.dir.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
     );
     git_in(
         &other,
@@ -197,10 +202,7 @@ fn hostile_ids_are_refused_at_plan_time() {
     // A session id that would forge trailers.
     fs::write(
         &f.session,
-        text.replace(
-            "01a22bee-1340-7689-b93e-a75d86f1286e",
-            r"x\n\nBh-Fake: y",
-        ),
+        text.replace("01a22bee-1340-7689-b93e-a75d86f1286e", r"x\n\nBh-Fake: y"),
     )
     .unwrap();
     let err = f.plan(&f.request(ENTRY)).unwrap_err();
@@ -226,7 +228,13 @@ fn hostile_ids_are_refused_at_plan_time() {
     ] {
         let err = f.plan(&f.request(entry)).unwrap_err();
         assert!(
-            matches!(err, ExecError::InvalidId { what: "entry id", .. }),
+            matches!(
+                err,
+                ExecError::InvalidId {
+                    what: "entry id",
+                    ..
+                }
+            ),
             "{entry:?}: {err}"
         );
     }

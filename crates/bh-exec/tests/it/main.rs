@@ -139,10 +139,7 @@ fn bad_requests_name_what_is_wrong() {
     assert!(matches!(err, ExecError::UnknownEntry { .. }), "{err}");
     let mut req = f.request(ENTRY);
     req.base = "no-such-branch".into();
-    assert!(matches!(
-        f.plan(&req),
-        Err(ExecError::UnknownBase { .. })
-    ));
+    assert!(matches!(f.plan(&req), Err(ExecError::UnknownBase { .. })));
     // an entry whose parent is missing: the chain to the root is broken
     let text = fs::read_to_string(&f.session).unwrap();
     fs::write(

@@ -5,8 +5,7 @@ use std::fs;
 use std::sync::Arc;
 
 use bh_exec::{
-    ExecError, RunSetup, RunState, StopReason, Trailers, commit_message, run_plan,
-    write_plan,
+    ExecError, RunSetup, RunState, StopReason, Trailers, commit_message, run_plan, write_plan,
 };
 use bh_llm::{Api, ModelSpec, ScriptedProvider};
 use pretty_assertions::assert_eq;

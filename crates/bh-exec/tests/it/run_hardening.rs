@@ -34,8 +34,7 @@ async fn the_session_forked_is_the_session_verified() {
     assert!(!forked.contains("SWAPPED"), "{forked}");
     // The plan copy in the execution folder is the plan verified.
     let copy: bh_exec::Plan =
-        serde_json::from_slice(&fs::read(result.execution_dir.join("plan.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&fs::read(result.execution_dir.join("plan.json")).unwrap()).unwrap();
     assert_eq!(copy, plan);
 }
 
