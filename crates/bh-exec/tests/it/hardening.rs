@@ -2,8 +2,10 @@
 //! directory, plans whose repository moved, hostile ids, invalid sessions,
 //! the key file itself.
 
-use std::fs;
-use std::os::unix::fs::{PermissionsExt, symlink};
+use fs_err as fs;
+use std::os::unix::fs::PermissionsExt;
+
+use fs_err::os::unix::fs::symlink;
 use std::path::Path;
 
 use bh_exec::{ExecError, Limits, PLAN_KEY_FILE, Plan, PlanKey, Trust, verify_plan, write_plan};
@@ -300,9 +302,9 @@ fn the_plan_key_is_private_and_refused_when_it_is_not() {
         other => panic!("not refused: {other:?}"),
     };
     // Readable by the group.
-    fs::set_permissions(&key, fs::Permissions::from_mode(0o640)).unwrap();
+    fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
     assert!(refused(&state).contains("group or others"));
-    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     // A symlink to a private key elsewhere.
     let elsewhere = f.root.join("elsewhere");
     PlanKey::open_or_create(&elsewhere).unwrap();
@@ -321,7 +323,7 @@ fn the_plan_key_is_private_and_refused_when_it_is_not() {
     fs::write(garbage.join(PLAN_KEY_FILE), "hello").unwrap();
     fs::set_permissions(
         garbage.join(PLAN_KEY_FILE),
-        fs::Permissions::from_mode(0o600),
+        std::fs::Permissions::from_mode(0o600),
     )
     .unwrap();
     assert!(refused(&garbage).contains("not a plan key"));

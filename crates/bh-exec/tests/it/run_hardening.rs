@@ -1,7 +1,7 @@
 //! Runs under attack: the session swapped between verification and fork,
 //! and a repository whose attributes name a filter driver.
 
-use std::fs;
+use fs_err as fs;
 
 use bh_exec::{RunState, run_plan, write_plan};
 use pretty_assertions::assert_eq;
