@@ -6,6 +6,7 @@
 use bh_git::Repo;
 
 use crate::error::ExecError;
+use crate::ids::{IdKind, check_id};
 use crate::plan::Plan;
 
 /// Who makes the executor's commits (author and committer).
@@ -118,6 +119,7 @@ pub fn commit_message(plan: &Plan, execution: &str, model: &str) -> Result<Strin
     if first_line.chars().count() > 60 {
         summary.push('…');
     }
+    check_id(IdKind::Execution, execution)?;
     let trailers = Trailers::of(plan, execution, model).render()?;
     Ok(format!(
         "Continue session {session} from entry {entry}: {summary}\n\n\

@@ -129,13 +129,17 @@ pub struct Plan {
     pub model: Option<String>,
     pub limits: Limits,
     pub tools: Vec<String>,
-    /// Whether the worktree runs the repository's filter drivers.
+    /// Whether the worktree runs the repository's filter drivers (absent
+    /// in version 1 plan copies, which are read only to be shown).
+    #[serde(default)]
     pub allow_filters: bool,
     pub output_ref: String,
     /// SHA-256 of the canonical bytes: names the plan (the trailer), does
     /// not authenticate it.
     pub plan_sha256: String,
-    /// Authenticates the canonical bytes (see [`PlanKey`]).
+    /// Authenticates the canonical bytes (see [`PlanKey`]); absent in the
+    /// plan copies of version 1 executions (an empty MAC never verifies).
+    #[serde(default)]
     pub mac: PlanMac,
 }
 

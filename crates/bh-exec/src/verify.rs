@@ -28,6 +28,19 @@ pub struct Trust<'a> {
     pub foreign: bool,
 }
 
+/// Reads the plan copy of a past execution for showing it: version 1
+/// copies (no MAC, no filter choice) are read too. Never for running.
+pub(crate) fn read_plan_copy(path: &Path) -> Result<Plan, ExecError> {
+    let text = fs::read(path).map_err(|source| ExecError::PlanRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&text).map_err(|source| ExecError::PlanFormat {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// Reads a plan file (version and shape only; see [`verify_plan`]). A plan
 /// of another version is refused before its fields are read.
 pub fn read_plan(path: &Path) -> Result<Plan, ExecError> {

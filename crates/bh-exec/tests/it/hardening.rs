@@ -328,3 +328,26 @@ fn the_plan_key_is_private_and_refused_when_it_is_not() {
     .unwrap();
     assert!(refused(&garbage).contains("not a plan key"));
 }
+
+#[test]
+fn the_plan_copies_of_version_1_executions_are_still_listed() {
+    let f = fx();
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
+    let mut v1 = serde_json::to_value(&plan).unwrap();
+    v1["version"] = 1.into();
+    let obj = v1.as_object_mut().unwrap();
+    obj.remove("mac");
+    obj.remove("allow_filters");
+    let dir = f.root.join("state/executions/x1-00000000");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("plan.json"), v1.to_string()).unwrap();
+    let record = bh_exec::read_execution("x1-00000000", &dir);
+    assert!(record.problems.is_empty(), "{:?}", record.problems);
+    let copy = record.plan.unwrap();
+    assert_eq!((copy.version, copy.allow_filters), (1, false));
+    // … but such a plan never runs.
+    assert!(matches!(
+        f.verify(&dir.join("plan.json")).unwrap_err(),
+        ExecError::PlanVersion { version: 1, .. }
+    ));
+}
