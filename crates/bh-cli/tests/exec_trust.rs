@@ -331,3 +331,16 @@ fn old_plans_ask_for_a_re_plan_and_filters_are_recorded() {
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("re-plan"), "{}", err(&o));
 }
+
+#[test]
+fn plan_help_says_how_a_plan_moves_to_another_machine() {
+    let e = Env::new();
+    let o = e.bh(&["exec", "plan", "--help"]);
+    ok(&o);
+    let help = String::from_utf8_lossy(&o.stdout);
+    for says in ["--allow-filters", "re-plan there", "--trust-plan", "plan.key"] {
+        assert!(help.contains(says), "{says}: {help}");
+    }
+    let o = e.bh(&["exec", "run", "--help"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("--trust-plan"));
+}
