@@ -338,7 +338,12 @@ fn plan_help_says_how_a_plan_moves_to_another_machine() {
     let o = e.bh(&["exec", "plan", "--help"]);
     ok(&o);
     let help = String::from_utf8_lossy(&o.stdout);
-    for says in ["--allow-filters", "re-plan there", "--trust-plan", "plan.key"] {
+    for says in [
+        "--allow-filters",
+        "re-plan there",
+        "--trust-plan",
+        "plan.key",
+    ] {
         assert!(help.contains(says), "{says}: {help}");
     }
     let o = e.bh(&["exec", "run", "--help"]);

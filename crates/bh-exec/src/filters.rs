@@ -13,8 +13,9 @@ use bh_git::Repo;
 
 use crate::error::ExecError;
 
-/// `repo` with every configured filter driver switched off.
-pub(crate) fn without_filters(repo: &Repo) -> Result<Repo, ExecError> {
+/// The filter drivers configured for `repo` (refusing a name `-c` cannot
+/// express).
+pub(crate) fn configured_drivers(repo: &Repo) -> Result<Vec<String>, ExecError> {
     // Exit 1: no such key.
     let out = repo
         .cmd(["config", "-z", "--get-regexp", r"^filter\."])
@@ -44,6 +45,11 @@ pub(crate) fn without_filters(repo: &Repo) -> Result<Repo, ExecError> {
             names.push(name.to_owned());
         }
     }
+    Ok(names)
+}
+
+/// `repo` with the drivers `names` switched off.
+pub(crate) fn switch_off(repo: &Repo, names: &[String]) -> Repo {
     let mut repo = repo.clone();
     for name in names {
         for (variable, value) in [
@@ -55,5 +61,5 @@ pub(crate) fn without_filters(repo: &Repo) -> Result<Repo, ExecError> {
             repo = repo.with_config(&format!("filter.{name}.{variable}"), value);
         }
     }
-    Ok(repo)
+    repo
 }

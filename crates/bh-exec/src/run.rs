@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::commit::{commit_message, commit_tree};
 use crate::error::{ExecError, session as session_err};
-use crate::filters::without_filters;
+use crate::filters::{configured_drivers, switch_off};
 use crate::folder::{Execution, gc};
 use crate::key::PlanKey;
 use crate::plan::Plan;
@@ -179,21 +179,21 @@ pub async fn run_plan(
         hook();
     }
     let repo = runner.repo(&plan.repo.top_level, Scope::User);
-    // Filter drivers only when the plan allows them.
-    let filtered = |r: Repo| -> Result<Repo, ExecError> {
-        if plan.allow_filters {
-            Ok(r)
-        } else {
-            without_filters(&r)
-        }
+    // Filter drivers only when the plan allows them (found before anything
+    // is created, so a driver that cannot be switched off refuses cleanly).
+    let drivers = if plan.allow_filters {
+        Vec::new()
+    } else {
+        configured_drivers(&repo)?
     };
+    let filtered = |r: Repo| switch_off(&r, &drivers);
     // 2. Leftovers of crashed executions go first.
     let _ = gc(runner, &plan.repo.top_level, &setup.state_dir);
     // 3. The execution folder.
     let exec = Execution::create(&setup.state_dir, &plan)?;
     // 4. A detached worktree at the base, locked from its creation.
     let worktree = exec.worktree();
-    filtered(repo.clone())?.worktree_add_detached(
+    filtered(repo.clone()).worktree_add_detached(
         &worktree,
         &plan.base.commit,
         &exec.lock_reason(),
@@ -207,7 +207,7 @@ pub async fn run_plan(
     // 6. The agent continues it with exactly the executor's tools.
     let (outcome, warnings) = continue_session(runner, &plan, &exec, &forked, setup).await?;
     // 7. The worktree's content as a tree, through a private index.
-    let tree = filtered(runner.repo(&worktree, Scope::User))?
+    let tree = filtered(runner.repo(&worktree, Scope::User))
         .temp_index(exec.index())
         .stage_work_tree(&plan.base.commit)?;
     // 8. Record it: a commit under the output ref, or the partial patch.

@@ -97,3 +97,25 @@ async fn filter_drivers_run_when_the_plan_allows_them() {
     assert!(smudged.exists(), "the smudge filter did not run");
     assert!(cleaned.exists(), "the clean filter did not run");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_that_cannot_be_switched_off_refuses_the_run_before_anything_is_made() {
+    let (f, smudged, _) = filtered_fixture();
+    f.git(&[
+        "config",
+        "filter.a=b.smudge",
+        &format!("touch '{}'; cat", smudged.display()),
+    ]);
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let err = run_plan(&f.runner(), &path, &setup(&f, DONE))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, bh_exec::ExecError::FilterName { name } if name == "a=b"),
+        "{err}"
+    );
+    assert!(!f.root.join("state/executions").exists());
+    assert!(!smudged.exists());
+}
