@@ -309,6 +309,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 plan_key: key,
                 trust_plan: foreign,
                 after_verify: None,
+                expect_plan_sha256: Some(checked.plan_sha256.clone()),
             };
             let result = runtime.block_on(async {
                 let on_ctrl_c = cancel.clone();

@@ -39,6 +39,9 @@ pub struct RunSetup {
     /// anything is created (a seam for tests: the session file may change
     /// here, the run forks the verified bytes).
     pub after_verify: Option<Box<dyn Fn() + Send + Sync>>,
+    /// The `plan_sha256` of the plan the caller checked (and built the
+    /// provider for): a plan file replaced since then is refused.
+    pub expect_plan_sha256: Option<String>,
 }
 
 impl RunSetup {
@@ -57,6 +60,7 @@ impl RunSetup {
             cancel,
             trust_plan: false,
             after_verify: None,
+            expect_plan_sha256: None,
         })
     }
 }
@@ -175,6 +179,15 @@ pub async fn run_plan(
         foreign: setup.trust_plan,
     };
     let (plan, session_bytes) = verify_read_once(runner, plan_path, trust)?;
+    if setup
+        .expect_plan_sha256
+        .as_ref()
+        .is_some_and(|want| *want != plan.plan_sha256)
+    {
+        return Err(ExecError::PlanTampered {
+            path: plan_path.to_path_buf(),
+        });
+    }
     if let Some(hook) = &setup.after_verify {
         hook();
     }

@@ -119,3 +119,23 @@ async fn a_driver_that_cannot_be_switched_off_refuses_the_run_before_anything_is
     assert!(!f.root.join("state/executions").exists());
     assert!(!smudged.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_replaced_after_the_caller_checked_it_is_refused() {
+    let f = fx();
+    let first = f.plan(&f.request(ENTRY)).unwrap();
+    let mut req = f.request(ENTRY);
+    req.prompt = "another authentic plan".into();
+    let second = f.plan(&req).unwrap();
+    let path = f.root.join("plan.json");
+    // The caller checked `first`; the file now holds `second`.
+    write_plan(&path, &second, false).unwrap();
+    let mut s = setup(&f, DONE);
+    s.expect_plan_sha256 = Some(first.plan_sha256.clone());
+    let err = run_plan(&f.runner(), &path, &s).await.unwrap_err();
+    assert!(
+        matches!(err, bh_exec::ExecError::PlanTampered { .. }),
+        "{err}"
+    );
+    assert!(!f.root.join("state/executions").exists());
+}
