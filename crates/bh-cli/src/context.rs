@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::error::CliError;
+use crate::error::{CliError, ErrorKind};
 
 /// Environment variables passed to every `git` child. Everything else, and in
 /// particular every `GIT_*` variable, is dropped by the hardened runner.
@@ -78,6 +78,23 @@ impl Ctx {
             )),
         }
     }
+}
+
+/// `-C DIR…`: change the process's directory first, as `git -C` does, each
+/// DIR relative to the one before (an empty DIR is no change). Everything
+/// after — `Ctx::cwd`, relative options, children — sees the new directory.
+pub fn change_dir(dirs: &[PathBuf]) -> Result<(), CliError> {
+    for dir in dirs.iter().filter(|d| !d.as_os_str().is_empty()) {
+        std::env::set_current_dir(dir).map_err(|e| {
+            let kind = match e.kind() {
+                std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+                std::io::ErrorKind::NotADirectory => ErrorKind::Usage,
+                _ => ErrorKind::Refused,
+            };
+            CliError::new(kind, format!("-C {}: cannot change to it: {e}", dir.display()))
+        })?;
+    }
+    Ok(())
 }
 
 /// `$XDG_STATE_HOME/better-harness`, else `~/.local/state/better-harness`.

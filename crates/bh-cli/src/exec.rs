@@ -12,7 +12,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use crate::context::Ctx;
-use crate::error::{CliError, ErrorKind, print_json};
+use crate::error::{CliError, ErrorKind, exec_code, print_json};
 use crate::units::parse_duration;
 
 mod checks;
@@ -25,15 +25,18 @@ pub enum ExecCmd {
     /// limits pinned as full ids and SHA-256 digests. Creates nothing in the
     /// repository.
     Plan {
-        #[arg(long, value_name = "DIR")]
-        repo: PathBuf,
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
+        repo: Option<PathBuf>,
         /// The base revision (resolved to a full commit id).
         #[arg(long, value_name = "REV")]
         base: String,
-        /// The Pi session file (never modified).
-        #[arg(long, value_name = "FILE")]
+        /// The Pi session (never modified): a file, or a session id prefix as
+        /// Pi takes it (this directory's sessions first, then all).
+        #[arg(long, value_name = "FILE|ID")]
         session: PathBuf,
-        /// The entry to continue from.
+        /// The entry to continue from (its id, or a unique prefix of at least 4
+        /// hex digits).
         #[arg(long, value_name = "ID")]
         entry: String,
         /// The continuation prompt.
@@ -67,6 +70,7 @@ pub enum ExecCmd {
     /// the base with exactly read, ls, edit and write, and commit the result
     /// with one parent and provenance trailers under the plan's ref.
     Run {
+        /// The plan file `bh exec plan` wrote.
         #[arg(long, value_name = "PLAN")]
         plan: PathBuf,
         /// Really run (without it: a dry run that says what would happen and exits 0).
@@ -81,7 +85,8 @@ pub enum ExecCmd {
     },
     /// Remove what crashed executions left behind (only what the executor made).
     Gc {
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// The executions under the state folder, oldest first: id, state,
@@ -107,6 +112,7 @@ pub enum ExecCmd {
     /// Re-check a plan without running it: plan digest, base commit and tree,
     /// session id, entry path, session digest, output ref.
     Verify {
+        /// The plan file `bh exec plan` wrote.
         #[arg(long, value_name = "PLAN")]
         plan: PathBuf,
     },
@@ -117,12 +123,12 @@ pub enum ExecCmd {
 pub(crate) fn exec_error(err: ExecError) -> CliError {
     use ExecError as E;
     let (kind, code) = match &err {
-        E::PlanTampered { .. } => (ErrorKind::Tampered, Some(20)),
-        E::BaseMoved { .. } => (ErrorKind::Tampered, Some(21)),
-        E::SessionChanged { .. } => (ErrorKind::Tampered, Some(22)),
-        E::SessionIdChanged { .. } => (ErrorKind::Tampered, Some(23)),
-        E::EntryChanged { .. } => (ErrorKind::Tampered, Some(24)),
-        E::RefExists { .. } => (ErrorKind::Tampered, Some(25)),
+        E::PlanTampered { .. } => (ErrorKind::Tampered, Some(exec_code::PLAN_TAMPERED)),
+        E::BaseMoved { .. } => (ErrorKind::Tampered, Some(exec_code::BASE_MOVED)),
+        E::SessionChanged { .. } => (ErrorKind::Tampered, Some(exec_code::SESSION_CHANGED)),
+        E::SessionIdChanged { .. } => (ErrorKind::Tampered, Some(exec_code::SESSION_ID_CHANGED)),
+        E::EntryChanged { .. } => (ErrorKind::Tampered, Some(exec_code::ENTRY_CHANGED)),
+        E::RefExists { .. } => (ErrorKind::Tampered, Some(exec_code::REF_EXISTS)),
         E::PlanExists { .. } => (ErrorKind::Refused, None),
         E::NotARepository { .. } | E::UnknownBase { .. } | E::UnknownEntry { .. } => {
             (ErrorKind::NotFound, None)
@@ -190,7 +196,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             checks::prompt(&prompt, prompt_from.as_deref())?;
             let model = Some(checks::model(ctx, model.as_deref())?);
             let req = PlanRequest {
-                repo: ctx.cwd.join(repo),
+                repo: repo.map_or_else(|| ctx.cwd.clone(), |r| ctx.cwd.join(r)),
                 base,
                 session: ctx.cwd.join(session),
                 entry,

@@ -19,7 +19,7 @@ mod worktree;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::context::Ctx;
 
@@ -30,6 +30,12 @@ use crate::context::Ctx;
     about = "Better Harness: safe, reproducible, reviewable coding-agent work on Git"
 )]
 struct Cli {
+    /// Run as if bh was started in DIR (like `git -C`): relative paths on the
+    /// command line, `--project`/`--repo` and the default project resolve
+    /// from there. Several compose: `-C a -C b` is `a/b`.
+    #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append)]
+    chdir: Vec<std::path::PathBuf>,
+
     /// Where Better Harness keeps its state (checkpoint stores, executions, tasks).
     #[arg(long, global = true, env = "BH_STATE_DIR", value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
@@ -88,12 +94,37 @@ const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("BH_COMMIT")
     about = "Continue a Pi session from one exact entry at one exact commit (same as `bh exec`)"
 )]
 struct ExecCli {
+    /// Run as if started in DIR (like `git -C`; several compose).
+    #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append)]
+    chdir: Vec<std::path::PathBuf>,
+    /// Where Better Harness keeps its state (executions, checkpoint stores).
     #[arg(long, global = true, env = "BH_STATE_DIR", value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
+    /// Print exactly one JSON document on stdout (failures too).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
     command: exec::ExecCmd,
+}
+
+/// The clap tree with every command's `--help` ending in the exit-code table
+/// (`error::exit_codes_help`, generated from `ErrorKind`); `bh exec …` adds the
+/// executor's own codes.
+fn with_exit_codes(cmd: clap::Command, executor: bool) -> clap::Command {
+    let executor = executor || cmd.get_name() == "exec";
+    cmd.after_help(error::exit_codes_help(executor))
+        .mut_subcommands(|sub| with_exit_codes(sub, executor))
+}
+
+/// `bh`'s clap command (parsing, completions, man page).
+fn bh_command() -> clap::Command {
+    with_exit_codes(Cli::command(), false)
+}
+
+fn parse<T: FromArgMatches>(cmd: clap::Command) -> Result<T, clap::Error> {
+    let mut cmd = cmd;
+    let mut matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
+    T::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
 }
 
 fn invoked_as_executor() -> bool {
@@ -131,14 +162,14 @@ fn main() -> ExitCode {
     }));
     match std::panic::catch_unwind(real_main) {
         Ok(code) => code,
-        Err(payload) if is_broken_pipe(panic_message(payload.as_ref())) => ExitCode::from(141),
+        Err(payload) if is_broken_pipe(panic_message(payload.as_ref())) => ExitCode::from(error::EXIT_PIPE_CLOSED),
         Err(payload) => std::panic::resume_unwind(payload),
     }
 }
 
 fn real_main() -> ExitCode {
     if invoked_as_executor() {
-        let cli = match ExecCli::try_parse() {
+        let cli = match parse::<ExecCli>(with_exit_codes(ExecCli::command(), true)) {
             Ok(cli) => cli,
             Err(err) => {
                 let code = if err.use_stderr() { 2 } else { 0 };
@@ -147,7 +178,9 @@ fn real_main() -> ExitCode {
             }
         };
         let json = cli.json;
-        return match Ctx::from_env(cli.state_dir, json).and_then(|ctx| exec::run(cli.command, &ctx))
+        return match context::change_dir(&cli.chdir)
+            .and_then(|()| Ctx::from_env(cli.state_dir, json))
+            .and_then(|ctx| exec::run(cli.command, &ctx))
         {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
@@ -156,7 +189,7 @@ fn real_main() -> ExitCode {
             }
         };
     }
-    let cli = match Cli::try_parse() {
+    let cli = match parse::<Cli>(bh_command()) {
         Ok(cli) => cli,
         Err(err) => {
             // clap prints help/version to stdout and usage errors to stderr;
@@ -175,7 +208,9 @@ fn real_main() -> ExitCode {
         }
     };
     let json = cli.json;
-    let result = Ctx::from_env(cli.state_dir, json).and_then(|ctx| match cli.command {
+    let result = context::change_dir(&cli.chdir)
+        .and_then(|()| Ctx::from_env(cli.state_dir, json))
+        .and_then(|ctx| match cli.command {
         Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),
         Command::Session(cmd) => session::run(cmd, &ctx),
         Command::Task(cmd) => task::run(cmd, &ctx),
@@ -184,14 +219,12 @@ fn real_main() -> ExitCode {
         Command::Demo(args) => demo::run(args, &ctx),
         Command::Worktree(cmd) => worktree::run(cmd, &ctx),
         Command::Completions { shell } => {
-            use clap::CommandFactory;
             let mut out = std::io::stdout().lock();
-            clap_complete::generate(shell, &mut Cli::command(), "bh", &mut out);
+            clap_complete::generate(shell, &mut bh_command(), "bh", &mut out);
             Ok(())
         }
         Command::Man => {
-            use clap::CommandFactory;
-            clap_mangen::Man::new(Cli::command())
+            clap_mangen::Man::new(bh_command())
                 .render(&mut std::io::stdout().lock())
                 .map_err(|e| {
                     error::CliError::internal(format!("cannot write the manual page: {e}"))
@@ -201,7 +234,7 @@ fn real_main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of stdout went away: quiet, as after SIGPIPE.
-        Err(_) if error::stdout_reader_gone() => ExitCode::from(141),
+        Err(_) if error::stdout_reader_gone() => ExitCode::from(error::EXIT_PIPE_CLOSED),
         Err(err) => {
             err.report(json);
             ExitCode::from(err.code())

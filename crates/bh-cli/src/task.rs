@@ -52,8 +52,8 @@ pub enum TaskCmd {
         /// Pass this environment variable to the worker (repeatable).
         #[arg(long = "env", value_name = "NAME")]
         env: Vec<String>,
-        /// The source repository (default: the current directory).
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
         /// Commit the worker's uncommitted in-scope work as one commit
         /// naming the task, then validate (and promote) it as usual.
@@ -90,8 +90,8 @@ pub enum TaskCmd {
     },
     /// Remove worktrees that task sessions kept (interrupted or untrusted).
     Gc {
-        /// The repository (default: the current directory).
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
 }

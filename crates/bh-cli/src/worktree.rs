@@ -68,14 +68,15 @@ pub enum WorktreeCmd {
         /// The Pi session asking for it (recorded in the receipt).
         #[arg(long, value_name = "FILE")]
         session: Option<PathBuf>,
-        /// The repository (default: the current directory).
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// Every worktree, managed or not: branch, provisioning state, dirty and unpushed counts.
     #[command(visible_alias = "ls")]
     List {
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// Prepare a session for the worktree: fork FILE into its cwd with one
@@ -88,7 +89,8 @@ pub enum WorktreeCmd {
         /// The entry the live session is at, when the file's leaf is not it.
         #[arg(long, value_name = "ID")]
         entry: Option<String>,
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// Checkpoint every file (ignored ones too), then remove the worktree;
@@ -98,7 +100,8 @@ pub enum WorktreeCmd {
         /// Dispose even with uncommitted or unmerged work (checkpointed first).
         #[arg(long)]
         force: bool,
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// Consume the handoff of a session prepared by `enter` (what the agent
