@@ -205,8 +205,8 @@ pub(crate) fn rel_paths(
     let base = path_base(ctx, store);
     let mut out = Vec::new();
     for p in paths {
-        let rel = bh_checkpoint::project_relative(store.project(), &base, p)
-            .map_err(checkpoint_error)?;
+        let rel =
+            bh_checkpoint::project_relative(store.project(), &base, p).map_err(checkpoint_error)?;
         if rel.is_empty() {
             // The project itself: the whole tree, same as no path.
             return Ok(Vec::new());

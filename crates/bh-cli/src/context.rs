@@ -91,7 +91,10 @@ pub fn change_dir(dirs: &[PathBuf]) -> Result<(), CliError> {
                 std::io::ErrorKind::NotADirectory => ErrorKind::Usage,
                 _ => ErrorKind::Refused,
             };
-            CliError::new(kind, format!("-C {}: cannot change to it: {e}", dir.display()))
+            CliError::new(
+                kind,
+                format!("-C {}: cannot change to it: {e}", dir.display()),
+            )
         })?;
     }
     Ok(())

@@ -38,13 +38,19 @@ pub mod exec_code {
 
     /// Each code with what it means, for `--help` and the docs.
     pub const ALL: [(u8, &str); 6] = [
-        (PLAN_TAMPERED, "the plan file was modified after it was written"),
+        (
+            PLAN_TAMPERED,
+            "the plan file was modified after it was written",
+        ),
         (
             BASE_MOVED,
             "the base commit or its tree no longer resolve as recorded",
         ),
         (SESSION_CHANGED, "the session file's digest changed"),
-        (SESSION_ID_CHANGED, "the session file holds another session id"),
+        (
+            SESSION_ID_CHANGED,
+            "the session file holds another session id",
+        ),
         (ENTRY_CHANGED, "the entry or its path to the root changed"),
         (REF_EXISTS, "the output ref already exists"),
     ];
@@ -79,7 +85,9 @@ impl ErrorKind {
             ErrorKind::NotFound => {
                 "a named thing does not exist (checkpoint, entry, execution, task, session, file)"
             }
-            ErrorKind::Tampered => "input changed since it was recorded (digest mismatch, moved ref)",
+            ErrorKind::Tampered => {
+                "input changed since it was recorded (digest mismatch, moved ref)"
+            }
             ErrorKind::Invalid => "input read but rejected by validation (e.g. a broken session)",
             ErrorKind::Limit => "a hard limit stopped the work",
             ErrorKind::Interrupted => "interrupted by a signal or cancellation",

@@ -195,10 +195,12 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             };
             checks::prompt(&prompt, prompt_from.as_deref())?;
             let model = Some(checks::model(ctx, model.as_deref())?);
+            let session = crate::names::session_path(ctx, &session)?;
+            let entry = crate::names::entry_in_file(&session, Some(entry))?.unwrap_or_default();
             let req = PlanRequest {
                 repo: repo.map_or_else(|| ctx.cwd.clone(), |r| ctx.cwd.join(r)),
                 base,
-                session: ctx.cwd.join(session),
+                session,
                 entry,
                 prompt,
                 model,

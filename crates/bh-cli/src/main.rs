@@ -11,6 +11,7 @@ mod demo;
 mod display;
 mod error;
 mod exec;
+mod names;
 mod progress;
 mod session;
 mod task;
@@ -162,7 +163,9 @@ fn main() -> ExitCode {
     }));
     match std::panic::catch_unwind(real_main) {
         Ok(code) => code,
-        Err(payload) if is_broken_pipe(panic_message(payload.as_ref())) => ExitCode::from(error::EXIT_PIPE_CLOSED),
+        Err(payload) if is_broken_pipe(panic_message(payload.as_ref())) => {
+            ExitCode::from(error::EXIT_PIPE_CLOSED)
+        }
         Err(payload) => std::panic::resume_unwind(payload),
     }
 }
@@ -211,26 +214,24 @@ fn real_main() -> ExitCode {
     let result = context::change_dir(&cli.chdir)
         .and_then(|()| Ctx::from_env(cli.state_dir, json))
         .and_then(|ctx| match cli.command {
-        Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),
-        Command::Session(cmd) => session::run(cmd, &ctx),
-        Command::Task(cmd) => task::run(cmd, &ctx),
-        Command::Agent(args) => agent::run(args, &ctx),
-        Command::Exec(cmd) => exec::run(cmd, &ctx),
-        Command::Demo(args) => demo::run(args, &ctx),
-        Command::Worktree(cmd) => worktree::run(cmd, &ctx),
-        Command::Completions { shell } => {
-            let mut out = std::io::stdout().lock();
-            clap_complete::generate(shell, &mut bh_command(), "bh", &mut out);
-            Ok(())
-        }
-        Command::Man => {
-            clap_mangen::Man::new(bh_command())
+            Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),
+            Command::Session(cmd) => session::run(cmd, &ctx),
+            Command::Task(cmd) => task::run(cmd, &ctx),
+            Command::Agent(args) => agent::run(args, &ctx),
+            Command::Exec(cmd) => exec::run(cmd, &ctx),
+            Command::Demo(args) => demo::run(args, &ctx),
+            Command::Worktree(cmd) => worktree::run(cmd, &ctx),
+            Command::Completions { shell } => {
+                let mut out = std::io::stdout().lock();
+                clap_complete::generate(shell, &mut bh_command(), "bh", &mut out);
+                Ok(())
+            }
+            Command::Man => clap_mangen::Man::new(bh_command())
                 .render(&mut std::io::stdout().lock())
                 .map_err(|e| {
                     error::CliError::internal(format!("cannot write the manual page: {e}"))
-                })
-        }
-    });
+                }),
+        });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of stdout went away: quiet, as after SIGPIPE.

@@ -82,11 +82,13 @@ pub enum WorktreeCmd {
     /// Prepare a session for the worktree: fork FILE into its cwd with one
     /// orientation entry and a handoff; prints the new session file.
     Enter {
+        /// The managed worktree's name.
         name: String,
-        /// The source session file.
-        #[arg(long, value_name = "FILE")]
+        /// The source session: a file, or a session id prefix as Pi takes it.
+        #[arg(long, value_name = "FILE|ID")]
         session: PathBuf,
-        /// The entry the live session is at, when the file's leaf is not it.
+        /// The entry the live session is at, when the file's leaf is not it
+        /// (id or unique prefix of at least 4 hex digits).
         #[arg(long, value_name = "ID")]
         entry: Option<String>,
         /// The repository (default: the current directory, see `-C`).
@@ -96,6 +98,7 @@ pub enum WorktreeCmd {
     /// Checkpoint every file (ignored ones too), then remove the worktree;
     /// refuses dirty or unmerged work unless --force.
     Dispose {
+        /// The managed worktree's name.
         name: String,
         /// Dispose even with uncommitted or unmerged work (checkpointed first).
         #[arg(long)]
@@ -298,10 +301,12 @@ fn enter(
     entry: Option<String>,
     repo: Option<PathBuf>,
 ) -> Result<(), CliError> {
+    let session = crate::names::session_path(ctx, &session)?;
+    let entry = crate::names::entry_in_file(&session, entry)?;
     let opts = EnterOptions {
         name,
         cwd: repo_dir(ctx, repo),
-        session: ctx.abs(&session),
+        session,
         entry,
         agent_dir: ctx.pi_agent_dir()?,
         unflushed: Vec::new(),
