@@ -150,6 +150,26 @@ pub fn exit_codes_help(executor: bool) -> String {
     t
 }
 
+/// The scripted-model file format (`--script FILE`, `--model scripted/FILE`),
+/// shown by `bh agent --help` and `bh exec plan --help`; README.md says the same.
+pub const SCRIPT_FORMAT_HELP: &str = "\
+Scripted model file (--script FILE, --model scripted/FILE):
+  JSONL, one assistant TURN per line (blank lines and lines starting with # or //
+  are skipped), or a JSON array [TURN, ...], or {\"turns\": [TURN, ...]}. Each model
+  call plays the next turn, whatever was asked; past the last one the call fails.
+  A TURN is an object (unknown keys are refused):
+    text          a text block
+    thinking      a thinking block (before the text)
+    toolCalls     [{\"name\": TOOL, \"arguments\": {...}, \"id\"?: ID}] (after the text)
+    content       Pi content blocks, used verbatim instead of the three above
+    usage         {\"input\", \"output\", \"cacheRead\", \"cacheWrite\"} token counts
+    stopReason    stop | length | toolUse | error | aborted (default: toolUse with
+                  tool calls, else stop); errorMessage with error
+    delayMs, chunkChars, timestamp   pacing and byte-stable output for tests
+  Example:
+    {\"text\": \"I'll create it.\", \"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"a.txt\", \"content\": \"hi\\n\"}}]}
+    {\"text\": \"Created a.txt.\", \"usage\": {\"input\": 120, \"output\": 8}}";
+
 /// An error the CLI reports to a person (stderr) or a machine (`--json`).
 #[derive(Debug)]
 pub struct CliError {

@@ -24,6 +24,7 @@ pub enum ExecCmd {
     /// Write a plan: repository, base commit, session entry, prompt, model and
     /// limits pinned as full ids and SHA-256 digests. Creates nothing in the
     /// repository.
+    #[command(after_long_help = crate::error::SCRIPT_FORMAT_HELP)]
     Plan {
         /// The repository (default: the current directory, see `-C`).
         #[arg(long, visible_alias = "project", value_name = "DIR")]
@@ -130,6 +131,11 @@ pub(crate) fn exec_error(err: ExecError) -> CliError {
         E::EntryChanged { .. } => (ErrorKind::Tampered, Some(exec_code::ENTRY_CHANGED)),
         E::RefExists { .. } => (ErrorKind::Tampered, Some(exec_code::REF_EXISTS)),
         E::PlanExists { .. } => (ErrorKind::Refused, None),
+        E::PlanRead { source, .. } | E::SessionRead { source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            (ErrorKind::NotFound, None)
+        }
         E::NotARepository { .. } | E::UnknownBase { .. } | E::UnknownEntry { .. } => {
             (ErrorKind::NotFound, None)
         }

@@ -61,6 +61,7 @@ enum Command {
     #[command(subcommand)]
     Task(task::TaskCmd),
     /// Run the agent on a Pi session: model, confined tools, checkpoints, limits.
+    #[command(after_long_help = error::SCRIPT_FORMAT_HELP)]
     Agent(agent::AgentArgs),
     /// Session-checkpoint executor: continue a Pi session from one entry at one
     /// commit into a new commit (plan, verify, run, gc).
@@ -113,8 +114,16 @@ struct ExecCli {
 /// executor's own codes.
 fn with_exit_codes(cmd: clap::Command, executor: bool) -> clap::Command {
     let executor = executor || cmd.get_name() == "exec";
-    cmd.after_help(error::exit_codes_help(executor))
-        .mut_subcommands(|sub| with_exit_codes(sub, executor))
+    let codes = error::exit_codes_help(executor);
+    // `--help` shows the long text instead of the short one when there is one.
+    let long = cmd
+        .get_after_long_help()
+        .map(|long| format!("{long}\n\n{codes}"));
+    let mut cmd = cmd.after_help(codes);
+    if let Some(long) = long {
+        cmd = cmd.after_long_help(long);
+    }
+    cmd.mut_subcommands(|sub| with_exit_codes(sub, executor))
 }
 
 /// `bh`'s clap command (parsing, completions, man page).
@@ -239,6 +248,80 @@ fn real_main() -> ExitCode {
         Err(err) => {
             err.report(json);
             ExitCode::from(err.code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command below `cmd` (itself included), with its path.
+    fn walk(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        out.push((path.clone(), cmd.clone()));
+        for sub in cmd.get_subcommands() {
+            walk(sub, format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    fn all(cmd: clap::Command) -> Vec<(String, clap::Command)> {
+        let mut cmd = cmd;
+        cmd.build();
+        let mut out = Vec::new();
+        let name = cmd.get_name().to_owned();
+        walk(&cmd, name, &mut out);
+        out
+    }
+
+    #[test]
+    fn every_command_and_argument_is_described() {
+        let mut missing = Vec::new();
+        for cli in [bh_command(), with_exit_codes(ExecCli::command(), true)] {
+            for (path, cmd) in all(cli) {
+                if cmd.get_about().is_none() && cmd.get_long_about().is_none() {
+                    missing.push(format!("{path}: no about"));
+                }
+                for arg in cmd.get_arguments() {
+                    let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                    if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                        missing.push(format!("{path}: {} has no help", arg.get_id()));
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "undescribed:\n{}", missing.join("\n"));
+    }
+
+    #[test]
+    fn every_help_lists_the_exit_codes_from_the_enum() {
+        for cli in [bh_command(), with_exit_codes(ExecCli::command(), true)] {
+            // clap's own `help` subcommands print other commands' help.
+            for (path, mut cmd) in all(cli).into_iter().filter(|(p, _)| !p.contains(" help")) {
+                let short = cmd.render_help().to_string();
+                let long = cmd.render_long_help().to_string();
+                for text in [&short, &long] {
+                    assert!(text.contains("Exit codes:"), "{path}: {text}");
+                    for kind in error::ErrorKind::ALL {
+                        let row = format!("{:>3}  {}:", kind.exit_code(), kind.as_str());
+                        assert!(text.contains(&row), "{path}: no {row:?} in\n{text}");
+                    }
+                }
+                let executor =
+                    path.starts_with("harness-session-executor") || path.starts_with("bh exec");
+                assert_eq!(short.contains("20  tampered:"), executor, "{path}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_scripted_model_format_is_in_agent_and_exec_plan_help() {
+        for (path, mut cmd) in all(bh_command()) {
+            let long = cmd.render_long_help().to_string();
+            let documented = long.contains("Scripted model file")
+                && long.contains("toolCalls")
+                && long.contains("stopReason");
+            let wanted = path == "bh agent" || path == "bh exec plan";
+            assert_eq!(documented, wanted, "{path}");
         }
     }
 }
