@@ -179,7 +179,7 @@ fn open(ctx: &Ctx, arg: &ProjectArg, dir: Option<&Path>) -> Result<Store, CliErr
         max_file_size: arg.max_file_size,
     };
     match &arg.project {
-        Some(p) => Store::open(&runner, &ctx.cwd.join(p), &options),
+        Some(p) => Store::open(&runner, &ctx.dir_arg(Some(p), "--project")?, &options),
         None => Store::open_in(&runner, dir.unwrap_or(&ctx.cwd), &options),
     }
     .map_err(checkpoint_error)

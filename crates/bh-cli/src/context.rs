@@ -65,6 +65,32 @@ impl Ctx {
         }
     }
 
+    /// A directory option (`--repo`, `--project`): `given` resolved against
+    /// the current directory (the current directory itself when absent),
+    /// which must exist (not found, exit 4) and be a directory (usage).
+    pub fn dir_arg(
+        &self,
+        given: Option<&std::path::Path>,
+        flag: &str,
+    ) -> Result<PathBuf, CliError> {
+        let Some(given) = given else {
+            return Ok(self.cwd.clone());
+        };
+        let dir = self.abs(given);
+        match fs_err::metadata(&dir) {
+            Ok(m) if m.is_dir() => Ok(dir),
+            Ok(_) => Err(CliError::usage(format!(
+                "{flag} {}: not a directory",
+                given.display()
+            ))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(CliError::new(
+                ErrorKind::NotFound,
+                format!("{flag} {}: no such directory", given.display()),
+            )),
+            Err(e) => Err(CliError::new(ErrorKind::Refused, e.to_string())),
+        }
+    }
+
     /// Pi's agent dir: `PI_CODING_AGENT_DIR`, else `~/.pi/agent` ([P73]
     /// `dist/config.js` `getAgentDir`).
     pub fn pi_agent_dir(&self) -> Result<PathBuf, CliError> {

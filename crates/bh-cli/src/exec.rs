@@ -204,7 +204,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             let session = crate::names::session_path(ctx, &session)?;
             let entry = crate::names::entry_in_file(&session, Some(entry))?.unwrap_or_default();
             let req = PlanRequest {
-                repo: repo.map_or_else(|| ctx.cwd.clone(), |r| ctx.cwd.join(r)),
+                repo: ctx.dir_arg(repo.as_deref(), "--repo")?,
                 base,
                 session,
                 entry,
@@ -318,9 +318,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             }
         }
         ExecCmd::Gc { repo } => {
-            let dir = repo
-                .map(|r| ctx.cwd.join(r))
-                .unwrap_or_else(|| ctx.cwd.clone());
+            let dir = ctx.dir_arg(repo.as_deref(), "--repo")?;
             let removed = bh_exec::gc(&ctx.git(), &dir, &ctx.state_dir).map_err(exec_error)?;
             if ctx.json {
                 return print_json(&json!({ "removed": removed }));

@@ -367,9 +367,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                 })
                 .unwrap_or_default();
             let opts = TaskOptions {
-                source: repo
-                    .map(|r| ctx.cwd.join(r))
-                    .unwrap_or_else(|| ctx.cwd.clone()),
+                source: ctx.dir_arg(repo.as_deref(), "--repo")?,
                 scope: ScopeSpec {
                     modules: modules.iter().map(|p| path_bytes(p)).collect(),
                     allow_paths: allow_paths.iter().map(|p| path_bytes(p)).collect(),
@@ -417,9 +415,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
         TaskCmd::List => list(ctx),
         TaskCmd::Show { task } => show(ctx, &task),
         TaskCmd::Gc { repo } => {
-            let dir = repo
-                .map(|r| ctx.cwd.join(r))
-                .unwrap_or_else(|| ctx.cwd.clone());
+            let dir = ctx.dir_arg(repo.as_deref(), "--repo")?;
             let git = ctx.git().repo(&dir, bh_git::Scope::User);
             let mut removed = Vec::new();
             for wt in git.worktrees().map_err(CliError::internal)? {

@@ -403,6 +403,12 @@ fn unknown_ids_and_missing_files_are_not_found() {
         &["session", "context", "missing.jsonl", "--entry", "abcd"],
         &["session", "fork", "missing.jsonl"],
         &["worktree", "enter", "w", "--session", "missing.jsonl"],
+        &["worktree", "consume", "missing.jsonl"],
+        &["worktree", "list", "--repo", "/no/such/dir"],
+        &["task", "gc", "--repo", "/no/such/dir"],
+        &["exec", "gc", "--project", "/no/such/dir"],
+        &["checkpoint", "list", "--project", "/no/such/dir"],
+        &["-C", "/no/such/dir", "session", "list"],
         &[
             "exec",
             "plan",
