@@ -89,8 +89,8 @@ pub enum SessionCmd {
     /// The sessions Pi keeps for a project, newest first.
     #[command(visible_alias = "ls")]
     List {
-        /// Project directory (default: the current directory).
-        #[arg(long, value_name = "DIR")]
+        /// Project directory (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         cwd: Option<PathBuf>,
     },
 }
