@@ -1,7 +1,7 @@
 //! Writing the objects of many new files in parallel before a snapshot's
 //! serial `update-index` (purely an optimisation, see [`Store::prehash`]).
 
-use std::fs::File;
+use fs_err::File;
 
 use crate::paths::fs_path;
 use crate::store::Store;

@@ -21,7 +21,7 @@ use crate::exec::ids::MIN_HEX;
 /// caller's own "no such file" error names it.
 pub(crate) fn session_path(ctx: &Ctx, arg: &Path) -> Result<PathBuf, CliError> {
     let path = ctx.abs(arg);
-    if path.symlink_metadata().is_ok() {
+    if fs_err::symlink_metadata(&path).is_ok() {
         return Ok(path);
     }
     let Ok(agent_dir) = ctx.pi_agent_dir() else {

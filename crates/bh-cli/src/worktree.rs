@@ -380,7 +380,7 @@ pub(crate) fn print_disposed(out: &DisposeOutcome) {
 
 fn consume(ctx: &Ctx, target: PathBuf) -> Result<(), CliError> {
     let target = crate::names::session_path(ctx, &target)?;
-    if target.symlink_metadata().is_err() {
+    if fs_err::symlink_metadata(&target).is_err() {
         return Err(CliError::new(
             ErrorKind::NotFound,
             format!("{}: no such session file", target.display()),

@@ -62,7 +62,7 @@ pub(crate) fn build_provider_with(
         (None, None) => None,
     };
     if let Some(file) = script {
-        let src = std::fs::read_to_string(&file).map_err(|e| {
+        let src = fs_err::read_to_string(&file).map_err(|e| {
             CliError::new(
                 ErrorKind::NotFound,
                 format!("script {}: {e}", file.display()),
@@ -81,7 +81,7 @@ pub(crate) fn build_provider_with(
     let r: ModelRef = model.parse().map_err(CliError::usage)?;
     // Our own TOML config first (its entries win), then Pi's models.json.
     let mut config = match config_file(ctx) {
-        Some(path) => match std::fs::read_to_string(&path) {
+        Some(path) => match fs_err::read_to_string(&path) {
             Ok(src) => Config::from_toml(&src).map_err(|e| {
                 CliError::new(ErrorKind::Invalid, format!("{}: {e}", path.display()))
             })?,
@@ -97,7 +97,7 @@ pub(crate) fn build_provider_with(
     };
     if let Ok(dir) = ctx.pi_agent_dir() {
         let models = dir.join("models.json");
-        if let Ok(src) = std::fs::read_to_string(&models) {
+        if let Ok(src) = fs_err::read_to_string(&models) {
             config.add_pi_models_json(&src).map_err(|e| {
                 CliError::new(ErrorKind::Invalid, format!("{}: {e}", models.display()))
             })?;

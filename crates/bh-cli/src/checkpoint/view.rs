@@ -118,7 +118,7 @@ fn split_rest<'a>(
         return Ok((None, rest));
     };
     let base = super::path_base(ctx, store);
-    let exists = |p: &Path| base.join(p).symlink_metadata().is_ok();
+    let exists = |p: &Path| fs_err::symlink_metadata(base.join(p)).is_ok();
     let as_id = first
         .to_str()
         .filter(|s| {
