@@ -276,8 +276,10 @@ mod tests {
     #[test]
     fn every_command_and_argument_is_described() {
         let mut missing = Vec::new();
+        let mut checked = 0;
         for cli in [bh_command(), with_exit_codes(ExecCli::command(), true)] {
             for (path, cmd) in all(cli) {
+                checked += 1 + cmd.get_arguments().count();
                 if cmd.get_about().is_none() && cmd.get_long_about().is_none() {
                     missing.push(format!("{path}: no about"));
                 }
@@ -290,6 +292,11 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "undescribed:\n{}", missing.join("\n"));
+        // The walk reaches every command and option (sanity: there are many).
+        assert!(
+            checked > 300,
+            "only {checked} commands and arguments checked"
+        );
     }
 
     #[test]

@@ -46,8 +46,8 @@ pub struct AgentArgs {
     /// status (default 3, at 2 s, 4 s, 8 s, as Pi).
     #[arg(long, value_name = "N")]
     pub(super) max_retries: Option<u32>,
-    /// Replay a scripted-provider file instead of calling a model (format:
-    /// see `bh agent --help`).
+    /// Replay a scripted-provider file instead of calling a model (its format
+    /// ends `bh agent --help`).
     #[arg(long, value_name = "FILE", conflicts_with = "model")]
     pub(super) script: Option<PathBuf>,
     /// Comma-separated tools to offer (default: read,ls,edit,write,bash,grep,find).
