@@ -962,7 +962,7 @@ fn non_git_project_and_project_resolution() {
     ]);
     assert_eq!(doc["project"].as_str().unwrap(), plain.to_str().unwrap());
     assert_eq!(doc["snapshot"]["changed"][0]["path"], "x.txt");
-    let err = env.json_err(&["checkpoint", "list", "--project", "/no/such/dir"], 3);
+    let err = env.json_err(&["checkpoint", "list", "--project", "/no/such/dir"], 4);
     assert!(
         err["error"]["message"]
             .as_str()
