@@ -161,6 +161,32 @@ impl Store {
         }
     }
 
+    /// Like [`open_in`](Self::open_in), but only a store that already exists:
+    /// `Ok(None)` when the project has none (nothing is created). For readers
+    /// such as completion that must not leave a store behind.
+    pub fn open_existing_in(
+        runner: &GitRunner,
+        dir: &Path,
+        options: &StoreOptions,
+    ) -> Result<Option<Store>> {
+        let real = fs::canonicalize(dir).map_err(|e| CheckpointError::BadProject {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let (found, excludes) = user_facts(runner, &real);
+        let project = found.as_ref().map_or(real.clone(), |(top, _)| top.clone());
+        let checkpoints =
+            crate::paths::resolve_existing_prefix(&options.state_dir.join("checkpoints"));
+        if !checkpoints.join(store_name(&project)).is_dir() {
+            return Ok(None);
+        }
+        let user = found.map(|(_, user)| UserRepo {
+            is_top: true,
+            ..user
+        });
+        Store::open_with(runner, project, user, excludes, options).map(Some)
+    }
+
     fn open_with(
         runner: &GitRunner,
         project: PathBuf,

@@ -10,6 +10,7 @@ use bh_checkpoint::{
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+pub(crate) mod rewind;
 mod serve;
 mod view;
 
@@ -54,18 +55,34 @@ pub enum CheckpointCmd {
         #[command(flatten)]
         project: ProjectArg,
     },
-    /// Restore files from a checkpoint (all files when no path is given).
+    /// Restore files from a checkpoint (all files when no path is given), or
+    /// with --session FILE --entry ID to how they were at a session entry.
     Restore {
         #[command(flatten)]
         project: ProjectArg,
         /// Checkpoint id (a prefix of at least 4 hex digits) or `latest`.
-        id: String,
+        #[arg(required_unless_present = "session", conflicts_with = "session")]
+        id: Option<String>,
         /// Paths to restore, relative to the current directory.
+        #[arg(conflicts_with = "session")]
         paths: Vec<PathBuf>,
         /// Also delete files created since the checkpoint that it would have
         /// captured (never ignored files).
         #[arg(long)]
         exact: bool,
+        /// A Pi session file: restore the files (exactly) to the checkpoint
+        /// taken before the first mutating tool call at or after --entry.
+        #[arg(long, value_name = "FILE", requires = "entry")]
+        session: Option<PathBuf>,
+        /// With --session: the entry (its id or a unique prefix of at least 4
+        /// hex digits).
+        #[arg(long, value_name = "ID", requires = "session")]
+        entry: Option<String>,
+        /// With --session: also move the session's leaf back to the entry (a
+        /// user message goes too, as Pi's /tree), so the conversation
+        /// continues from there.
+        #[arg(long, requires = "session")]
+        rewind_session: bool,
     },
     /// Show one checkpoint: what it records and what changed since the
     /// checkpoint before it (a diffstat, or the patch).
@@ -297,8 +314,17 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             id,
             paths,
             exact,
+            session,
+            entry,
+            rewind_session,
         } => {
             let store = open(ctx, &project, None)?;
+            let (Some(id), None) = (id, &session) else {
+                let (Some(file), Some(entry)) = (session, entry) else {
+                    return Err(CliError::usage("restore needs ID, or --session FILE --entry ID"));
+                };
+                return rewind::run(ctx, &store, &file, &entry, rewind_session);
+            };
             view::note_latest(&store, &id, ctx.json);
             let rel = rel_paths(ctx, &store, &paths)?;
             let mode = if exact {

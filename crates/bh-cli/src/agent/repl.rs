@@ -38,7 +38,12 @@ const HELP: &str = "\
 /tree [ENTRY]            show the session tree; with ENTRY, continue from that entry
 /fork [ENTRY]            fork the session (root → ENTRY, default the leaf) and continue in the fork
 /checkpoints             list the project's checkpoints
-/restore ID [PATH…]      restore files from a checkpoint (a pre-restore checkpoint is taken first)
+/restore ID [--exact] [PATH…]
+                         restore files from a checkpoint (a pre-restore checkpoint is taken
+                         first; --exact also deletes files created since)
+/rewind [ENTRY] [--both|--conversation|--files]
+                         go back to ENTRY: the conversation continues from there and/or the
+                         files return to how they were (asks which; alone: lists prompts)
 /model PROVIDER/MODEL    switch models
 /worktree create NAME [--from REV] [--branch B | --detach]
                          create a managed worktree and move the session into it
@@ -74,6 +79,7 @@ const COMMANDS: &[&str] = &[
     "/fork",
     "/checkpoints",
     "/restore",
+    "/rewind",
     "/model",
     "/worktree",
     "/session",
@@ -97,13 +103,21 @@ fn completions(ctx: &Ctx, cwd: Arc<Mutex<PathBuf>>) -> Completions {
             ["/worktree", "enter"] => bh_worktree::list(&runner, &dir)
                 .map(|list| list.into_iter().filter_map(|w| w.name).collect())
                 .unwrap_or_default(),
+            // Only a store that exists: completing never creates one.
             ["/restore"] => {
                 let opts = bh_checkpoint::StoreOptions::new(&state_dir);
-                bh_checkpoint::Store::open_in(&runner, &dir, &opts)
-                    .and_then(|store| store.list())
+                bh_checkpoint::Store::open_existing_in(&runner, &dir, &opts)
+                    .ok()
+                    .flatten()
+                    .and_then(|store| store.list().ok())
                     .map(|list| list.into_iter().map(|c| c.id).collect())
                     .unwrap_or_default()
             }
+            ["/restore", _, ..] => vec!["--exact".to_owned()],
+            ["/rewind", ..] => ["--both", "--conversation", "--files"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
             _ => Vec::new(),
         }
     })
@@ -111,7 +125,8 @@ fn completions(ctx: &Ctx, cwd: Arc<Mutex<PathBuf>>) -> Completions {
 
 pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<(), CliError> {
     let cwd = Arc::new(Mutex::new(live.cwd().to_path_buf()));
-    let mut input = if std::io::stdin().is_terminal() {
+    let interactive = std::io::stdin().is_terminal();
+    let mut input = if interactive {
         LineInput::editor(
             Some(ctx.state_dir.join("agent-history")),
             COMMANDS,
@@ -151,7 +166,7 @@ pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<
             }
         })
     };
-    let result = repl(live, ctx, args, &mut input, &cwd, &state, &quit).await;
+    let result = repl(live, ctx, args, &mut input, interactive, &cwd, &state, &quit).await;
     signals.abort();
     result
 }
@@ -161,6 +176,7 @@ async fn repl(
     ctx: &Ctx,
     args: &AgentArgs,
     input: &mut LineInput,
+    interactive: bool,
     shown_cwd: &Mutex<PathBuf>,
     state: &Mutex<CtrlC>,
     quit: &CancellationToken,
@@ -227,6 +243,12 @@ async fn repl(
                 }
                 if exit {
                     return Err(interrupted());
+                }
+                continue;
+            }
+            if name == "rewind" {
+                if let Err(e) = super::rewind::command(live, &rest, input, interactive).await {
+                    eprintln!("bh: {}", e.message);
                 }
                 continue;
             }
@@ -329,16 +351,18 @@ fn command(
             let Some(store) = agent.checkpoint_store() else {
                 return Err(CliError::usage("checkpoints are off"));
             };
-            let Some(id) = rest.first() else {
-                return Err(CliError::usage("usage: /restore ID [PATH…]"));
-            };
-            let paths: Vec<Vec<u8>> = rest[1..].iter().map(|p| p.as_bytes().to_vec()).collect();
+            let (id, paths, mode) = restore_args(rest)?;
             let out = store
-                .restore(id, &paths, bh_checkpoint::RestoreMode::Additive)
-                .map_err(CliError::internal)?;
+                .restore(id, &paths, mode)
+                .map_err(crate::checkpoint::checkpoint_error)?;
             println!(
-                "restored {} file(s) from {} (undo: /restore {})",
+                "restored {} file(s){} from {} (undo: /restore {} --exact)",
                 out.restored.len(),
+                if out.deleted.is_empty() {
+                    String::new()
+                } else {
+                    format!(", deleted {}", out.deleted.len())
+                },
                 out.checkpoint.id,
                 out.safety.id
             );
@@ -360,4 +384,49 @@ fn command(
         }
     }
     Ok(false)
+}
+
+/// The words after `/restore`: `ID [--exact] [PATH…]`, options anywhere
+/// before a `--` (after it every word is a path).
+fn restore_args<'a>(
+    words: &[&'a str],
+) -> Result<(&'a str, Vec<Vec<u8>>, bh_checkpoint::RestoreMode), CliError> {
+    const USAGE: &str = "usage: /restore ID [--exact] [PATH…]";
+    let mut mode = bh_checkpoint::RestoreMode::Additive;
+    let mut id = None;
+    let mut paths = Vec::new();
+    let mut options = true;
+    for w in words {
+        match *w {
+            "--" if options => options = false,
+            "--exact" if options => mode = bh_checkpoint::RestoreMode::Exact,
+            flag if options && flag.starts_with("--") => {
+                return Err(CliError::usage(format!("unknown option {flag}; {USAGE}")));
+            }
+            word if id.is_none() => id = Some(word),
+            path => paths.push(path.as_bytes().to_vec()),
+        }
+    }
+    let id = id.ok_or_else(|| CliError::usage(USAGE))?;
+    Ok((id, paths, mode))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use bh_checkpoint::RestoreMode;
+
+    #[test]
+    fn restore_reads_exact_as_the_flag_not_a_path() {
+        let (id, paths, mode) = restore_args(&["ab12", "--exact"]).unwrap();
+        assert_eq!((id, paths.len(), mode), ("ab12", 0, RestoreMode::Exact));
+        let (id, paths, mode) = restore_args(&["--exact", "ab12", "src/a.rs"]).unwrap();
+        assert_eq!((id, mode), ("ab12", RestoreMode::Exact));
+        assert_eq!(paths, vec![b"src/a.rs".to_vec()]);
+        let (_, paths, mode) = restore_args(&["ab12", "--", "--exact"]).unwrap();
+        assert_eq!((paths, mode), (vec![b"--exact".to_vec()], RestoreMode::Additive));
+        assert!(restore_args(&["ab12", "--exakt"]).is_err());
+        assert!(restore_args(&[]).is_err());
+    }
 }
