@@ -1,0 +1,235 @@
+//! `bh checkpoint restore --session FILE --entry ID [--rewind-session]` on a
+//! real repository with a session the scripted agent wrote: bad input first
+//! (unknown, ambiguous and malformed entries, an entry with nothing after it,
+//! a session of another project), then the files back to how they were at a
+//! prompt, the undo point, and the leaf moved.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use assert_cmd::prelude::*;
+use serde_json::Value;
+
+/// Two prompts, each changing files: a.txt written, then b.txt written and a.txt edited.
+const SCRIPT: &str = r#"
+{"toolCalls": [{"name": "write", "arguments": {"path": "a.txt", "content": "one\n"}}]}
+{"text": "wrote a"}
+{"toolCalls": [{"name": "write", "arguments": {"path": "b.txt", "content": "two\n"}}, {"name": "edit", "arguments": {"path": "a.txt", "edits": [{"oldText": "one", "newText": "ONE"}]}}]}
+{"text": "wrote b"}
+"#;
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    repo: PathBuf,
+    session: PathBuf,
+}
+
+fn git(repo: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .current_dir(repo)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+impl Env {
+    fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let repo = root.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::create_dir_all(root.join("home")).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-q", "-m", "init"]);
+        std::fs::write(root.join("script.jsonl"), SCRIPT).unwrap();
+        let session = root.join("s.jsonl");
+        let env = Env {
+            _tmp: tmp,
+            root,
+            repo,
+            session,
+        };
+        let script = env.root.join("script.jsonl");
+        let session = env.session.display().to_string();
+        let out = env
+            .bh()
+            .args(["agent", "--script", script.to_str().unwrap()])
+            .args(["--session", &session, "-p", "first prompt", "second prompt"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(env.read("a.txt"), "ONE\n");
+        assert_eq!(env.read("b.txt"), "two\n");
+        env
+    }
+
+    fn bh(&self) -> Command {
+        let mut cmd = Command::cargo_bin("bh").unwrap();
+        cmd.current_dir(&self.repo)
+            .env("HOME", self.root.join("home"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("BH_STATE_DIR", self.root.join("state"))
+            .env("PI_CODING_AGENT_DIR", self.root.join("agent"))
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.repo.join(rel)).unwrap_or_default()
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.session)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Ids of the user messages, in order.
+    fn users(&self) -> Vec<String> {
+        self.lines()
+            .iter()
+            .filter(|v| v["message"]["role"] == "user")
+            .map(|v| v["id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn restore(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self
+            .bh()
+            .args(["checkpoint", "restore", "--session"])
+            .arg(&self.session)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn bad_entries_are_named_and_change_nothing() {
+    let env = Env::new();
+    let before = std::fs::read(&env.session).unwrap();
+    // Unknown: not found (4).
+    let (code, _, err) = env.restore(&["--entry", "ffffffff"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("no entry matches \"ffffffff\""), "{err}");
+    // Not an id: usage (2).
+    let (code, _, err) = env.restore(&["--entry", "zz"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not an entry id"), "{err}");
+    // A session file that does not exist: not found.
+    let out = env
+        .bh()
+        .args(["checkpoint", "restore", "--session", "missing.jsonl", "--entry", "abcd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    // --entry without --session, and an id with --session: usage.
+    let out = env
+        .bh()
+        .args(["checkpoint", "restore", "--entry", "abcd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    // The last entry: no mutating call after it; nothing changes.
+    let last = env.lines().last().unwrap()["id"].as_str().unwrap().to_owned();
+    let (code, _, err) = env.restore(&["--entry", &last]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("no checkpoint after entry"), "{err}");
+    assert_eq!(std::fs::read(&env.session).unwrap(), before);
+    assert_eq!(env.read("a.txt"), "ONE\n");
+}
+
+#[test]
+fn a_session_of_another_project_is_refused() {
+    let env = Env::new();
+    let other = env.root.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    git(&other, &["init", "-q", "-b", "main"]);
+    let first = env.users()[0].clone();
+    let out = env
+        .bh()
+        .current_dir(&other)
+        .args(["checkpoint", "restore", "--session"])
+        .arg(&env.session)
+        .args(["--entry", &first])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("is not in project"), "{err}");
+    assert_eq!(env.read("a.txt"), "ONE\n");
+}
+
+#[test]
+fn files_go_back_to_a_prompt_with_an_undo_point_and_the_leaf_can_follow() {
+    let env = Env::new();
+    let users = env.users();
+    // The second prompt, by a 4-digit prefix: a.txt as the first turn left it, b.txt gone.
+    let (code, out, err) = env.restore(&["--entry", &users[1][..4]]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(env.read("a.txt"), "one\n");
+    assert!(!env.repo.join("b.txt").exists());
+    assert!(out.contains("undo with: bh checkpoint restore"), "{out}");
+    // The undo point puts everything back.
+    let undo = out
+        .split("undo with: bh checkpoint restore ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    let back = env
+        .bh()
+        .args(["checkpoint", "restore", &undo, "--exact"])
+        .output()
+        .unwrap();
+    assert!(back.status.success(), "{back:?}");
+    assert_eq!(env.read("a.txt"), "ONE\n");
+    assert_eq!(env.read("b.txt"), "two\n");
+
+    // The first prompt, with the leaf: files as before the session, and the
+    // conversation continues from before that prompt.
+    let out = env
+        .bh()
+        .args(["--json", "checkpoint", "restore", "--session"])
+        .arg(&env.session)
+        .args(["--entry", &users[0], "--rewind-session"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!env.repo.join("a.txt").exists());
+    assert!(!env.repo.join("b.txt").exists());
+    assert_eq!(env.read("README.md"), "hello\n");
+    let lines = env.lines();
+    let first = lines.iter().find(|v| v["id"] == users[0].as_str()).unwrap();
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "custom");
+    assert_eq!(last["parentId"], first["parentId"]);
+    assert_eq!(doc["leaf"]["appended"], last["id"]);
+    assert_eq!(doc["leaf"]["to"], first["parentId"]);
+}
