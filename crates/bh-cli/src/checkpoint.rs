@@ -321,7 +321,9 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             let store = open(ctx, &project, None)?;
             let (Some(id), None) = (id, &session) else {
                 let (Some(file), Some(entry)) = (session, entry) else {
-                    return Err(CliError::usage("restore needs ID, or --session FILE --entry ID"));
+                    return Err(CliError::usage(
+                        "restore needs ID, or --session FILE --entry ID",
+                    ));
                 };
                 return rewind::run(ctx, &store, &file, &entry, rewind_session);
             };

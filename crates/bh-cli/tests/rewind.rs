@@ -142,7 +142,14 @@ fn bad_entries_are_named_and_change_nothing() {
     // A session file that does not exist: not found.
     let out = env
         .bh()
-        .args(["checkpoint", "restore", "--session", "missing.jsonl", "--entry", "abcd"])
+        .args([
+            "checkpoint",
+            "restore",
+            "--session",
+            "missing.jsonl",
+            "--entry",
+            "abcd",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(4), "{out:?}");
@@ -154,7 +161,10 @@ fn bad_entries_are_named_and_change_nothing() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     // The last entry: no mutating call after it; nothing changes.
-    let last = env.lines().last().unwrap()["id"].as_str().unwrap().to_owned();
+    let last = env.lines().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (code, _, err) = env.restore(&["--entry", &last]);
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("no checkpoint after entry"), "{err}");
@@ -232,4 +242,50 @@ fn files_go_back_to_a_prompt_with_an_undo_point_and_the_leaf_can_follow() {
     assert_eq!(last["parentId"], first["parentId"]);
     assert_eq!(doc["leaf"]["appended"], last["id"]);
     assert_eq!(doc["leaf"]["to"], first["parentId"]);
+}
+
+#[test]
+fn repl_restore_reads_exact_as_the_flag() {
+    let env = Env::new();
+    let out = env
+        .bh()
+        .args(["--json", "checkpoint", "list"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let oldest = doc["checkpoints"].as_array().unwrap().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let script = env.root.join("script.jsonl");
+    let mut child = env
+        .bh()
+        .args([
+            "agent",
+            "-i",
+            "--script",
+            script.to_str().unwrap(),
+            "--session",
+        ])
+        .arg(&env.session)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "/restore {oldest} --exact\n/quit").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(!stderr.contains("--exact"), "{stderr}");
+    assert!(stdout.contains("deleted 2"), "{stdout}");
+    assert!(!env.repo.join("a.txt").exists());
+    assert!(!env.repo.join("b.txt").exists());
 }

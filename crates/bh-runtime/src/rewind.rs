@@ -25,7 +25,9 @@ pub const MIN_ENTRY_PREFIX: usize = 4;
 /// was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum RewindError {
-    #[error("{file}: {query:?} is not an entry id (a unique prefix of at least {MIN_ENTRY_PREFIX} hex digits; `bh session tree {file}` shows them)")]
+    #[error(
+        "{file}: {query:?} is not an entry id (a unique prefix of at least {MIN_ENTRY_PREFIX} hex digits; `bh session tree {file}` shows them)"
+    )]
     BadEntryId { file: PathBuf, query: String },
     #[error("{file}: no entry matches {query:?} (`bh session tree {file}` shows them)")]
     NoSuchEntry { file: PathBuf, query: String },

@@ -35,8 +35,8 @@ pub use session::{Entry, Label, Migration, Session};
 pub use stats::{Stats, Totals};
 pub use summary::{Summary, SummaryKind, summarize, summarize_entry};
 pub use write::{
-    SET_LEAF_CUSTOM_TYPE, SessionWriter, new_entry_id, new_session_id, now_iso, select_leaf, session_dir_for_cwd,
-    session_file_name,
+    SET_LEAF_CUSTOM_TYPE, SessionWriter, new_entry_id, new_session_id, now_iso, select_leaf,
+    session_dir_for_cwd, session_file_name,
 };
 
 /// Header version Pi writes (unchanged through 1.x).

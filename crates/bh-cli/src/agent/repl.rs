@@ -166,7 +166,17 @@ pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<
             }
         })
     };
-    let result = repl(live, ctx, args, &mut input, interactive, &cwd, &state, &quit).await;
+    let result = repl(
+        live,
+        ctx,
+        args,
+        &mut input,
+        interactive,
+        &cwd,
+        &state,
+        &quit,
+    )
+    .await;
     signals.abort();
     result
 }
@@ -425,7 +435,10 @@ mod tests {
         assert_eq!((id, mode), ("ab12", RestoreMode::Exact));
         assert_eq!(paths, vec![b"src/a.rs".to_vec()]);
         let (_, paths, mode) = restore_args(&["ab12", "--", "--exact"]).unwrap();
-        assert_eq!((paths, mode), (vec![b"--exact".to_vec()], RestoreMode::Additive));
+        assert_eq!(
+            (paths, mode),
+            (vec![b"--exact".to_vec()], RestoreMode::Additive)
+        );
         assert!(restore_args(&["ab12", "--exakt"]).is_err());
         assert!(restore_args(&[]).is_err());
     }

@@ -58,7 +58,9 @@ fn parse(words: &[&str]) -> Result<(Option<String>, Option<Rewind>), CliError> {
             }
         };
         if mode.replace(m).is_some_and(|old| old != m) {
-            return Err(CliError::usage(format!("choose one of --both, --conversation, --files; {USAGE}")));
+            return Err(CliError::usage(format!(
+                "choose one of --both, --conversation, --files; {USAGE}"
+            )));
         }
     }
     Ok((entry, mode))
@@ -142,7 +144,9 @@ pub(super) async fn command(
 
 /// Asks which halves to rewind; `None` cancels.
 async fn ask(input: &mut LineInput) -> Option<Rewind> {
-    println!("rewind what? [b] conversation and files  [c] conversation only  [f] files only  (anything else cancels)");
+    println!(
+        "rewind what? [b] conversation and files  [c] conversation only  [f] files only  (anything else cancels)"
+    );
     match input.read("rewind [b/c/f]? ").await {
         Input::Line(l) => match l.trim().to_ascii_lowercase().as_str() {
             "b" | "both" => Some(Rewind::Both),

@@ -19,9 +19,7 @@ use crate::error::{CliError, ErrorKind, print_json};
 pub(crate) fn rewind_error(e: RewindError) -> CliError {
     let kind = match &e {
         RewindError::BadEntryId { .. } => ErrorKind::Usage,
-        RewindError::NoSuchEntry { .. } | RewindError::CheckpointGone { .. } => {
-            ErrorKind::NotFound
-        }
+        RewindError::NoSuchEntry { .. } | RewindError::CheckpointGone { .. } => ErrorKind::NotFound,
         RewindError::AmbiguousEntry { .. } => ErrorKind::Ambiguous,
         RewindError::OtherProject { .. } => ErrorKind::Refused,
         RewindError::Store { .. } => {
