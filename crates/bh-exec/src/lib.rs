@@ -37,4 +37,6 @@ pub use plan::{
     BaseRecord, EXECUTOR_TOOLS, Limits, OUTPUT_REF_PREFIX, PLAN_VERSION, Plan, PlanRequest,
     PromptRecord, RepoRecord, SessionRecord, make_plan, read_plan, verify_plan, write_plan,
 };
-pub use run::{RunResult, RunSetup, RunState, StopReason, run_plan};
+pub use run::{
+    RunProgress, RunResult, RunSetup, RunState, StopReason, run_plan, run_plan_with_progress,
+};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bh_git::{GitRunner, Repo, Scope, WorktreeGuard};
 use bh_runtime::{
-    CancellationToken, Limits, Profile, Provider, RunOutcome, RunStop, Runtime, RuntimeOptions,
+    CancellationToken, Event, Limits, Profile, Provider, RunOutcome, RunStop, Runtime, RuntimeOptions,
     SystemPrompt,
 };
 use bh_session::{ForkOptions, ForkTarget, Forked, Session, SessionWriter, Totals};
@@ -103,6 +103,26 @@ impl StopReason {
     }
 }
 
+/// Where a run is, for a progress display (reported in this order; the
+/// model turns and tool calls as they happen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunProgress {
+    /// Re-checking the plan against the repository and the session.
+    Checks,
+    /// Creating the detached worktree at the base commit.
+    Worktree,
+    /// Forking the session at the planned entry.
+    Fork,
+    /// Model call number `turn` (1-based) of the run.
+    ModelTurn { turn: u32 },
+    /// A tool call starting: its name and the path (or command, pattern) it names.
+    ToolCall { tool: String, target: String },
+    /// Staging the worktree's content into a tree.
+    Staging,
+    /// Recording the result: the commit and its ref, or the partial patch.
+    Commit,
+}
+
 /// What `result.json` holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
@@ -136,7 +156,18 @@ pub async fn run_plan(
     plan_path: &Path,
     setup: &RunSetup,
 ) -> Result<RunResult, ExecError> {
+    run_plan_with_progress(runner, plan_path, setup, &|_| {}).await
+}
+
+/// [`run_plan`], reporting each phase to `progress` as it starts.
+pub async fn run_plan_with_progress(
+    runner: &GitRunner,
+    plan_path: &Path,
+    setup: &RunSetup,
+    progress: &(dyn Fn(RunProgress) + Sync),
+) -> Result<RunResult, ExecError> {
     // 1. Re-check everything the plan pins.
+    progress(RunProgress::Checks);
     let plan = verify_plan(runner, plan_path)?;
     let repo = runner.repo(&plan.repo.top_level, Scope::User);
     // 2. Leftovers of crashed executions go first.
@@ -145,16 +176,19 @@ pub async fn run_plan(
     let exec = Execution::create(&setup.state_dir, &plan, plan_path)?;
     // 4. A detached worktree at the base, locked from its creation.
     let worktree = exec.worktree();
+    progress(RunProgress::Worktree);
     repo.worktree_add_detached(&worktree, &plan.base.commit, &exec.lock_reason())?;
     let mut guard = WorktreeGuard::new(&repo, &worktree);
     if setup.keep_worktree {
         guard.keep();
     }
     // 5. The session forked at the planned entry, working in the worktree.
+    progress(RunProgress::Fork);
     let forked = fork_session(&plan, &exec)?;
     // 6. The agent continues it with exactly the executor's tools.
-    let (outcome, warnings) = continue_session(runner, &plan, &exec, &forked, setup).await?;
+    let (outcome, warnings) = continue_session(runner, &plan, &exec, &forked, setup, progress).await?;
     // 7. The worktree's content as a tree, through a private index.
+    progress(RunProgress::Staging);
     let tree = runner
         .repo(&worktree, Scope::User)
         .temp_index(exec.index())
@@ -182,6 +216,7 @@ pub async fn run_plan(
         worktree: setup.keep_worktree.then(|| worktree.clone()),
         warnings,
     };
+    progress(RunProgress::Commit);
     record(&repo, &plan, &exec, &outcome, &tree, &model, &mut result)?;
     // 9. Clean up; `result.json` marks the execution finished.
     if !setup.keep_worktree {
@@ -226,6 +261,7 @@ async fn continue_session(
     exec: &Execution,
     forked: &Forked,
     setup: &RunSetup,
+    progress: &(dyn Fn(RunProgress) + Sync),
 ) -> Result<(RunOutcome, Vec<String>), ExecError> {
     let mut opts = RuntimeOptions::new(&setup.state_dir, Profile::Executor);
     opts.tool_output_dir = Some(exec.dir.clone());
@@ -241,8 +277,29 @@ async fn continue_session(
     }
     let writer = SessionWriter::open(&forked.path).map_err(session_err(&forked.path))?;
     let mut agent = runtime.agent(&opts, setup.provider.clone(), writer)?;
+    let mut turn = 0u32;
+    let mut sink = |event: Event| match event {
+        Event::TurnStart => {
+            turn += 1;
+            progress(RunProgress::ModelTurn { turn });
+        }
+        Event::ToolExecutionStart {
+            tool_name, args, ..
+        } => {
+            let target = ["path", "command", "pattern"]
+                .iter()
+                .find_map(|k| args.get(*k).and_then(|v| v.as_str()))
+                .unwrap_or("")
+                .to_owned();
+            progress(RunProgress::ToolCall {
+                tool: tool_name,
+                target,
+            });
+        }
+        _ => {}
+    };
     let outcome = agent
-        .run(&plan.prompt.text, &setup.cancel, &mut |_| {})
+        .run(&plan.prompt.text, &setup.cancel, &mut sink)
         .await
         .map_err(|source| ExecError::Agent {
             file: forked.path.clone(),
