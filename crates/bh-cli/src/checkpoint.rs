@@ -5,7 +5,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use bh_checkpoint::{
-    CheckpointError, ErrorClass, PrunePolicy, RestoreMode, SnapshotRequest, Store, StoreOptions,
+    CheckpointError, ErrorClass, PrunePolicy, RestoreMode, SnapshotProgress, SnapshotRequest,
+    Store, StoreOptions,
 };
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -17,6 +18,7 @@ mod view;
 use crate::context::Ctx;
 use crate::display::ColorWhen;
 use crate::error::{CliError, ErrorKind, print_json};
+use crate::progress::Progress;
 use crate::units::{human_age, human_size, parse_duration, parse_size};
 
 /// Tools of Claude Code that change files, snapshotted by the hook by default.
@@ -227,13 +229,28 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             entry,
         } => {
             let store = open(ctx, &project, None)?;
-            let outcome = store
-                .snapshot(&SnapshotRequest {
-                    tool,
-                    session,
-                    entry,
-                })
-                .map_err(checkpoint_error)?;
+            let request = SnapshotRequest {
+                tool,
+                session,
+                entry,
+            };
+            // The first snapshot hashes every file: show it on a terminal.
+            let first = store.list().is_ok_and(|l| l.is_empty());
+            let outcome = if first {
+                let progress = Progress::new(ctx.json);
+                let hashing = std::sync::atomic::AtomicBool::new(false);
+                let result = store.snapshot_with_progress(&request, &|p| {
+                    snapshot_phase(&progress, &hashing, p);
+                });
+                match &result {
+                    Ok(_) => progress.done(),
+                    Err(_) => progress.failed(),
+                }
+                result
+            } else {
+                store.snapshot(&request)
+            }
+            .map_err(checkpoint_error)?;
             if ctx.json {
                 return print_json(
                     &json!({ "project": store.project().to_string_lossy(), "snapshot": outcome }),
@@ -447,6 +464,35 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             }
             Ok(())
         }
+    }
+}
+
+/// One step of a snapshot on the progress display.
+fn snapshot_phase(
+    progress: &Progress,
+    hashing: &std::sync::atomic::AtomicBool,
+    p: SnapshotProgress,
+) {
+    use std::sync::atomic::Ordering;
+    match p {
+        SnapshotProgress::Seeding => progress.phase("seeding from the repository's index"),
+        SnapshotProgress::Scanning => progress.phase("scanning the working tree"),
+        SnapshotProgress::Found { files, bytes } => progress.update(&format!(
+            "scanning the working tree: {files} path(s) to record, {} in new files",
+            human_size(bytes)
+        )),
+        SnapshotProgress::Hashing { done, total } => {
+            let text = format!("hashing new files: {done}/{total}");
+            if hashing.swap(true, Ordering::Relaxed) {
+                progress.update(&text);
+            } else {
+                progress.phase(&text);
+            }
+        }
+        SnapshotProgress::Indexing { files } => {
+            progress.phase(&format!("recording {files} path(s) in the index"));
+        }
+        SnapshotProgress::Committing => progress.phase("writing the checkpoint"),
     }
 }
 

@@ -81,6 +81,23 @@ impl Progress {
         });
     }
 
+    /// Changes the current phase's text (a counter, a found total), keeping
+    /// its start; starts a phase when none runs.
+    pub fn update(&self, text: &str) {
+        let Some(s) = &self.shared else { return };
+        let mut phase = s.phase.lock().unwrap_or_else(PoisonError::into_inner);
+        let text = display::escape(text).into_owned();
+        match phase.as_mut() {
+            Some(p) => p.text = text,
+            None => {
+                *phase = Some(Phase {
+                    text,
+                    started: Instant::now(),
+                })
+            }
+        }
+    }
+
     /// Ends the current phase as done.
     pub fn done(&self) {
         self.end('✓');

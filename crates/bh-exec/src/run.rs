@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use bh_git::{GitRunner, Repo, Scope, WorktreeGuard};
 use bh_runtime::{
-    CancellationToken, Event, Limits, Profile, Provider, RunOutcome, RunStop, Runtime, RuntimeOptions,
-    SystemPrompt,
+    CancellationToken, Event, Limits, Profile, Provider, RunOutcome, RunStop, Runtime,
+    RuntimeOptions, SystemPrompt,
 };
 use bh_session::{ForkOptions, ForkTarget, Forked, Session, SessionWriter, Totals};
 use serde::Serialize;
@@ -186,7 +186,8 @@ pub async fn run_plan_with_progress(
     progress(RunProgress::Fork);
     let forked = fork_session(&plan, &exec)?;
     // 6. The agent continues it with exactly the executor's tools.
-    let (outcome, warnings) = continue_session(runner, &plan, &exec, &forked, setup, progress).await?;
+    let (outcome, warnings) =
+        continue_session(runner, &plan, &exec, &forked, setup, progress).await?;
     // 7. The worktree's content as a tree, through a private index.
     progress(RunProgress::Staging);
     let tree = runner
