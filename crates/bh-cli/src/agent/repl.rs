@@ -1,5 +1,5 @@
 //! The interactive `bh agent`: a line-based REPL with streamed answers,
-//! `/tree`, `/fork`, `/checkpoints`, `/restore`, `/model`, `/worktree`,
+//! `/tree`, `/fork`, `/checkpoints`, `/restore`, `/rewind`, `/model`, `/worktree`,
 //! `/quit`. Ctrl-C aborts the running turn (or a `/worktree` move being
 //! prepared); a second Ctrl-C ends the command (during a move: once the move
 //! is undone; a third at once). Ending returns from here, so destructors run.
