@@ -57,13 +57,13 @@ pub enum RewindError {
         checkpoint: String,
         project: PathBuf,
         #[source]
-        source: CheckpointError,
+        source: Box<CheckpointError>,
     },
     #[error("cannot read the checkpoints of {project}")]
     Store {
         project: PathBuf,
         #[source]
-        source: CheckpointError,
+        source: Box<CheckpointError>,
     },
     #[error(transparent)]
     Session(#[from] bh_session::SessionError),
@@ -130,7 +130,7 @@ pub fn files_checkpoint(
     let subtree = subtree(session, &entry.id);
     let store_err = |source| RewindError::Store {
         project: store.project().to_path_buf(),
-        source,
+        source: Box::new(source),
     };
     let mut best: Option<Checkpoint> = None;
     let mut consider = |cp: Checkpoint| {
@@ -152,7 +152,7 @@ pub fn files_checkpoint(
                         entry: e.id.clone(),
                         checkpoint: id,
                         project: store.project().to_path_buf(),
-                        source,
+                        source: Box::new(source),
                     });
                 }
                 Err(e) => return Err(store_err(e)),

@@ -125,8 +125,7 @@ fn completions(ctx: &Ctx, cwd: Arc<Mutex<PathBuf>>) -> Completions {
 
 pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<(), CliError> {
     let cwd = Arc::new(Mutex::new(live.cwd().to_path_buf()));
-    let interactive = std::io::stdin().is_terminal();
-    let mut input = if interactive {
+    let mut input = if std::io::stdin().is_terminal() {
         LineInput::editor(
             Some(ctx.state_dir.join("agent-history")),
             COMMANDS,
@@ -166,17 +165,7 @@ pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<
             }
         })
     };
-    let result = repl(
-        live,
-        ctx,
-        args,
-        &mut input,
-        interactive,
-        &cwd,
-        &state,
-        &quit,
-    )
-    .await;
+    let result = repl(live, ctx, args, &mut input, &cwd, &state, &quit).await;
     signals.abort();
     result
 }
@@ -186,7 +175,6 @@ async fn repl(
     ctx: &Ctx,
     args: &AgentArgs,
     input: &mut LineInput,
-    interactive: bool,
     shown_cwd: &Mutex<PathBuf>,
     state: &Mutex<CtrlC>,
     quit: &CancellationToken,
@@ -257,7 +245,7 @@ async fn repl(
                 continue;
             }
             if name == "rewind" {
-                if let Err(e) = super::rewind::command(live, &rest, input, interactive).await {
+                if let Err(e) = super::rewind::command(live, &rest, input).await {
                     eprintln!("bh: {}", e.message);
                 }
                 continue;

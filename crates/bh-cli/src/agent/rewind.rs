@@ -66,12 +66,12 @@ fn parse(words: &[&str]) -> Result<(Option<String>, Option<Rewind>), CliError> {
     Ok((entry, mode))
 }
 
-/// Runs one `/rewind …` line. `input` asks the choice on a terminal.
+/// Runs one `/rewind …` line. `input` asks the choice when it is a line
+/// editor (a terminal).
 pub(super) async fn command(
     live: &mut Live,
     words: &[&str],
     input: &mut LineInput,
-    interactive: bool,
 ) -> Result<(), CliError> {
     let (entry, mode) = parse(words)?;
     let agent = live.agent_mut();
@@ -84,7 +84,7 @@ pub(super) async fn command(
     let target = bh_runtime::resolve_entry(&session, &entry).map_err(rewind_error)?;
     let mode = match mode {
         Some(m) => m,
-        None if interactive => match ask(input).await {
+        None if input.is_editor() => match ask(input).await {
             Some(m) => m,
             None => {
                 println!("rewind cancelled; nothing changed");

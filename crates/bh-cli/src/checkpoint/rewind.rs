@@ -26,7 +26,7 @@ pub(crate) fn rewind_error(e: RewindError) -> CliError {
             let RewindError::Store { source, project } = e else {
                 return CliError::internal("unreachable");
             };
-            let inner = checkpoint_error(source);
+            let inner = checkpoint_error(*source);
             return CliError::new(
                 inner.kind,
                 format!("checkpoints of {}: {}", project.display(), inner.message),
