@@ -1,9 +1,10 @@
 //! Writing the objects of many new files in parallel before a snapshot's
 //! serial `update-index` (purely an optimisation, see [`Store::prehash`]).
 
-use std::fs::File;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use fs_err::File;
 
 use crate::paths::fs_path;
 use crate::snapshot::{OnProgress, SnapshotProgress};

@@ -1,7 +1,8 @@
 //! Taking a snapshot: stage the work tree into the shadow index, write a tree,
 //! and commit it unless nothing changed since the last checkpoint.
 
-use std::fs::{self, File};
+use fs_err as fs;
+use fs_err::File;
 use std::io::ErrorKind;
 
 use bh_git::parse::{self, StatusEntry};

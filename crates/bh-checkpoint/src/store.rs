@@ -1,8 +1,9 @@
 //! Opening, locking and querying a checkpoint store.
 
-use std::fs::{self, File, OpenOptions};
+use fs_err as fs;
+use fs_err::os::unix::fs::OpenOptionsExt;
+use fs_err::{File, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use bh_git::{GitRunner, Repo, Scope};

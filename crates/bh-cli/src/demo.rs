@@ -1,7 +1,7 @@
 //! `bh demo`: the main job on an embedded default — checkpoints protecting a
 //! throwaway project from an "agent" that damages it, end to end.
 
-use std::fs;
+use fs_err as fs;
 use std::path::Path;
 
 use bh_checkpoint::{DiffText, RestoreMode, SnapshotRequest, Store, StoreOptions};

@@ -177,7 +177,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             let prompt_from = prompt_file.clone();
             let prompt = match (prompt, prompt_file) {
                 (Some(p), _) => p,
-                (None, Some(f)) => std::fs::read_to_string(ctx.cwd.join(&f)).map_err(|e| {
+                (None, Some(f)) => fs_err::read_to_string(ctx.cwd.join(&f)).map_err(|e| {
                     CliError::new(
                         ErrorKind::NotFound,
                         format!("cannot read the prompt file {}: {e}", f.display()),

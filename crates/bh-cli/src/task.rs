@@ -360,7 +360,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             }
             let harness_digest = std::env::current_exe()
                 .ok()
-                .and_then(|p| std::fs::read(p).ok())
+                .and_then(|p| fs_err::read(p).ok())
                 .map(|b| {
                     use sha2::Digest;
                     hex::encode(sha2::Sha256::digest(&b))

@@ -119,10 +119,10 @@ impl Tty {
 
 fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = fs_err::canonicalize(tmp.path()).unwrap();
     let repo = root.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::create_dir_all(root.join("home")).unwrap();
+    fs_err::create_dir_all(&repo).unwrap();
+    fs_err::create_dir_all(root.join("home")).unwrap();
     let git = |args: &[&str]| {
         let ok = Command::new("git")
             .args(args)
@@ -139,10 +139,10 @@ fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
         assert!(ok, "git {args:?}");
     };
     git(&["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "hi\n").unwrap();
+    fs_err::write(repo.join("README.md"), "hi\n").unwrap();
     git(&["add", "."]);
     git(&["commit", "-q", "-m", "init"]);
-    std::fs::write(
+    fs_err::write(
         root.join("turns.jsonl"),
         "{\"text\": \"first answer\"}\n{\"text\": \"second answer\"}\n",
     )
@@ -151,7 +151,7 @@ fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
 }
 
 fn user_texts(session: &Path) -> Vec<String> {
-    std::fs::read_to_string(session)
+    fs_err::read_to_string(session)
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -193,13 +193,13 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
     let history_file = root.join("state/agent-history");
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&history_file)
+        let mode = fs_err::metadata(&history_file)
             .unwrap()
             .permissions()
             .mode();
         assert_eq!(mode & 0o077, 0, "the history is private: {mode:o}");
     }
-    let history = std::fs::read_to_string(&history_file).unwrap();
+    let history = fs_err::read_to_string(&history_file).unwrap();
     assert!(history.contains("line one"), "{history}");
 
     // A second session: Up recalls the pasted prompt from the history.

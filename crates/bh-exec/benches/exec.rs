@@ -8,7 +8,7 @@
 //! cargo bench -p bh-exec --bench exec -- [--files 100000] [--mb 100] [--rounds 5] [--only-plan]
 //! ```
 
-use std::fs;
+use fs_err as fs;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;

@@ -5,9 +5,10 @@
 //! removed), `partial.patch` (a stopped run's change) and `result.json`
 //! (written last: an execution without it did not finish).
 
-use std::fs;
+use fs_err as fs;
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use bh_git::{GitRunner, Scope};
@@ -33,7 +34,7 @@ impl Execution {
     pub fn create(state_dir: &Path, plan: &Plan, plan_path: &Path) -> Result<Execution, ExecError> {
         let id = bh_fs::time_ordered_id("x", plan.plan_sha256.as_bytes());
         let dir = state_dir.join(EXECUTIONS_DIR).join(&id);
-        fs::DirBuilder::new()
+        std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)

@@ -1,7 +1,7 @@
 //! Plans: what a run will do, pinned as full ids and digests, and their
 //! re-checks.
 
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 
 use bh_git::{GitRunner, Scope};

@@ -15,9 +15,10 @@
 //! Errors are plain `std::io::Error`s; callers add the path and what they were
 //! doing to their own error types.
 
-use std::fs::{self, OpenOptions};
+use fs_err as fs;
+use fs_err::OpenOptions;
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -72,7 +72,7 @@ pub struct OpenedSession {
 
 /// `p` made absolute, canonical, and checked to be a directory.
 pub fn canonical_dir(p: &Path) -> Result<PathBuf> {
-    let dir = std::fs::canonicalize(p).map_err(|source| RuntimeError::Dir {
+    let dir = fs_err::canonicalize(p).map_err(|source| RuntimeError::Dir {
         path: p.to_path_buf(),
         source,
     })?;
@@ -138,7 +138,7 @@ impl SessionRequest {
         let mut found = matching(&local)?;
         if found.is_empty() {
             let all = agent_dir.join("sessions");
-            let dirs = match std::fs::read_dir(&all) {
+            let dirs = match fs_err::read_dir(&all) {
                 Ok(rd) => rd.filter_map(|e| e.ok()).map(|e| e.path()).collect(),
                 Err(_) => Vec::new(),
             };
@@ -173,7 +173,7 @@ impl SessionRequest {
             None => Ok(here),
             Some(recorded) => {
                 let recorded = PathBuf::from(recorded);
-                match std::fs::canonicalize(&recorded) {
+                match fs_err::canonicalize(&recorded) {
                     Ok(r) if r == here => Ok(here),
                     _ => Err(RuntimeError::CwdMismatch {
                         file: file.to_path_buf(),

@@ -109,14 +109,14 @@ pub fn discard(target: &Path) -> Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WorktreeError::io(p, e)),
         _ => Ok(()),
     };
-    gone(std::fs::remove_file(target), target)?;
+    gone(fs_err::remove_file(target), target)?;
     let Some(dir) = target.parent() else {
         return Ok(());
     };
     let mut prefix = target.file_name().unwrap_or_default().to_owned();
     prefix.push(".handoff");
     let prefix = prefix.as_encoded_bytes().to_vec();
-    let entries = match std::fs::read_dir(dir) {
+    let entries = match fs_err::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(WorktreeError::io(dir, e)),
@@ -125,11 +125,11 @@ pub fn discard(target: &Path) -> Result<()> {
         let entry = entry.map_err(|e| WorktreeError::io(dir, e))?;
         if entry.file_name().as_encoded_bytes().starts_with(&prefix) {
             let p = entry.path();
-            gone(std::fs::remove_file(&p), &p)?;
+            gone(fs_err::remove_file(&p), &p)?;
         }
     }
     // Only succeeds when nothing else is in it.
-    let _ = std::fs::remove_dir(dir);
+    let _ = fs_err::remove_dir(dir);
     Ok(())
 }
 
@@ -261,7 +261,7 @@ fn enter_claimed(
     let base = dest.base.clone();
 
     // The source: a missing or empty file is a session with no entries.
-    let mut bytes = match std::fs::read(&opts.session) {
+    let mut bytes = match fs_err::read(&opts.session) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(WorktreeError::io(&opts.session, e)),
@@ -357,7 +357,7 @@ fn enter_claimed(
         }
     };
     let cleanup = |e: WorktreeError| {
-        let _ = std::fs::remove_file(&target);
+        let _ = fs_err::remove_file(&target);
         e
     };
 
@@ -579,7 +579,7 @@ pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
             uuid::Uuid::now_v7().simple()
         ),
     );
-    match std::fs::rename(&pending, &claimed) {
+    match fs_err::rename(&pending, &claimed) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if !reclaim_abandoned(target, &claimed)? {
@@ -589,7 +589,7 @@ pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
         Err(e) => return Err(WorktreeError::io(&pending, e)),
     }
     let done = sibling(target, ".handoff.consumed.json");
-    let bytes = std::fs::read(&claimed).map_err(|e| WorktreeError::io(&claimed, e))?;
+    let bytes = fs_err::read(&claimed).map_err(|e| WorktreeError::io(&claimed, e))?;
     let problems = match serde_json::from_slice::<Handoff>(&bytes) {
         Ok(h) => check_arrival(runner, &h, target),
         Err(e) => vec![format!("the handoff record is unreadable: {e}")],
@@ -600,7 +600,7 @@ pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
     if let Some(h) = &handoff
         && verdict_recorded(target, &h.operation_id)?
     {
-        let _ = std::fs::rename(&claimed, &done);
+        let _ = fs_err::rename(&claimed, &done);
         return Ok(ConsumeOutcome::NotPending);
     }
     let mut w = SessionWriter::open(target)?;
@@ -632,7 +632,7 @@ pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
         )?;
         ConsumeOutcome::Caveat { entry_id, problems }
     };
-    let _ = std::fs::rename(&claimed, &done);
+    let _ = fs_err::rename(&claimed, &done);
     Ok(outcome)
 }
 
@@ -647,7 +647,7 @@ fn reclaim_abandoned(target: &Path, claimed: &Path) -> Result<bool> {
     let mut prefix = target.file_name().unwrap_or_default().to_owned();
     prefix.push(".handoff.claimed-");
     let prefix = prefix.as_encoded_bytes().to_vec();
-    let entries = match std::fs::read_dir(dir) {
+    let entries = match fs_err::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(WorktreeError::io(dir, e)),
@@ -668,7 +668,7 @@ fn reclaim_abandoned(target: &Path, claimed: &Path) -> Result<bool> {
         if pid as u32 == std::process::id() || process_alive(pid) {
             continue;
         }
-        match std::fs::rename(entry.path(), claimed) {
+        match fs_err::rename(entry.path(), claimed) {
             Ok(()) => return Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(WorktreeError::io(entry.path(), e)),

@@ -150,7 +150,7 @@ impl LineInput {
 /// `fchmod`), since it holds what the user typed.
 fn save_history(rl: &mut Editor<ReplHelper, DefaultHistory>, path: &std::path::Path) {
     if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
+        let _ = fs_err::create_dir_all(dir);
     }
     let _ = rl.save_history(path);
 }

@@ -51,7 +51,7 @@ pub(crate) fn build_provider(
         (None, None) => None,
     };
     if let Some(file) = script {
-        let src = std::fs::read_to_string(&file).map_err(|e| {
+        let src = fs_err::read_to_string(&file).map_err(|e| {
             CliError::new(
                 ErrorKind::NotFound,
                 format!("script {}: {e}", file.display()),
@@ -70,7 +70,7 @@ pub(crate) fn build_provider(
     let r: ModelRef = model.parse().map_err(CliError::usage)?;
     // Our own TOML config first (its entries win), then Pi's models.json.
     let mut config = match config_file(ctx) {
-        Some(path) => match std::fs::read_to_string(&path) {
+        Some(path) => match fs_err::read_to_string(&path) {
             Ok(src) => Config::from_toml(&src).map_err(|e| {
                 CliError::new(ErrorKind::Invalid, format!("{}: {e}", path.display()))
             })?,
@@ -86,7 +86,7 @@ pub(crate) fn build_provider(
     };
     if let Ok(dir) = ctx.pi_agent_dir() {
         let models = dir.join("models.json");
-        if let Ok(src) = std::fs::read_to_string(&models) {
+        if let Ok(src) = fs_err::read_to_string(&models) {
             config.add_pi_models_json(&src).map_err(|e| {
                 CliError::new(ErrorKind::Invalid, format!("{}: {e}", models.display()))
             })?;

@@ -117,7 +117,7 @@ fn split_rest<'a>(
     let Some(first) = rest.first() else {
         return Ok((None, rest));
     };
-    let exists = |p: &Path| ctx.abs(p).symlink_metadata().is_ok();
+    let exists = |p: &Path| fs_err::symlink_metadata(ctx.abs(p)).is_ok();
     let as_id = first
         .to_str()
         .filter(|s| {

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 
 use bh_exec::{ExecError, Limits, PlanRequest, make_plan, read_plan, verify_plan, write_plan};

@@ -1,7 +1,7 @@
 //! Whole runs in-process, with the scripted provider: the library's `run`
 //! from plan to commit, and the trailers' writer and parser.
 
-use std::fs;
+use fs_err as fs;
 use std::sync::Arc;
 
 use bh_exec::{
