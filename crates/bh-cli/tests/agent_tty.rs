@@ -274,11 +274,8 @@ fn rewind_takes_conversation_and_files_back_to_a_prompt() {
     tty.wait_after("wrote a", "> ");
     tty.send(b"write b\r");
     tty.wait_after("wrote b", "> ");
-    assert_eq!(
-        std::fs::read_to_string(repo.join("b.txt")).unwrap(),
-        "two\n"
-    );
-    let first = std::fs::read_to_string(&session)
+    assert_eq!(fs_err::read_to_string(repo.join("b.txt")).unwrap(), "two\n");
+    let first = fs_err::read_to_string(&session)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -295,7 +292,7 @@ fn rewind_takes_conversation_and_files_back_to_a_prompt() {
     assert!(!repo.join("a.txt").exists(), "{}", tty.screen());
     assert!(!repo.join("b.txt").exists(), "{}", tty.screen());
     assert_eq!(
-        std::fs::read_to_string(repo.join("README.md")).unwrap(),
+        fs_err::read_to_string(repo.join("README.md")).unwrap(),
         "hi\n"
     );
     tty.send(b"again\r");
@@ -335,7 +332,7 @@ fn completing_restore_never_creates_a_checkpoint_store() {
     tty.send(b"/restore \t\t\x15/quit\r");
     tty.finish();
     let stores = root.join("state/checkpoints");
-    let found: Vec<_> = std::fs::read_dir(&stores)
+    let found: Vec<_> = fs_err::read_dir(&stores)
         .map(|d| d.map(|e| e.unwrap().path()).collect())
         .unwrap_or_default();
     assert!(found.is_empty(), "a store was created: {found:?}");

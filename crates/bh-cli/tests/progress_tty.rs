@@ -29,7 +29,7 @@ struct Env {
 impl Env {
     fn new() -> Env {
         let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let root = fs_err::canonicalize(tmp.path()).unwrap();
         Env { _tmp: tmp, root }
     }
 
@@ -107,9 +107,9 @@ fn a_first_snapshot_shows_its_progress_on_a_terminal_only() {
     let env = Env::new();
     for project in ["a", "b", "c"] {
         let dir = env.root.join(project);
-        std::fs::create_dir_all(&dir).unwrap();
+        fs_err::create_dir_all(&dir).unwrap();
         for i in 0..600 {
-            std::fs::write(dir.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+            fs_err::write(dir.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
         }
     }
     let screen = env.on_tty(&["checkpoint", "snapshot", "--project", "a"]);
@@ -117,7 +117,7 @@ fn a_first_snapshot_shows_its_progress_on_a_terminal_only() {
     assert!(screen.contains("✓ writing the checkpoint"), "{screen}");
     assert!(screen.contains("created checkpoint"), "{screen}");
     // A later snapshot is quick: no display.
-    std::fs::write(env.root.join("a/new.txt"), "new\n").unwrap();
+    fs_err::write(env.root.join("a/new.txt"), "new\n").unwrap();
     let screen = env.on_tty(&["checkpoint", "snapshot", "--project", "a"]);
     assert!(!has_progress(&screen), "{screen}");
     // In a pipe, and with --json on a terminal: only the normal output.
@@ -138,17 +138,17 @@ fn exec_run_shows_its_phases_and_tool_calls_on_a_terminal_only() {
     }
     let env = Env::new();
     let repo = env.root.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
+    fs_err::create_dir_all(&repo).unwrap();
     env.git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    fs_err::write(repo.join("a.txt"), "a\n").unwrap();
     env.git(&repo, &["add", "-A"]);
     env.git(&repo, &["commit", "-q", "-m", "base"]);
-    std::fs::copy(
+    fs_err::copy(
         Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE),
         env.root.join("s.jsonl"),
     )
     .unwrap();
-    std::fs::write(env.root.join("turns.jsonl"), SCRIPT).unwrap();
+    fs_err::write(env.root.join("turns.jsonl"), SCRIPT).unwrap();
     let model = format!("scripted/{}", env.root.join("turns.jsonl").display());
     let plan = |prompt: &str, out: &str| {
         env.piped(&[

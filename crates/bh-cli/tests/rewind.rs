@@ -46,15 +46,15 @@ fn git(repo: &Path, args: &[&str]) {
 impl Env {
     fn new() -> Env {
         let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let root = fs_err::canonicalize(tmp.path()).unwrap();
         let repo = root.join("repo");
-        std::fs::create_dir_all(&repo).unwrap();
-        std::fs::create_dir_all(root.join("home")).unwrap();
+        fs_err::create_dir_all(&repo).unwrap();
+        fs_err::create_dir_all(root.join("home")).unwrap();
         git(&repo, &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+        fs_err::write(repo.join("README.md"), "hello\n").unwrap();
         git(&repo, &["add", "."]);
         git(&repo, &["commit", "-q", "-m", "init"]);
-        std::fs::write(root.join("script.jsonl"), SCRIPT).unwrap();
+        fs_err::write(root.join("script.jsonl"), SCRIPT).unwrap();
         let session = root.join("s.jsonl");
         let env = Env {
             _tmp: tmp,
@@ -91,11 +91,11 @@ impl Env {
     }
 
     fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.repo.join(rel)).unwrap_or_default()
+        fs_err::read_to_string(self.repo.join(rel)).unwrap_or_default()
     }
 
     fn lines(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.session)
+        fs_err::read_to_string(&self.session)
             .unwrap()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -130,7 +130,7 @@ impl Env {
 #[test]
 fn bad_entries_are_named_and_change_nothing() {
     let env = Env::new();
-    let before = std::fs::read(&env.session).unwrap();
+    let before = fs_err::read(&env.session).unwrap();
     // Unknown: not found (4).
     let (code, _, err) = env.restore(&["--entry", "ffffffff"]);
     assert_eq!(code, 4, "{err}");
@@ -168,7 +168,7 @@ fn bad_entries_are_named_and_change_nothing() {
     let (code, _, err) = env.restore(&["--entry", &last]);
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("no checkpoint after entry"), "{err}");
-    assert_eq!(std::fs::read(&env.session).unwrap(), before);
+    assert_eq!(fs_err::read(&env.session).unwrap(), before);
     assert_eq!(env.read("a.txt"), "ONE\n");
 }
 
@@ -176,7 +176,7 @@ fn bad_entries_are_named_and_change_nothing() {
 fn a_session_of_another_project_is_refused() {
     let env = Env::new();
     let other = env.root.join("other");
-    std::fs::create_dir_all(&other).unwrap();
+    fs_err::create_dir_all(&other).unwrap();
     git(&other, &["init", "-q", "-b", "main"]);
     let first = env.users()[0].clone();
     let out = env
