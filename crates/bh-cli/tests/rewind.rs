@@ -289,3 +289,72 @@ fn repl_restore_reads_exact_as_the_flag() {
     assert!(!env.repo.join("a.txt").exists());
     assert!(!env.repo.join("b.txt").exists());
 }
+
+/// `bh agent -i` with `lines` on stdin: (stdout, stderr).
+fn repl(env: &Env, lines: &str) -> (String, String) {
+    let script = env.root.join("script.jsonl");
+    let mut child = env
+        .bh()
+        .args([
+            "agent",
+            "-i",
+            "--script",
+            script.to_str().unwrap(),
+            "--session",
+        ])
+        .arg(&env.session)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(lines.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    (stdout, stderr)
+}
+
+#[test]
+fn repl_rewind_lists_prompts_needs_a_choice_without_a_terminal_and_rewinds_files_only() {
+    let env = Env::new();
+    let users = env.users();
+    let lines_before = env.lines().len();
+    // Alone: the prompts to choose from. Without a choice and no terminal to
+    // ask on: a usage error, nothing changed. A bad id: named.
+    let (stdout, stderr) = repl(
+        &env,
+        &format!("/rewind\n/rewind {}\n/rewind zz --files\n/quit\n", users[1]),
+    );
+    assert!(
+        stdout.contains(&format!("{}  first prompt", users[0])),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("{}  second prompt", users[1])),
+        "{stdout}"
+    );
+    assert!(stdout.contains("usage: /rewind ENTRY"), "{stdout}");
+    assert!(stderr.contains("say what to rewind"), "{stderr}");
+    assert!(stderr.contains("not an entry id"), "{stderr}");
+    assert_eq!(env.read("a.txt"), "ONE\n");
+    assert_eq!(env.lines().len(), lines_before, "the session is unchanged");
+    // Files only: the files go back, the conversation stays.
+    let (stdout, stderr) = repl(&env, &format!("/rewind {} --files\n/quit\n", users[1]));
+    assert!(
+        stdout.contains("files rewound to checkpoint"),
+        "{stdout}{stderr}"
+    );
+    assert!(stdout.contains("undo: /restore "), "{stdout}");
+    assert!(!stdout.contains("conversation rewound"), "{stdout}");
+    assert_eq!(env.read("a.txt"), "one\n");
+    assert!(!env.repo.join("b.txt").exists());
+    assert_eq!(env.lines().len(), lines_before, "the session is unchanged");
+}

@@ -128,7 +128,7 @@ pub(super) async fn command(
             println!(
                 "conversation rewound to before {} (your prompt: {}); undo: /tree {}",
                 target.id,
-                escape(&summary.text),
+                escape(summary.text.strip_prefix("user: ").unwrap_or(&summary.text)),
                 old_leaf.as_deref().unwrap_or("-")
             );
         } else {
@@ -174,6 +174,7 @@ fn list_recent(session: &Session, leaf: Option<&str>) {
         println!("(no prompts on this branch to rewind to)");
     }
     for (id, text) in users.iter().rev().take(RECENT).rev() {
+        let text = text.strip_prefix("user: ").unwrap_or(text);
         println!("{id}  {}", escape(text));
     }
     println!("{USAGE}");
