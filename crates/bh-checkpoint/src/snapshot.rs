@@ -74,7 +74,9 @@ struct Pass {
 impl Store {
     /// Snapshots the project. Holds the store lock for the whole operation.
     pub fn snapshot(&self, request: &SnapshotRequest) -> Result<SnapshotOutcome> {
-        self.snapshot_with_progress(request, &no_progress)
+        let _lock = self.lock()?;
+        self.clean_stale_locks()?;
+        self.snapshot_locked(request, "snapshot")
     }
 
     /// [`snapshot`](Self::snapshot), reporting its phases to `progress`.
@@ -93,7 +95,10 @@ impl Store {
         request: &SnapshotRequest,
         kind: &str,
     ) -> Result<SnapshotOutcome> {
-        self.snapshot_locked_with(request, kind, &no_progress)
+        match self.observer.get() {
+            Some(observer) => self.snapshot_locked_with(request, kind, &*observer),
+            None => self.snapshot_locked_with(request, kind, &no_progress),
+        }
     }
 
     fn snapshot_locked_with(

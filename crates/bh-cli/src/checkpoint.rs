@@ -5,8 +5,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use bh_checkpoint::{
-    CheckpointError, ErrorClass, PrunePolicy, RestoreMode, SnapshotProgress, SnapshotRequest,
-    Store, StoreOptions,
+    CheckpointError, ErrorClass, PrunePolicy, RestoreMode, SnapshotRequest, Store, StoreOptions,
 };
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -18,7 +17,7 @@ mod view;
 use crate::context::Ctx;
 use crate::display::ColorWhen;
 use crate::error::{CliError, ErrorKind, print_json};
-use crate::progress::Progress;
+use crate::progress::SnapshotDisplay;
 use crate::units::{human_age, human_size, parse_duration, parse_size};
 
 /// Tools of Claude Code that change files, snapshotted by the hook by default.
@@ -237,15 +236,9 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             // The first snapshot hashes every file: show it on a terminal.
             let first = store.list().is_ok_and(|l| l.is_empty());
             let outcome = if first {
-                let progress = Progress::new(ctx.json);
-                let hashing = std::sync::atomic::AtomicBool::new(false);
-                let result = store.snapshot_with_progress(&request, &|p| {
-                    snapshot_phase(&progress, &hashing, p);
-                });
-                match &result {
-                    Ok(_) => progress.done(),
-                    Err(_) => progress.failed(),
-                }
+                let display = SnapshotDisplay::new(ctx.json);
+                let result = store.snapshot_with_progress(&request, &|p| display.show(p));
+                display.end(result.is_ok());
                 result
             } else {
                 store.snapshot(&request)
@@ -464,35 +457,6 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             }
             Ok(())
         }
-    }
-}
-
-/// One step of a snapshot on the progress display.
-fn snapshot_phase(
-    progress: &Progress,
-    hashing: &std::sync::atomic::AtomicBool,
-    p: SnapshotProgress,
-) {
-    use std::sync::atomic::Ordering;
-    match p {
-        SnapshotProgress::Seeding => progress.phase("seeding from the repository's index"),
-        SnapshotProgress::Scanning => progress.phase("scanning the working tree"),
-        SnapshotProgress::Found { files, bytes } => progress.update(&format!(
-            "scanning the working tree: {files} path(s) to record, {} in new files",
-            human_size(bytes)
-        )),
-        SnapshotProgress::Hashing { done, total } => {
-            let text = format!("hashing new files: {done}/{total}");
-            if hashing.swap(true, Ordering::Relaxed) {
-                progress.update(&text);
-            } else {
-                progress.phase(&text);
-            }
-        }
-        SnapshotProgress::Indexing { files } => {
-            progress.phase(&format!("recording {files} path(s) in the index"));
-        }
-        SnapshotProgress::Committing => progress.phase("writing the checkpoint"),
     }
 }
 

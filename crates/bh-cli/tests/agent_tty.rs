@@ -337,3 +337,34 @@ fn completing_restore_never_creates_a_checkpoint_store() {
         .unwrap_or_default();
     assert!(found.is_empty(), "a store was created: {found:?}");
 }
+
+#[test]
+fn the_first_snapshot_of_a_large_tree_shows_its_progress() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let (_tmp, root, repo) = repo();
+    for i in 0..600 {
+        fs_err::write(repo.join(format!("f{i:03}.txt")), format!("file {i}\n")).unwrap();
+    }
+    fs_err::write(
+        root.join("write.jsonl"),
+        "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"new.txt\", \"content\": \"x\\n\"}}]}\n{\"text\": \"wrote it\"}\n",
+    )
+    .unwrap();
+    let args = format!(
+        "--script {} --session {}",
+        root.join("write.jsonl").display(),
+        root.join("s.jsonl").display()
+    );
+    let mut tty = Tty::start(&root, &repo, &args);
+    tty.wait_for("> ", 1);
+    tty.send(b"write a file\r");
+    tty.wait_after("wrote it", "> ");
+    tty.send(b"/quit\r");
+    let screen = tty.finish();
+    assert!(screen.contains("hashing new files: 600/600"), "{screen}");
+    assert!(screen.contains("✓ writing the checkpoint"), "{screen}");
+    assert_eq!(fs_err::read_to_string(repo.join("new.txt")).unwrap(), "x\n");
+}

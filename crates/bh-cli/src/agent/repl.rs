@@ -21,6 +21,7 @@ use super::render::{ToolOutput, outcome_error, print_tree, stream_event};
 use super::{session_error, switch};
 use crate::context::Ctx;
 use crate::error::CliError;
+use crate::progress::SnapshotDisplay;
 
 /// Ctrl-C in the REPL: the running turn's (or `/worktree` move's) token and the presses since the
 /// last prompt (the second press exits).
@@ -184,6 +185,7 @@ async fn repl(
         live.agent().session_path().display(),
         live.cwd().display()
     );
+    let mut first_snapshot = FirstSnapshot::watch(live);
     loop {
         if let Ok(mut c) = shown_cwd.lock() {
             live.cwd().clone_into(&mut c);
@@ -263,7 +265,15 @@ async fn repl(
         let agent = live.agent_mut();
         agent.reset_limits();
         let mut tool_output = ToolOutput::default();
-        let mut sink = |e| stream_event(e, &mut tool_output);
+        let mut sink = |e: bh_runtime::Event| {
+            let checkpointed = matches!(e, bh_runtime::Event::Checkpoint { .. });
+            if checkpointed || matches!(e, bh_runtime::Event::Warning { .. }) {
+                if let Some(f) = first_snapshot.take() {
+                    f.end(checkpointed);
+                }
+            }
+            stream_event(e, &mut tool_output)
+        };
         let result = tokio::select! {
             () = quit.cancelled() => return Err(interrupted()),
             r = agent.run(line, &cancel, &mut sink) => r,
@@ -283,6 +293,48 @@ async fn repl(
     }
     eprintln!("session: {}", live.agent().session_path().display());
     Ok(())
+}
+
+/// On a terminal, the first snapshot of a project that has no checkpoint yet
+/// (it hashes every file) shows its progress, until its checkpoint event.
+struct FirstSnapshot {
+    store: Arc<bh_checkpoint::Store>,
+    display: Arc<Mutex<Option<SnapshotDisplay>>>,
+}
+
+impl FirstSnapshot {
+    fn watch(live: &Live) -> Option<FirstSnapshot> {
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let store = live.agent().checkpoint_store()?.clone();
+        if !store.list().is_ok_and(|l| l.is_empty()) {
+            return None;
+        }
+        let display: Arc<Mutex<Option<SnapshotDisplay>>> = Arc::default();
+        let shown = display.clone();
+        store.set_progress(Some(Arc::new(move |step| {
+            if let Ok(mut d) = shown.lock() {
+                d.get_or_insert_with(|| SnapshotDisplay::new(false))
+                    .show(step);
+            }
+        })));
+        Some(FirstSnapshot { store, display })
+    }
+
+    /// Ends the display (the snapshot succeeded or not) and stops watching.
+    fn end(self, ok: bool) {
+        self.store.set_progress(None);
+        if let Some(d) = self.display.lock().ok().and_then(|mut d| d.take()) {
+            d.end(ok);
+        }
+    }
+}
+
+impl Drop for FirstSnapshot {
+    fn drop(&mut self) {
+        self.store.set_progress(None);
+    }
 }
 
 /// One REPL command; `Ok(true)` quits.
