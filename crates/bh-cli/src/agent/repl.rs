@@ -267,10 +267,10 @@ async fn repl(
         let mut tool_output = ToolOutput::default();
         let mut sink = |e: bh_runtime::Event| {
             let checkpointed = matches!(e, bh_runtime::Event::Checkpoint { .. });
-            if checkpointed || matches!(e, bh_runtime::Event::Warning { .. }) {
-                if let Some(f) = first_snapshot.take() {
-                    f.end(checkpointed);
-                }
+            if (checkpointed || matches!(e, bh_runtime::Event::Warning { .. }))
+                && let Some(f) = first_snapshot.take()
+            {
+                f.end(checkpointed);
             }
             stream_event(e, &mut tool_output)
         };
