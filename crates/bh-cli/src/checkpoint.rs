@@ -71,9 +71,10 @@ pub enum CheckpointCmd {
         /// captured (never ignored files).
         #[arg(long)]
         exact: bool,
-        /// A Pi session file: restore the files (exactly) to the checkpoint
-        /// taken before the first mutating tool call at or after --entry.
-        #[arg(long, value_name = "FILE", requires = "entry")]
+        /// A Pi session (a path, or an id prefix as Pi takes it): restore the
+        /// files (exactly) to the checkpoint taken before the first mutating
+        /// tool call at or after --entry.
+        #[arg(long, value_name = "FILE|ID", requires = "entry")]
         session: Option<PathBuf>,
         /// With --session: the entry (its id or a unique prefix of at least 4
         /// hex digits).

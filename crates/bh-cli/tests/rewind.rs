@@ -358,3 +358,43 @@ fn repl_rewind_lists_prompts_needs_a_choice_without_a_terminal_and_rewinds_files
     assert!(!env.repo.join("b.txt").exists());
     assert_eq!(env.lines().len(), lines_before, "the session is unchanged");
 }
+
+#[test]
+fn the_session_may_be_named_by_its_id_as_pi_does() {
+    let env = Env::new();
+    let users = env.users();
+    let header = env.lines()[0].clone();
+    let id = header["id"].as_str().unwrap();
+    let dir = bh_session::session_dir_for_cwd(&env.root.join("agent"), env.repo.to_str().unwrap());
+    fs_err::create_dir_all(&dir).unwrap();
+    fs_err::copy(&env.session, dir.join(format!("2026_{id}.jsonl"))).unwrap();
+    // An id nobody has: not found, and no file of that name appears.
+    let out = env
+        .bh()
+        .args([
+            "checkpoint",
+            "restore",
+            "--session",
+            "deadbeef",
+            "--entry",
+            &users[1],
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(!env.repo.join("deadbeef").exists());
+    let out = env
+        .bh()
+        .args([
+            "checkpoint",
+            "restore",
+            "--session",
+            &id[..8],
+            "--entry",
+            &users[1],
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(env.read("a.txt"), "one\n");
+}

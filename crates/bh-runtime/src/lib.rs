@@ -33,7 +33,8 @@ pub use rewind::{
 };
 pub use runtime::{DEFAULT_SYSTEM_PROMPT, Runtime, RuntimeOptions, SystemPrompt};
 pub use session::{
-    OpenedSession, SessionChoice, SessionRequest, canonical_dir, dir_str, open_session,
+    OpenedSession, SessionChoice, SessionRequest, canonical_dir, dir_str, find_session,
+    open_session,
 };
 
 /// The engines' types a front door needs, so it can depend on the runtime alone.

@@ -74,7 +74,10 @@ pub(crate) fn run(
     entry: &str,
     rewind_session: bool,
 ) -> Result<(), CliError> {
-    let file: PathBuf = ctx.abs(session_file);
+    // A path, or a session id prefix as Pi takes it.
+    let file: PathBuf =
+        bh_runtime::find_session(ctx.pi_agent_dir().ok().as_deref(), &ctx.cwd, session_file)
+            .map_err(crate::agent::runtime_error)?;
     if file.is_dir() {
         return Err(CliError::usage(format!(
             "--session {}: is a directory, not a session file",
