@@ -398,3 +398,18 @@ fn the_session_may_be_named_by_its_id_as_pi_does() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(env.read("a.txt"), "one\n");
 }
+
+#[test]
+fn repl_tree_takes_an_entry_prefix() {
+    let env = Env::new();
+    let users = env.users();
+    let (stdout, stderr) = repl(
+        &env,
+        &format!("/tree {}\n/tree ab\n/quit\n", &users[1][..5]),
+    );
+    assert!(
+        stdout.contains(&format!("continuing from {}", users[1])),
+        "{stdout}{stderr}"
+    );
+    assert!(stderr.contains("not an entry id"), "{stderr}");
+}

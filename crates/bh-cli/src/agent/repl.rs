@@ -36,7 +36,8 @@ struct CtrlC {
 }
 
 const HELP: &str = "\
-/tree [ENTRY]            show the session tree; with ENTRY, continue from that entry
+/tree [ENTRY]            show the session tree; with ENTRY (an id or a unique prefix of
+                         ≥ 4 hex digits), continue from that entry
 /fork [ENTRY]            fork the session (root → ENTRY, default the leaf) and continue in the fork
 /checkpoints             list the project's checkpoints
 /restore ID [--exact] [PATH…]
@@ -354,7 +355,12 @@ fn command(
         "session" => println!("{}", agent.session_path().display()),
         "tree" => {
             if let Some(entry) = rest.first() {
-                agent.branch(Some(entry)).map_err(core)?;
+                let session = Session::load(agent.session_path()).map_err(session_error)?;
+                let entry = bh_runtime::resolve_entry(&session, entry)
+                    .map_err(crate::checkpoint::rewind::rewind_error)?
+                    .id
+                    .clone();
+                agent.branch(Some(&entry)).map_err(core)?;
                 println!("continuing from {entry}");
             } else {
                 print_tree(agent.session_path(), agent.leaf())?;
@@ -364,12 +370,18 @@ fn command(
             let session = Session::load(agent.session_path()).map_err(session_error)?;
             let cwd_s = bh_runtime::dir_str(&cwd).map_err(super::runtime_error)?;
             let target = ForkTarget::Dir(session_dir_for_cwd(&ctx.pi_agent_dir()?, &cwd_s));
+            let entry = match rest.first() {
+                Some(e) => Some(
+                    bh_runtime::resolve_entry(&session, e)
+                        .map_err(crate::checkpoint::rewind::rewind_error)?
+                        .id
+                        .clone(),
+                ),
+                None => agent.leaf().map(str::to_owned),
+            };
             let opts = ForkOptions {
                 path_only: true,
-                entry: rest
-                    .first()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| agent.leaf().map(str::to_owned)),
+                entry,
                 cwd: Some(cwd_s),
                 ..ForkOptions::default()
             };
