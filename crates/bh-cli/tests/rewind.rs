@@ -45,6 +45,14 @@ fn git(repo: &Path, args: &[&str]) {
 
 impl Env {
     fn new() -> Env {
+        let env = Env::with_script(SCRIPT);
+        assert_eq!(env.read("a.txt"), "ONE\n");
+        assert_eq!(env.read("b.txt"), "two\n");
+        env
+    }
+
+    /// A repository, and a session of two prompts answered by `script`.
+    fn with_script(script_text: &str) -> Env {
         let tmp = tempfile::tempdir().unwrap();
         let root = fs_err::canonicalize(tmp.path()).unwrap();
         let repo = root.join("repo");
@@ -54,7 +62,7 @@ impl Env {
         fs_err::write(repo.join("README.md"), "hello\n").unwrap();
         git(&repo, &["add", "."]);
         git(&repo, &["commit", "-q", "-m", "init"]);
-        fs_err::write(root.join("script.jsonl"), SCRIPT).unwrap();
+        fs_err::write(root.join("script.jsonl"), script_text).unwrap();
         let session = root.join("s.jsonl");
         let env = Env {
             _tmp: tmp,
@@ -71,8 +79,6 @@ impl Env {
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
-        assert_eq!(env.read("a.txt"), "ONE\n");
-        assert_eq!(env.read("b.txt"), "two\n");
         env
     }
 
@@ -412,4 +418,42 @@ fn repl_tree_takes_an_entry_prefix() {
         "{stdout}{stderr}"
     );
     assert!(stderr.contains("not an entry id"), "{stderr}");
+}
+
+/// Nothing changed between the first prompt's last call (a failed edit) and
+/// the second prompt's first call, so that call's snapshot reuses the
+/// checkpoint tagged with the first prompt's entry. Only the tool result's
+/// `details.checkpoint` names the state at the second prompt; the first
+/// checkpoint tagged with a later entry already holds b.txt.
+#[test]
+fn a_reused_checkpoint_is_found_through_the_tool_result() {
+    let env = Env::with_script(concat!(
+        r#"{"toolCalls": [{"name": "write", "arguments": {"path": "a.txt", "content": "one\n"}}, {"name": "edit", "arguments": {"path": "none.txt", "edits": [{"oldText": "x", "newText": "y"}]}}]}"#,
+        "\n",
+        r#"{"text": "first done"}"#,
+        "\n",
+        r#"{"toolCalls": [{"name": "write", "arguments": {"path": "b.txt", "content": "two\n"}}]}"#,
+        "\n",
+        r#"{"toolCalls": [{"name": "write", "arguments": {"path": "a.txt", "content": "changed later\n"}}]}"#,
+        "\n",
+        r#"{"text": "second done"}"#,
+        "\n",
+    ));
+    assert_eq!(env.read("a.txt"), "changed later\n");
+    let reused: Vec<Value> = env
+        .lines()
+        .into_iter()
+        .filter(|v| v["message"]["role"] == "toolResult")
+        .collect();
+    assert_eq!(reused.len(), 4);
+    assert_eq!(
+        reused[1]["message"]["details"]["checkpoint"],
+        reused[2]["message"]["details"]["checkpoint"],
+        "the second prompt's first snapshot reused the checkpoint before it"
+    );
+    let users = env.users();
+    let (code, out, err) = env.restore(&["--entry", &users[1]]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(env.read("a.txt"), "one\n");
+    assert!(!env.repo.join("b.txt").exists(), "{out}");
 }
