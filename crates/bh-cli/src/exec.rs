@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use bh_exec::{
-    ExecError, Limits, PlanRequest, RunResult, RunState, StopReason, make_plan, verify_plan,
-    write_plan,
+    ExecError, Limits, PlanKey, PlanRequest, RunResult, RunState, StopReason, Trust, make_plan,
+    verify_plan, write_plan,
 };
 use clap::Subcommand;
 use serde_json::json;
@@ -24,6 +24,7 @@ pub enum ExecCmd {
     /// Write a plan: repository, base commit, session entry, prompt, model and
     /// limits pinned as full ids and SHA-256 digests. Creates nothing in the
     /// repository.
+    #[command(after_long_help = PLAN_HELP)]
     Plan {
         #[arg(long, value_name = "DIR")]
         repo: PathBuf,
@@ -62,6 +63,11 @@ pub enum ExecCmd {
         /// Replace an existing plan file.
         #[arg(long)]
         force: bool,
+        /// Let the repository's smudge/clean filter drivers (e.g. Git LFS)
+        /// run in the execution's worktree; off by default. Recorded in the
+        /// plan.
+        #[arg(long)]
+        allow_filters: bool,
     },
     /// Run a plan: re-check it, continue the session in a detached worktree at
     /// the base with exactly read, ls, edit and write, and commit the result
@@ -78,6 +84,10 @@ pub enum ExecCmd {
         /// Keep the execution worktree for inspection.
         #[arg(long)]
         keep_worktree: bool,
+        /// Accept a plan sealed by another state directory (another machine)
+        /// once every re-check passes; see `bh exec plan --help`.
+        #[arg(long)]
+        trust_plan: bool,
     },
     /// Remove what crashed executions left behind (only what the executor made).
     Gc {
@@ -104,12 +114,38 @@ pub enum ExecCmd {
         #[arg(long)]
         force: bool,
     },
-    /// Re-check a plan without running it: plan digest, base commit and tree,
-    /// session id, entry path, session digest, output ref.
+    /// Re-check a plan without running it: plan digest and MAC, the fields
+    /// that steer the run, the repository, base commit and tree, session id,
+    /// entry path, session digest, output ref.
     Verify {
         #[arg(long, value_name = "PLAN")]
         plan: PathBuf,
+        /// Accept a plan sealed by another state directory once every
+        /// re-check passes.
+        #[arg(long)]
+        trust_plan: bool,
     },
+}
+
+const PLAN_HELP: &str = "\
+A plan is sealed with an HMAC-SHA256 under a secret key of the state directory
+(<state>/plan.key, created 0600 on first use). `verify` and `run` refuse a plan
+whose MAC fails: one edited after it was written, or one made by another state
+directory (exit 26).
+
+Moving a plan to another machine: re-plan there (`bh exec plan` with the same
+session, entry, base and prompt). That is the recommended way: the plan is then
+sealed by the state directory that runs it. `verify --trust-plan` and
+`run --trust-plan` accept a plan sealed by another key once every re-check has
+passed (digest, repository, base, session, entry, the re-derived output ref,
+tools, limits, ids); the prompt, model, limits and filter choice are then taken
+on trust, so read them first (`bh exec run --plan FILE` without --yes shows
+them). A plan that names this state directory's key and fails its MAC is refused
+even with --trust-plan.";
+
+/// This state directory's judgement of a plan's origin.
+fn trust(ctx: &Ctx, foreign: bool) -> Result<(Option<PlanKey>, bool), CliError> {
+    Ok((PlanKey::open(&ctx.state_dir).map_err(exec_error)?, foreign))
 }
 
 /// The exit code of each executor failure (the table in ARCHITECTURE.md):
@@ -123,6 +159,11 @@ pub(crate) fn exec_error(err: ExecError) -> CliError {
         E::SessionIdChanged { .. } => (ErrorKind::Tampered, Some(23)),
         E::EntryChanged { .. } => (ErrorKind::Tampered, Some(24)),
         E::RefExists { .. } => (ErrorKind::Tampered, Some(25)),
+        E::PlanNotOurs { .. } => (ErrorKind::Tampered, Some(26)),
+        E::PlanInconsistent { .. } => (ErrorKind::Tampered, Some(27)),
+        E::PlanKey { .. } | E::FilterName { .. } => (ErrorKind::Refused, None),
+        E::InvalidId { .. } | E::SessionInvalid { .. } => (ErrorKind::Invalid, None),
+        E::LimitsOutOfBounds { .. } | E::NonUtf8Path { .. } => (ErrorKind::Usage, None),
         E::PlanExists { .. } => (ErrorKind::Refused, None),
         E::NotARepository { .. } | E::UnknownBase { .. } | E::UnknownEntry { .. } => {
             (ErrorKind::NotFound, None)
@@ -173,6 +214,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             timeout,
             out,
             force,
+            allow_filters,
         } => {
             let prompt_from = prompt_file.clone();
             let prompt = match (prompt, prompt_file) {
@@ -200,8 +242,10 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                     max_tool_calls,
                     timeout_secs: timeout.as_secs(),
                 },
+                allow_filters,
             };
-            let plan = make_plan(&ctx.git(), &req).map_err(exec_error)?;
+            let key = PlanKey::open_or_create(&ctx.state_dir).map_err(exec_error)?;
+            let plan = make_plan(&ctx.git(), &req, &key).map_err(exec_error)?;
             let out = ctx.cwd.join(out);
             write_plan(&out, &plan, force).map_err(exec_error)?;
             if ctx.json {
@@ -215,6 +259,14 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             );
             println!("  ref:     {}", plan.output_ref);
             println!("  digest:  sha256:{}", plan.plan_sha256);
+            println!(
+                "  sealed:  key {} ({})",
+                plan.mac.key_id,
+                key.path().display()
+            );
+            if plan.allow_filters {
+                println!("  filters: the repository's filter drivers will run");
+            }
             Ok(())
         }
         ExecCmd::Run {
@@ -222,9 +274,19 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             yes,
             base_url,
             keep_worktree,
+            trust_plan,
         } => {
             let path = ctx.cwd.join(plan);
-            let checked = verify_plan(&ctx.git(), &path).map_err(exec_error)?;
+            let (key, foreign) = trust(ctx, trust_plan)?;
+            let checked = verify_plan(
+                &ctx.git(),
+                &path,
+                Trust {
+                    key: key.as_ref(),
+                    foreign,
+                },
+            )
+            .map_err(exec_error)?;
             if !yes {
                 return checks::dry_run(ctx, &path, &checked);
             }
@@ -244,6 +306,10 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 keep_worktree,
                 provider,
                 cancel: cancel.clone(),
+                plan_key: key,
+                trust_plan: foreign,
+                after_verify: None,
+                expect_plan_sha256: Some(checked.plan_sha256.clone()),
             };
             let progress = crate::progress::Progress::new(ctx.json);
             let report = |p: bh_exec::RunProgress| progress.phase(&run_phase(&p));
@@ -328,18 +394,37 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             out,
             force,
         } => views::show(ctx, &id, html, out.as_deref(), force),
-        ExecCmd::Verify { plan } => {
+        ExecCmd::Verify { plan, trust_plan } => {
             let path = ctx.cwd.join(plan);
-            let plan = verify_plan(&ctx.git(), &path).map_err(exec_error)?;
+            let (key, foreign) = trust(ctx, trust_plan)?;
+            let plan = verify_plan(
+                &ctx.git(),
+                &path,
+                Trust {
+                    key: key.as_ref(),
+                    foreign,
+                },
+            )
+            .map_err(exec_error)?;
             if ctx.json {
-                return print_json(
-                    &json!({ "plan_file": path, "ok": true, "plan_sha256": plan.plan_sha256 }),
-                );
+                return print_json(&json!({
+                    "plan_file": path,
+                    "ok": true,
+                    "plan_sha256": plan.plan_sha256,
+                    "key_id": plan.mac.key_id,
+                    "own_key": key.as_ref().is_some_and(|k| k.id() == plan.mac.key_id),
+                }));
             }
             println!(
-                "plan {} holds: base, session, entry and ref are as recorded",
+                "plan {} holds: MAC, repository, base, session, entry and ref are as recorded",
                 path.display()
             );
+            if key.as_ref().is_none_or(|k| k.id() != plan.mac.key_id) {
+                println!(
+                    "  sealed by another state directory (key {}), accepted by --trust-plan",
+                    plan.mac.key_id
+                );
+            }
             Ok(())
         }
     }

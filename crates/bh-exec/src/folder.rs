@@ -31,7 +31,9 @@ pub struct Execution {
 impl Execution {
     /// Creates the folder of a new execution of `plan` with its plan copy
     /// and owner stamp.
-    pub fn create(state_dir: &Path, plan: &Plan, plan_path: &Path) -> Result<Execution, ExecError> {
+    /// The copy is the verified plan itself, serialised again (the plan
+    /// file is not read a second time).
+    pub fn create(state_dir: &Path, plan: &Plan) -> Result<Execution, ExecError> {
         let id = bh_fs::time_ordered_id("x", plan.plan_sha256.as_bytes());
         let dir = state_dir.join(EXECUTIONS_DIR).join(&id);
         std::fs::DirBuilder::new()
@@ -40,7 +42,7 @@ impl Execution {
             .create(&dir)
             .map_err(io("create", &dir))?;
         let copy = dir.join("plan.json");
-        fs::copy(plan_path, &copy).map_err(io("copy the plan to", &copy))?;
+        bh_fs::write_json_atomic(&copy, plan).map_err(io("write the plan copy", &copy))?;
         let owner = dir.join("owner");
         fs::write(&owner, owner_stamp(std::process::id()).unwrap_or_default())
             .map_err(io("write", &owner))?;
