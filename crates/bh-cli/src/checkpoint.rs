@@ -26,8 +26,10 @@ const DEFAULT_HOOK_TOOLS: &str = "Edit,Write,MultiEdit,NotebookEdit,Bash";
 #[derive(Args, Debug, Clone)]
 pub struct ProjectArg {
     /// The project (default: the enclosing Git repository's top level, else the
-    /// current directory).
-    #[arg(long, value_name = "DIR")]
+    /// current directory). Relative PATH arguments resolve against the current
+    /// directory when it is inside the project, else against the project's top
+    /// (as git does with --work-tree).
+    #[arg(long, visible_alias = "repo", value_name = "DIR")]
     pub(crate) project: Option<PathBuf>,
     /// Files larger than this are not captured.
     #[arg(long, value_name = "SIZE", default_value = "50MiB", value_parser = parse_size)]
@@ -64,7 +66,7 @@ pub enum CheckpointCmd {
         /// Checkpoint id (a prefix of at least 4 hex digits) or `latest`.
         #[arg(required_unless_present = "session", conflicts_with = "session")]
         id: Option<String>,
-        /// Paths to restore, relative to the current directory.
+        /// Paths to restore (relative to the current directory; see --project).
         #[arg(conflicts_with = "session")]
         paths: Vec<PathBuf>,
         /// Also delete files created since the checkpoint that it would have
@@ -108,8 +110,8 @@ pub enum CheckpointCmd {
         project: ProjectArg,
         /// Checkpoint id (a prefix of at least 4 hex digits) or `latest`.
         id: String,
-        /// A second checkpoint (the diff then goes from ID to it), then paths,
-        /// relative to the current directory.
+        /// A second checkpoint (the diff then goes from ID to it), then paths
+        /// (relative to the current directory; see --project).
         #[arg(value_name = "ID2|PATH")]
         rest: Vec<PathBuf>,
         /// Paths to limit the diff to (everything after `--`).
@@ -196,10 +198,22 @@ fn open(ctx: &Ctx, arg: &ProjectArg, dir: Option<&Path>) -> Result<Store, CliErr
         max_file_size: arg.max_file_size,
     };
     match &arg.project {
-        Some(p) => Store::open(&runner, &ctx.cwd.join(p), &options),
+        Some(p) => Store::open(&runner, &ctx.dir_arg(Some(p), "--project")?, &options),
         None => Store::open_in(&runner, dir.unwrap_or(&ctx.cwd), &options),
     }
     .map_err(checkpoint_error)
+}
+
+/// What relative PATH arguments resolve against: the current directory when
+/// it is inside the project, else (`--project DIR` given from outside) the
+/// project's top — git's rule for a work tree the cwd is not in.
+pub(crate) fn path_base(ctx: &Ctx, store: &Store) -> PathBuf {
+    let cwd = fs_err::canonicalize(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone());
+    if cwd.starts_with(store.project()) {
+        ctx.cwd.clone()
+    } else {
+        store.project().to_path_buf()
+    }
 }
 
 pub(crate) fn rel_paths(
@@ -207,10 +221,11 @@ pub(crate) fn rel_paths(
     store: &Store,
     paths: &[PathBuf],
 ) -> Result<Vec<Vec<u8>>, CliError> {
+    let base = path_base(ctx, store);
     let mut out = Vec::new();
     for p in paths {
-        let rel = bh_checkpoint::project_relative(store.project(), &ctx.cwd, p)
-            .map_err(checkpoint_error)?;
+        let rel =
+            bh_checkpoint::project_relative(store.project(), &base, p).map_err(checkpoint_error)?;
         if rel.is_empty() {
             // The project itself: the whole tree, same as no path.
             return Ok(Vec::new());

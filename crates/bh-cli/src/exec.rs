@@ -12,7 +12,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use crate::context::Ctx;
-use crate::error::{CliError, ErrorKind, print_json};
+use crate::error::{CliError, ErrorKind, exec_code, print_json};
 use crate::units::parse_duration;
 
 mod checks;
@@ -24,17 +24,20 @@ pub enum ExecCmd {
     /// Write a plan: repository, base commit, session entry, prompt, model and
     /// limits pinned as full ids and SHA-256 digests. Creates nothing in the
     /// repository.
-    #[command(after_long_help = PLAN_HELP)]
+    #[command(after_long_help = format!("{PLAN_HELP}\n{}", crate::error::SCRIPT_FORMAT_HELP))]
     Plan {
-        #[arg(long, value_name = "DIR")]
-        repo: PathBuf,
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
+        repo: Option<PathBuf>,
         /// The base revision (resolved to a full commit id).
         #[arg(long, value_name = "REV")]
         base: String,
-        /// The Pi session file (never modified).
-        #[arg(long, value_name = "FILE")]
+        /// The Pi session (never modified): a file, or a session id prefix as
+        /// Pi takes it (this directory's sessions first, then all).
+        #[arg(long, value_name = "FILE|ID")]
         session: PathBuf,
-        /// The entry to continue from.
+        /// The entry to continue from (its id, or a unique prefix of at least 4
+        /// hex digits).
         #[arg(long, value_name = "ID")]
         entry: String,
         /// The continuation prompt.
@@ -73,6 +76,7 @@ pub enum ExecCmd {
     /// the base with exactly read, ls, edit and write, and commit the result
     /// with one parent and provenance trailers under the plan's ref.
     Run {
+        /// The plan file `bh exec plan` wrote.
         #[arg(long, value_name = "PLAN")]
         plan: PathBuf,
         /// Really run (without it: a dry run that says what would happen and exits 0).
@@ -91,7 +95,8 @@ pub enum ExecCmd {
     },
     /// Remove what crashed executions left behind (only what the executor made).
     Gc {
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// The executions under the state folder, oldest first: id, state,
@@ -118,6 +123,7 @@ pub enum ExecCmd {
     /// that steer the run, the repository, base commit and tree, session id,
     /// entry path, session digest, output ref.
     Verify {
+        /// The plan file `bh exec plan` wrote.
         #[arg(long, value_name = "PLAN")]
         plan: PathBuf,
         /// Accept a plan sealed by another state directory once every
@@ -153,18 +159,23 @@ fn trust(ctx: &Ctx, foreign: bool) -> Result<(Option<PlanKey>, bool), CliError> 
 pub(crate) fn exec_error(err: ExecError) -> CliError {
     use ExecError as E;
     let (kind, code) = match &err {
-        E::PlanTampered { .. } => (ErrorKind::Tampered, Some(20)),
-        E::BaseMoved { .. } => (ErrorKind::Tampered, Some(21)),
-        E::SessionChanged { .. } => (ErrorKind::Tampered, Some(22)),
-        E::SessionIdChanged { .. } => (ErrorKind::Tampered, Some(23)),
-        E::EntryChanged { .. } => (ErrorKind::Tampered, Some(24)),
-        E::RefExists { .. } => (ErrorKind::Tampered, Some(25)),
-        E::PlanNotOurs { .. } => (ErrorKind::Tampered, Some(26)),
-        E::PlanInconsistent { .. } => (ErrorKind::Tampered, Some(27)),
+        E::PlanTampered { .. } => (ErrorKind::Tampered, Some(exec_code::PLAN_TAMPERED)),
+        E::BaseMoved { .. } => (ErrorKind::Tampered, Some(exec_code::BASE_MOVED)),
+        E::SessionChanged { .. } => (ErrorKind::Tampered, Some(exec_code::SESSION_CHANGED)),
+        E::SessionIdChanged { .. } => (ErrorKind::Tampered, Some(exec_code::SESSION_ID_CHANGED)),
+        E::EntryChanged { .. } => (ErrorKind::Tampered, Some(exec_code::ENTRY_CHANGED)),
+        E::RefExists { .. } => (ErrorKind::Tampered, Some(exec_code::REF_EXISTS)),
+        E::PlanNotOurs { .. } => (ErrorKind::Tampered, Some(exec_code::PLAN_NOT_OURS)),
+        E::PlanInconsistent { .. } => (ErrorKind::Tampered, Some(exec_code::PLAN_INCONSISTENT)),
         E::PlanKey { .. } | E::FilterName { .. } => (ErrorKind::Refused, None),
         E::InvalidId { .. } | E::SessionInvalid { .. } => (ErrorKind::Invalid, None),
         E::LimitsOutOfBounds { .. } | E::NonUtf8Path { .. } => (ErrorKind::Usage, None),
         E::PlanExists { .. } => (ErrorKind::Refused, None),
+        E::PlanRead { source, .. } | E::SessionRead { source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            (ErrorKind::NotFound, None)
+        }
         E::NotARepository { .. } | E::UnknownBase { .. } | E::UnknownEntry { .. } => {
             (ErrorKind::NotFound, None)
         }
@@ -231,10 +242,12 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             };
             checks::prompt(&prompt, prompt_from.as_deref())?;
             let model = Some(checks::model(ctx, model.as_deref())?);
+            let session = crate::names::session_path(ctx, &session)?;
+            let entry = crate::names::entry_in_file(&session, Some(entry))?.unwrap_or_default();
             let req = PlanRequest {
-                repo: ctx.cwd.join(repo),
+                repo: ctx.dir_arg(repo.as_deref(), "--repo")?,
                 base,
-                session: ctx.cwd.join(session),
+                session,
                 entry,
                 prompt,
                 model,
@@ -377,9 +390,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             }
         }
         ExecCmd::Gc { repo } => {
-            let dir = repo
-                .map(|r| ctx.cwd.join(r))
-                .unwrap_or_else(|| ctx.cwd.clone());
+            let dir = ctx.dir_arg(repo.as_deref(), "--repo")?;
             let removed = bh_exec::gc(&ctx.git(), &dir, &ctx.state_dir).map_err(exec_error)?;
             if ctx.json {
                 return print_json(&json!({ "removed": removed }));

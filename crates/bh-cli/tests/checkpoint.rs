@@ -962,7 +962,7 @@ fn non_git_project_and_project_resolution() {
     ]);
     assert_eq!(doc["project"].as_str().unwrap(), plain.to_str().unwrap());
     assert_eq!(doc["snapshot"]["changed"][0]["path"], "x.txt");
-    let err = env.json_err(&["checkpoint", "list", "--project", "/no/such/dir"], 3);
+    let err = env.json_err(&["checkpoint", "list", "--project", "/no/such/dir"], 4);
     assert!(
         err["error"]["message"]
             .as_str()
@@ -1333,17 +1333,30 @@ fn a_directory_swapped_for_a_symlink_during_restore_never_leads_outside() {
         names
     };
     for round in 0..12 {
-        // the state to restore from: the checkpoint's files gone, new ones made
-        if fs::symlink_metadata(&sub).unwrap().is_symlink() {
-            renameat2(
-                AT_FDCWD,
-                &sub,
-                AT_FDCWD,
-                &env.project.join("swap"),
-                RenameFlags::RENAME_EXCHANGE,
-            )
-            .unwrap();
+        // The round's start: `sub` the real folder, `swap` the symlink to
+        // `outside`. The last round's restore may have removed either one
+        // (`swap` is not in the checkpoint, and --exact deletes what is not).
+        let swap = env.project.join("swap");
+        let kind = |p: &std::path::Path| fs::symlink_metadata(p).ok().map(|m| m.is_symlink());
+        if kind(&sub) == Some(true) {
+            fs::remove_file(&sub).unwrap();
         }
+        if kind(&sub).is_none() {
+            if kind(&swap) == Some(false) {
+                fs::rename(&swap, &sub).unwrap();
+            } else {
+                fs::create_dir(&sub).unwrap();
+            }
+        }
+        match kind(&swap) {
+            Some(true) => {}
+            Some(false) => fs::remove_dir_all(&swap).unwrap(),
+            None => {}
+        }
+        if kind(&swap).is_none() {
+            symlink(&outside, &swap).unwrap();
+        }
+        // the state to restore from: the checkpoint's files gone, new ones made
         for e in fs::read_dir(&sub).unwrap() {
             fs::remove_file(e.unwrap().path()).unwrap();
         }

@@ -290,8 +290,11 @@ fn hostile_ids_and_invalid_sessions_are_refused_before_anything_is_written() {
     assert_eq!(o.status.code(), Some(6), "{}", err(&o));
     assert!(err(&o).contains(&line), "{} lacks {line}", err(&o));
     assert!(!e.plan_file().exists());
-    // A hostile entry id.
-    fs::write(&session, &original).unwrap();
+    // A hostile entry id, present in the session (ids that name no entry
+    // are refused earlier, as not found).
+    let hostile = original.replace("\"188efa0e\"", "\"188efa0e\\nBetter-Harness-Base: x\"");
+    assert_ne!(hostile, original);
+    fs::write(&session, hostile).unwrap();
     let o = e.bh(&[
         "exec",
         "plan",

@@ -166,7 +166,7 @@ fn list_and_show_by_id_prefix_or_folder() {
         .map(|(x, _)| x)
         .collect();
     let o = env.bh(&["task", "show", &common]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(10));
     assert!(
         stderr(&o).contains(a) && stderr(&o).contains(b),
         "{}",

@@ -98,6 +98,16 @@ fn is_path(arg: &Path) -> bool {
 }
 
 impl SessionRequest {
+    /// An existing session named as Pi names one: a path (containing `/` or
+    /// `\`, or ending in `.jsonl`) made absolute against `run_dir`, else a
+    /// session id prefix searched in the working directory's session folder
+    /// first, then every folder; ambiguous or unknown prefixes are errors
+    /// ([`RuntimeError::AmbiguousSession`], [`RuntimeError::NoSuchSession`]).
+    /// The `choice` is not used.
+    pub fn find(&self, arg: &Path) -> Result<PathBuf> {
+        self.resolve(arg)
+    }
+
     fn abs(&self, p: &Path) -> PathBuf {
         if p.is_absolute() {
             p.to_path_buf()

@@ -45,6 +45,17 @@ pub(crate) fn build_provider(
     base_url: Option<&str>,
     ctx: &Ctx,
 ) -> Result<Arc<dyn Provider>, CliError> {
+    build_provider_with(model, script, base_url, None, ctx)
+}
+
+/// [`build_provider`] with `--max-retries` (default: Pi's three).
+pub(crate) fn build_provider_with(
+    model: Option<&str>,
+    script: Option<&Path>,
+    base_url: Option<&str>,
+    max_retries: Option<u32>,
+    ctx: &Ctx,
+) -> Result<Arc<dyn Provider>, CliError> {
     let script = match (script, model) {
         (Some(s), _) => Some(ctx.abs(s)),
         (None, Some(m)) => m.strip_prefix("scripted/").map(|f| ctx.abs(Path::new(f))),
@@ -112,6 +123,12 @@ pub(crate) fn build_provider(
         api_key: key,
     };
     let spec = config.resolve(&r, &opts).map_err(CliError::usage)?;
-    let p = HttpProvider::new(spec).map_err(CliError::internal)?;
+    let mut p = HttpProvider::new(spec).map_err(CliError::internal)?;
+    if let Some(max_retries) = max_retries {
+        p = p.with_retry(bh_llm::RetryPolicy {
+            max_retries,
+            ..bh_llm::RetryPolicy::default()
+        });
+    }
     Ok(Arc::new(p))
 }
