@@ -49,6 +49,7 @@ mod input;
 mod provider;
 mod render;
 mod repl;
+mod rewind;
 mod switch;
 
 pub use args::AgentArgs;

@@ -10,12 +10,14 @@ use bh_checkpoint::{
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+pub(crate) mod rewind;
 mod serve;
 mod view;
 
 use crate::context::Ctx;
 use crate::display::ColorWhen;
 use crate::error::{CliError, ErrorKind, print_json};
+use crate::progress::SnapshotDisplay;
 use crate::units::{human_age, human_size, parse_duration, parse_size};
 
 /// Tools of Claude Code that change files, snapshotted by the hook by default.
@@ -56,18 +58,35 @@ pub enum CheckpointCmd {
         #[command(flatten)]
         project: ProjectArg,
     },
-    /// Restore files from a checkpoint (all files when no path is given).
+    /// Restore files from a checkpoint (all files when no path is given), or
+    /// with --session FILE --entry ID to how they were at a session entry.
     Restore {
         #[command(flatten)]
         project: ProjectArg,
         /// Checkpoint id (a prefix of at least 4 hex digits) or `latest`.
-        id: String,
+        #[arg(required_unless_present = "session", conflicts_with = "session")]
+        id: Option<String>,
         /// Paths to restore (relative to the current directory; see --project).
+        #[arg(conflicts_with = "session")]
         paths: Vec<PathBuf>,
         /// Also delete files created since the checkpoint that it would have
         /// captured (never ignored files).
         #[arg(long)]
         exact: bool,
+        /// A Pi session (a path, or an id prefix as Pi takes it): restore the
+        /// files (exactly) to the checkpoint taken before the first mutating
+        /// tool call at or after --entry.
+        #[arg(long, value_name = "FILE|ID", requires = "entry")]
+        session: Option<PathBuf>,
+        /// With --session: the entry (its id or a unique prefix of at least 4
+        /// hex digits).
+        #[arg(long, value_name = "ID", requires = "session")]
+        entry: Option<String>,
+        /// With --session: also move the session's leaf back to the entry (a
+        /// user message goes too, as Pi's /tree), so the conversation
+        /// continues from there.
+        #[arg(long, requires = "session")]
+        rewind_session: bool,
     },
     /// Show one checkpoint: what it records and what changed since the
     /// checkpoint before it (a diffstat, or the patch).
@@ -225,13 +244,22 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             entry,
         } => {
             let store = open(ctx, &project, None)?;
-            let outcome = store
-                .snapshot(&SnapshotRequest {
-                    tool,
-                    session,
-                    entry,
-                })
-                .map_err(checkpoint_error)?;
+            let request = SnapshotRequest {
+                tool,
+                session,
+                entry,
+            };
+            // The first snapshot hashes every file: show it on a terminal.
+            let first = store.list().is_ok_and(|l| l.is_empty());
+            let outcome = if first {
+                let display = SnapshotDisplay::new(ctx.json);
+                let result = store.snapshot_with_progress(&request, &|p| display.show(p));
+                display.end(result.is_ok());
+                result
+            } else {
+                store.snapshot(&request)
+            }
+            .map_err(checkpoint_error)?;
             if ctx.json {
                 return print_json(
                     &json!({ "project": store.project().to_string_lossy(), "snapshot": outcome }),
@@ -312,8 +340,19 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             id,
             paths,
             exact,
+            session,
+            entry,
+            rewind_session,
         } => {
             let store = open(ctx, &project, None)?;
+            let (Some(id), None) = (id, &session) else {
+                let (Some(file), Some(entry)) = (session, entry) else {
+                    return Err(CliError::usage(
+                        "restore needs ID, or --session FILE --entry ID",
+                    ));
+                };
+                return rewind::run(ctx, &store, &file, &entry, rewind_session);
+            };
             view::note_latest(&store, &id, ctx.json);
             let rel = rel_paths(ctx, &store, &paths)?;
             let mode = if exact {

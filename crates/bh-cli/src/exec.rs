@@ -324,6 +324,8 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 after_verify: None,
                 expect_plan_sha256: Some(checked.plan_sha256.clone()),
             };
+            let progress = crate::progress::Progress::new(ctx.json);
+            let report = |p: bh_exec::RunProgress| progress.phase(&run_phase(&p));
             let result = runtime.block_on(async {
                 let on_ctrl_c = cancel.clone();
                 tokio::spawn(async move {
@@ -331,8 +333,13 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                         on_ctrl_c.cancel();
                     }
                 });
-                bh_exec::run_plan(&ctx.git(), &path, &setup).await
+                bh_exec::run_plan_with_progress(&ctx.git(), &path, &setup, &report).await
             });
+            match &result {
+                Ok(_) => progress.done(),
+                Err(_) => progress.failed(),
+            }
+            drop(progress);
             let result = result.map_err(exec_error)?;
             let failure = failure_kind(&result);
             if ctx.json {
@@ -431,5 +438,19 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             }
             Ok(())
         }
+    }
+}
+
+/// One phase of `exec run` as the progress display shows it.
+fn run_phase(p: &bh_exec::RunProgress) -> String {
+    use bh_exec::RunProgress as P;
+    match p {
+        P::Checks => "checking the plan".to_owned(),
+        P::Worktree => "creating the worktree".to_owned(),
+        P::Fork => "forking the session".to_owned(),
+        P::ModelTurn { turn } => format!("model turn {turn}"),
+        P::ToolCall { tool, target } => format!("  {tool} {target}"),
+        P::Staging => "staging the change".to_owned(),
+        P::Commit => "recording the result".to_owned(),
     }
 }

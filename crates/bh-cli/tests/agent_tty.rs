@@ -1,6 +1,7 @@
 //! The interactive `bh agent` on a real pseudo-terminal (util-linux
 //! `script`): a bracketed paste of several lines is one prompt, the history
-//! is kept per user across sessions, and Tab completes slash commands.
+//! is kept per user across sessions, Tab completes slash commands (and never
+//! creates a checkpoint store), and `/rewind` takes conversation and files back.
 //! Skipped, saying why, where `script` is missing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -26,6 +27,10 @@ struct Tty {
 
 impl Tty {
     fn start(root: &Path, repo: &Path, args: &str) -> Tty {
+        Tty::start_with(root, repo, args, &[])
+    }
+
+    fn start_with(root: &Path, repo: &Path, args: &str, envs: &[(&str, &str)]) -> Tty {
         let bh = assert_cmd::cargo::cargo_bin("bh");
         let mut child = Command::new(script_bin().unwrap())
             .arg("-qfec")
@@ -39,6 +44,7 @@ impl Tty {
             .env("TERM", "xterm")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")
+            .envs(envs.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -77,16 +83,15 @@ impl Tty {
         }
     }
 
-    /// Waits (same deadline) until `text` shows after the last `marker`: the
-    /// next prompt after an answer, however often the line was redrawn before
-    /// it (a recalled or pasted line redraws `> ` too; typing before the
-    /// prompt is back would race the turn).
+    /// Waits until `text` shows after the last `marker` (a prompt after an
+    /// answer: the editor is then in raw mode, so what is sent next is read
+    /// as keys, not by the terminal's line discipline).
     fn wait_after(&self, marker: &str, text: &str) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let screen = self.screen();
-            if let Some(at) = screen.rfind(marker)
-                && screen[at + marker.len()..].contains(text)
+            if let Some(i) = screen.rfind(marker)
+                && screen[i + marker.len()..].contains(text)
             {
                 return;
             }
@@ -177,7 +182,6 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
     tty.wait_for("> ", 1);
     // A bracketed paste of three lines, then Enter: one prompt.
     tty.send(b"\x1b[200~line one\nline two\nline three\x1b[201~\r");
-    tty.wait_for("first answer", 1);
     tty.wait_after("first answer", "> ");
     // Tab completes the command: "/qu" + Tab + Enter quits.
     tty.send(b"/qu\t\r");
@@ -208,7 +212,6 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
     let mut tty = Tty::start(&root, &repo, &args);
     tty.wait_for("> ", 1);
     tty.send(b"\x1b[A\x1b[A\r");
-    tty.wait_for("first answer", 1);
     tty.wait_after("first answer", "> ");
     tty.send(b"/quit\r");
     tty.finish();
@@ -216,4 +219,152 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
         user_texts(&session2),
         vec!["line one\nline two\nline three".to_owned()]
     );
+}
+
+fn write_call(path: &str, content: &str) -> String {
+    use bh_test_support::mock_openai::{chunk, usage};
+    let args = serde_json::json!({"path": path, "content": content}).to_string();
+    [
+        chunk(
+            serde_json::json!({"tool_calls": [{"index": 0, "id": format!("call_{path}"), "type": "function",
+                "function": {"name": "write", "arguments": args}}]}),
+            None,
+        ),
+        chunk(serde_json::json!({}), Some("tool_calls")),
+        usage(10, 5),
+    ]
+    .concat()
+}
+
+fn answer(text: &str) -> String {
+    use bh_test_support::mock_openai::{chunk, usage};
+    [
+        chunk(
+            serde_json::json!({"role": "assistant", "content": text}),
+            None,
+        ),
+        chunk(serde_json::json!({}), Some("stop")),
+        usage(10, 2),
+    ]
+    .concat()
+}
+
+#[test]
+fn rewind_takes_conversation_and_files_back_to_a_prompt() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let (_tmp, root, repo) = repo();
+    let (base, seen) = bh_test_support::mock_openai::serve(vec![
+        write_call("a.txt", "one\n"),
+        answer("wrote a"),
+        write_call("b.txt", "two\n"),
+        answer("wrote b"),
+        answer("fresh start"),
+    ]);
+    let session = root.join("s.jsonl");
+    let args = format!(
+        "--model openai/gpt-test --base-url {base} --session {}",
+        session.display()
+    );
+    let mut tty = Tty::start_with(&root, &repo, &args, &[("OPENAI_API_KEY", "sk-test")]);
+    tty.wait_for("> ", 1);
+    tty.send(b"write a\r");
+    tty.wait_after("wrote a", "> ");
+    tty.send(b"write b\r");
+    tty.wait_after("wrote b", "> ");
+    assert_eq!(fs_err::read_to_string(repo.join("b.txt")).unwrap(), "two\n");
+    let first = fs_err::read_to_string(&session)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["message"]["role"] == "user")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Asked which halves; "b" = conversation and files.
+    tty.send(format!("/rewind {}\r", &first[..6]).as_bytes());
+    tty.wait_for("rewind [b/c/f]? ", 1);
+    tty.send(b"b\r");
+    tty.wait_after("conversation rewound", "> ");
+    assert!(!repo.join("a.txt").exists(), "{}", tty.screen());
+    assert!(!repo.join("b.txt").exists(), "{}", tty.screen());
+    assert_eq!(
+        fs_err::read_to_string(repo.join("README.md")).unwrap(),
+        "hi\n"
+    );
+    tty.send(b"again\r");
+    tty.wait_after("fresh start", "> ");
+    tty.send(b"/quit\r");
+    let screen = tty.finish();
+    assert!(screen.contains("undo: /restore "), "{screen}");
+    assert!(screen.contains("undo: /tree "), "{screen}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 5);
+    let last = seen[4].1["messages"].to_string();
+    assert!(last.contains("again"), "{last}");
+    for gone in ["write a", "write b", "wrote a", "a.txt", "b.txt"] {
+        assert!(
+            !last.contains(gone),
+            "{gone:?} is still in the context: {last}"
+        );
+    }
+}
+
+#[test]
+fn completing_restore_never_creates_a_checkpoint_store() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let (_tmp, root, repo) = repo();
+    let args = format!(
+        "--no-checkpoints --script {} --session {}",
+        root.join("turns.jsonl").display(),
+        root.join("s.jsonl").display()
+    );
+    let mut tty = Tty::start(&root, &repo, &args);
+    tty.wait_for("> ", 1);
+    // Tab after "/restore ": candidates would come from the store; then
+    // Ctrl-U clears the line and /quit ends.
+    tty.send(b"/restore \t\t\x15/quit\r");
+    tty.finish();
+    let stores = root.join("state/checkpoints");
+    let found: Vec<_> = fs_err::read_dir(&stores)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(found.is_empty(), "a store was created: {found:?}");
+}
+
+#[test]
+fn the_first_snapshot_of_a_large_tree_shows_its_progress() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let (_tmp, root, repo) = repo();
+    for i in 0..600 {
+        fs_err::write(repo.join(format!("f{i:03}.txt")), format!("file {i}\n")).unwrap();
+    }
+    fs_err::write(
+        root.join("write.jsonl"),
+        "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"new.txt\", \"content\": \"x\\n\"}}]}\n{\"text\": \"wrote it\"}\n",
+    )
+    .unwrap();
+    let args = format!(
+        "--script {} --session {}",
+        root.join("write.jsonl").display(),
+        root.join("s.jsonl").display()
+    );
+    let mut tty = Tty::start(&root, &repo, &args);
+    tty.wait_for("> ", 1);
+    tty.send(b"write a file\r");
+    tty.wait_after("wrote it", "> ");
+    tty.send(b"/quit\r");
+    let screen = tty.finish();
+    assert!(screen.contains("hashing new files: 600/600"), "{screen}");
+    assert!(screen.contains("✓ writing the checkpoint"), "{screen}");
+    assert_eq!(fs_err::read_to_string(repo.join("new.txt")).unwrap(), "x\n");
 }

@@ -46,5 +46,7 @@ pub use plan::{
     PLAN_VERSION, Plan, PlanMac, PlanRequest, PromptRecord, RepoRecord, SessionRecord, make_plan,
     write_plan,
 };
-pub use run::{RunResult, RunSetup, RunState, StopReason, run_plan};
+pub use run::{
+    RunProgress, RunResult, RunSetup, RunState, StopReason, run_plan, run_plan_with_progress,
+};
 pub use verify::{Trust, check_steering, read_plan, verify_plan};

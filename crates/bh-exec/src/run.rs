@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use bh_git::{GitRunner, Repo, Scope, WorktreeGuard};
 use bh_runtime::{
-    CancellationToken, Limits, Profile, Provider, RunOutcome, RunStop, Runtime, RuntimeOptions,
-    SystemPrompt,
+    CancellationToken, Event, Limits, Profile, Provider, RunOutcome, RunStop, Runtime,
+    RuntimeOptions, SystemPrompt,
 };
 use bh_session::{ForkOptions, ForkTarget, Forked, Session, SessionWriter, Totals};
 use serde::Serialize;
@@ -140,6 +140,26 @@ impl StopReason {
     }
 }
 
+/// Where a run is, for a progress display (reported in this order; the
+/// model turns and tool calls as they happen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunProgress {
+    /// Re-checking the plan against the repository and the session.
+    Checks,
+    /// Creating the detached worktree at the base commit.
+    Worktree,
+    /// Forking the session at the planned entry.
+    Fork,
+    /// Model call number `turn` (1-based) of the run.
+    ModelTurn { turn: u32 },
+    /// A tool call starting: its name and the path (or command, pattern) it names.
+    ToolCall { tool: String, target: String },
+    /// Staging the worktree's content into a tree.
+    Staging,
+    /// Recording the result: the commit and its ref, or the partial patch.
+    Commit,
+}
+
 /// What `result.json` holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
@@ -173,7 +193,18 @@ pub async fn run_plan(
     plan_path: &Path,
     setup: &RunSetup,
 ) -> Result<RunResult, ExecError> {
+    run_plan_with_progress(runner, plan_path, setup, &|_| {}).await
+}
+
+/// [`run_plan`], reporting each phase to `progress` as it starts.
+pub async fn run_plan_with_progress(
+    runner: &GitRunner,
+    plan_path: &Path,
+    setup: &RunSetup,
+    progress: &(dyn Fn(RunProgress) + Sync),
+) -> Result<RunResult, ExecError> {
     // 1. Re-check everything the plan pins; keep the session bytes verified.
+    progress(RunProgress::Checks);
     let trust = Trust {
         key: setup.plan_key.as_ref(),
         foreign: setup.trust_plan,
@@ -206,6 +237,7 @@ pub async fn run_plan(
     let exec = Execution::create(&setup.state_dir, &plan)?;
     // 4. A detached worktree at the base, locked from its creation.
     let worktree = exec.worktree();
+    progress(RunProgress::Worktree);
     filtered(repo.clone()).worktree_add_detached(
         &worktree,
         &plan.base.commit,
@@ -216,10 +248,13 @@ pub async fn run_plan(
         guard.keep();
     }
     // 5. The session forked at the planned entry, working in the worktree.
+    progress(RunProgress::Fork);
     let forked = fork_session(&plan, &exec, session_bytes)?;
     // 6. The agent continues it with exactly the executor's tools.
-    let (outcome, warnings) = continue_session(runner, &plan, &exec, &forked, setup).await?;
+    let (outcome, warnings) =
+        continue_session(runner, &plan, &exec, &forked, setup, progress).await?;
     // 7. The worktree's content as a tree, through a private index.
+    progress(RunProgress::Staging);
     let tree = filtered(runner.repo(&worktree, Scope::User))
         .temp_index(exec.index())
         .stage_work_tree(&plan.base.commit)?;
@@ -246,6 +281,7 @@ pub async fn run_plan(
         worktree: setup.keep_worktree.then(|| worktree.clone()),
         warnings,
     };
+    progress(RunProgress::Commit);
     record(&repo, &plan, &exec, &outcome, &tree, &model, &mut result)?;
     // 9. Clean up; `result.json` marks the execution finished.
     if !setup.keep_worktree {
@@ -291,6 +327,7 @@ async fn continue_session(
     exec: &Execution,
     forked: &Forked,
     setup: &RunSetup,
+    progress: &(dyn Fn(RunProgress) + Sync),
 ) -> Result<(RunOutcome, Vec<String>), ExecError> {
     let mut opts = RuntimeOptions::new(&setup.state_dir, Profile::Executor);
     opts.tool_output_dir = Some(exec.dir.clone());
@@ -306,8 +343,29 @@ async fn continue_session(
     }
     let writer = SessionWriter::open(&forked.path).map_err(session_err(&forked.path))?;
     let mut agent = runtime.agent(&opts, setup.provider.clone(), writer)?;
+    let mut turn = 0u32;
+    let mut sink = |event: Event| match event {
+        Event::TurnStart => {
+            turn += 1;
+            progress(RunProgress::ModelTurn { turn });
+        }
+        Event::ToolExecutionStart {
+            tool_name, args, ..
+        } => {
+            let target = ["path", "command", "pattern"]
+                .iter()
+                .find_map(|k| args.get(*k).and_then(|v| v.as_str()))
+                .unwrap_or("")
+                .to_owned();
+            progress(RunProgress::ToolCall {
+                tool: tool_name,
+                target,
+            });
+        }
+        _ => {}
+    };
     let outcome = agent
-        .run(&plan.prompt.text, &setup.cancel, &mut |_| {})
+        .run(&plan.prompt.text, &setup.cancel, &mut sink)
         .await
         .map_err(|source| ExecError::Agent {
             file: forked.path.clone(),

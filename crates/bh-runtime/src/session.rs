@@ -196,6 +196,20 @@ impl SessionRequest {
     }
 }
 
+/// An existing session named as Pi names one (a path, or an id prefix looked
+/// up in `run_dir`'s session folder, then every folder of `agent_dir`);
+/// nothing is opened or created. A path is returned as given (resolved
+/// against `run_dir`), whether or not it exists.
+pub fn find_session(agent_dir: Option<&Path>, run_dir: &Path, arg: &Path) -> Result<PathBuf> {
+    SessionRequest {
+        choice: SessionChoice::Open(arg.to_path_buf()),
+        agent_dir: agent_dir.map(Path::to_path_buf),
+        run_dir: run_dir.to_path_buf(),
+        cwd: None,
+    }
+    .resolve(arg)
+}
+
 /// Opens an existing session file: consumes a pending handoff first.
 fn open_existing(runner: &GitRunner, file: &Path, cwd: PathBuf) -> Result<OpenedSession> {
     let handoff = bh_worktree::consume(runner, file)?;

@@ -123,6 +123,11 @@ impl LineInput {
         LineInput { ask: None, answers }
     }
 
+    /// A line editor on a terminal (not lines of a pipe).
+    pub fn is_editor(&self) -> bool {
+        self.ask.is_some()
+    }
+
     /// The next input, showing `prompt`.
     pub async fn read(&mut self, prompt: &str) -> Input {
         match &self.ask {
