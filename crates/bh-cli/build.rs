@@ -10,7 +10,7 @@ fn main() {
         .and_then(|dir| {
             let head = dir.join("HEAD");
             println!("cargo:rerun-if-changed={}", head.display());
-            let text = std::fs::read_to_string(&head).ok()?;
+            let text = fs_err::read_to_string(&head).ok()?;
             let text = text.trim();
             match text.strip_prefix("ref: ") {
                 Some(name) => {
@@ -20,7 +20,7 @@ fn main() {
                         "cargo:rerun-if-changed={}",
                         dir.join("packed-refs").display()
                     );
-                    std::fs::read_to_string(&loose)
+                    fs_err::read_to_string(&loose)
                         .ok()
                         .map(|s| s.trim().to_owned())
                         .or_else(|| packed(&dir, name))
@@ -42,7 +42,7 @@ fn git_dir(start: &Path) -> Option<PathBuf> {
         if dot.is_dir() {
             return Some(dot);
         }
-        if let Ok(text) = std::fs::read_to_string(&dot) {
+        if let Ok(text) = fs_err::read_to_string(&dot) {
             let target = text.trim().strip_prefix("gitdir: ")?;
             return Some(dir.join(target));
         }
@@ -52,14 +52,14 @@ fn git_dir(start: &Path) -> Option<PathBuf> {
 
 /// A ref in `packed-refs` (a linked worktree's refs live in the common dir).
 fn packed(dir: &Path, name: &str) -> Option<String> {
-    let common = std::fs::read_to_string(dir.join("commondir"))
+    let common = fs_err::read_to_string(dir.join("commondir"))
         .map(|c| dir.join(c.trim()))
         .unwrap_or_else(|_| dir.to_path_buf());
     let loose = common.join(name);
-    if let Ok(s) = std::fs::read_to_string(&loose) {
+    if let Ok(s) = fs_err::read_to_string(&loose) {
         return Some(s.trim().to_owned());
     }
-    let text = std::fs::read_to_string(common.join("packed-refs")).ok()?;
+    let text = fs_err::read_to_string(common.join("packed-refs")).ok()?;
     text.lines()
         .filter_map(|l| l.split_once(' '))
         .find(|(_, r)| *r == name)

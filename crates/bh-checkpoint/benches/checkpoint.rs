@@ -11,7 +11,7 @@
 //! timed the same way. Results: a Markdown table on stdout and JSON in
 //! `target/bench-results/checkpoint.json`.
 
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;

@@ -183,6 +183,9 @@ impl<'a> Writer<'a> {
                 Mode::from_bits_truncate(perm),
             )
             .map_err(|e| self.fail("write", rel, e))?;
+            // A descriptor from `openat` beneath the checkout: its errors are
+            // reported through `self.fail` with the entry's path.
+            #[allow(clippy::disallowed_types)]
             Some(std::fs::File::from(fd))
         };
         self.cat.stdin.write_all(oid.as_bytes()).map_err(io)?;

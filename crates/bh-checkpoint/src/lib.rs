@@ -39,5 +39,5 @@ pub use meta::{Checkpoint, Skipped, SnapshotRequest};
 pub use paths::project_relative;
 pub use prune::{PruneOutcome, PrunePolicy};
 pub use restore::{RestoreMode, RestoreOutcome};
-pub use snapshot::{SnapshotOutcome, human_size};
-pub use store::{DEFAULT_MAX_FILE_SIZE, Store, StoreOptions};
+pub use snapshot::{OnProgress, SnapshotOutcome, SnapshotProgress, human_size};
+pub use store::{DEFAULT_MAX_FILE_SIZE, ProgressFn, Store, StoreOptions};

@@ -60,7 +60,7 @@ pub(crate) fn resolve_existing_prefix(path: &Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut tail: Vec<std::ffi::OsString> = Vec::new();
     loop {
-        if let Ok(mut resolved) = std::fs::canonicalize(&existing) {
+        if let Ok(mut resolved) = fs_err::canonicalize(&existing) {
             for t in tail.iter().rev() {
                 resolved.push(t);
             }

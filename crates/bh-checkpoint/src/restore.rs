@@ -2,9 +2,9 @@
 //! the current state, so it can itself be undone; files are then written and
 //! deleted only through descriptors beneath the project (`apply`).
 
+use fs_err as fs;
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
 

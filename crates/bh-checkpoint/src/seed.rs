@@ -1,7 +1,7 @@
 //! Seeding an empty shadow from the user's own repository: their objects and
 //! their index (see [`Store::seed`]).
 
-use std::fs;
+use fs_err as fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 

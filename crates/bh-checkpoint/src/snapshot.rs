@@ -1,7 +1,8 @@
 //! Taking a snapshot: stage the work tree into the shadow index, write a tree,
 //! and commit it unless nothing changed since the last checkpoint.
 
-use std::fs::{self, File};
+use fs_err as fs;
+use fs_err::File;
 use std::io::ErrorKind;
 
 use bh_git::parse::{self, StatusEntry};
@@ -15,6 +16,31 @@ use crate::store::{EMPTY_TREE, Store, now_ms, trim_line, write_atomic};
 
 /// Untracked files at which a snapshot pre-hashes new files in parallel.
 const PREHASH_MIN_FILES: usize = 512;
+
+/// Where a snapshot is, for a progress display (a first snapshot of a large
+/// tree takes a while: every file is hashed once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotProgress {
+    /// Seeding the shadow from the user's own index.
+    Seeding,
+    /// Asking git which files changed.
+    Scanning,
+    /// Paths found to record (new, changed or deleted), and the size of the
+    /// new files among them.
+    Found { files: usize, bytes: u64 },
+    /// New files hashed so far, of `total`.
+    Hashing { done: usize, total: usize },
+    /// Recording `files` paths in the shadow index.
+    Indexing { files: usize },
+    /// Writing the tree and the checkpoint commit.
+    Committing,
+}
+
+/// The callback a snapshot reports its progress to.
+pub type OnProgress<'a> = &'a (dyn Fn(SnapshotProgress) + Sync);
+
+/// A progress callback that ignores everything.
+pub(crate) fn no_progress(_: SnapshotProgress) {}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapshotOutcome {
@@ -53,15 +79,38 @@ impl Store {
         self.snapshot_locked(request, "snapshot")
     }
 
+    /// [`snapshot`](Self::snapshot), reporting its phases to `progress`.
+    pub fn snapshot_with_progress(
+        &self,
+        request: &SnapshotRequest,
+        progress: OnProgress<'_>,
+    ) -> Result<SnapshotOutcome> {
+        let _lock = self.lock()?;
+        self.clean_stale_locks()?;
+        self.snapshot_locked_with(request, "snapshot", progress)
+    }
+
     pub(crate) fn snapshot_locked(
         &self,
         request: &SnapshotRequest,
         kind: &str,
     ) -> Result<SnapshotOutcome> {
+        match self.observer.get() {
+            Some(observer) => self.snapshot_locked_with(request, kind, &*observer),
+            None => self.snapshot_locked_with(request, kind, &no_progress),
+        }
+    }
+
+    fn snapshot_locked_with(
+        &self,
+        request: &SnapshotRequest,
+        kind: &str,
+        progress: OnProgress<'_>,
+    ) -> Result<SnapshotOutcome> {
         // Reading the last checkpoint is independent of staging: overlap them.
         let (staged, last) = std::thread::scope(|scope| {
             let last = scope.spawn(|| self.last_checkpoint());
-            let staged = self.stage_current();
+            let staged = self.stage_current_with(progress);
             let last = last.join().unwrap_or_else(|_| {
                 Err(CheckpointError::Corrupt {
                     store: self.dir.clone(),
@@ -71,6 +120,7 @@ impl Store {
             (staged, last)
         });
         let (staged, last) = (staged?, last?);
+        progress(SnapshotProgress::Committing);
         let shadow = self.shadow();
         if let Some(prev) = &last
             && prev.tree == staged.tree
@@ -195,17 +245,30 @@ impl Store {
     /// Brings the shadow index up to date with the work tree and writes its tree.
     /// Caller holds the lock.
     pub(crate) fn stage_current(&self) -> Result<Staged> {
+        self.stage_current_with(&no_progress)
+    }
+
+    fn stage_current_with(&self, progress: OnProgress<'_>) -> Result<Staged> {
         self.sync_exclude()?;
         let index = self.git_dir.join("index");
         let mut seeded = false;
         let mut seed_skipped = Vec::new();
         if !index.exists()
-            && let Some(skipped) = self.seed()?
+            && let Some(skipped) = {
+                if self
+                    .user
+                    .as_ref()
+                    .is_some_and(|u| u.is_top && u.index.is_file())
+                {
+                    progress(SnapshotProgress::Seeding);
+                }
+                self.seed()?
+            }
         {
             seeded = true;
             seed_skipped = skipped;
         }
-        let mut pass = self.stage()?;
+        let mut pass = self.stage(progress)?;
         let shadow = self.shadow();
         let tree = match shadow.run(["write-tree"]) {
             Ok(out) => out,
@@ -216,7 +279,7 @@ impl Store {
                 let _ = shadow.run(["update-ref", "-d", "refs/heads/bh-base"]);
                 seeded = false;
                 seed_skipped.clear();
-                pass = self.stage()?;
+                pass = self.stage(progress)?;
                 shadow.run(["write-tree"])?
             }
             Err(err) => return Err(err.into()),
@@ -246,18 +309,19 @@ impl Store {
 
     /// One pass of `status` → `update-index`: what was not captured, and
     /// what changed against the base when status proves it.
-    fn stage(&self) -> Result<Pass> {
+    fn stage(&self, progress: OnProgress<'_>) -> Result<Pass> {
         // Optimistic: do not open every file first. If git then meets a file it
         // cannot read, look again, opening each candidate, and skip those.
-        match self.stage_pass(false) {
+        match self.stage_pass(false, progress) {
             Err(CheckpointError::Git(err)) if err.stderr().contains("Unable to process path") => {
-                self.stage_pass(true)
+                self.stage_pass(true, progress)
             }
             other => other,
         }
     }
 
-    fn stage_pass(&self, check_readable: bool) -> Result<Pass> {
+    fn stage_pass(&self, check_readable: bool, progress: OnProgress<'_>) -> Result<Pass> {
+        progress(SnapshotProgress::Scanning);
         let shadow = self.shadow();
         let status = shadow
             .cmd([
@@ -389,10 +453,17 @@ impl Store {
                 .stdin(nul_join(&force_remove))
                 .run()?;
         }
+        progress(SnapshotProgress::Found {
+            files: update.len(),
+            bytes: prehash.iter().map(|(_, size)| size).sum(),
+        });
         if prehash.len() >= PREHASH_MIN_FILES {
-            self.prehash(&prehash);
+            self.prehash(&prehash, progress);
         }
         if !update.is_empty() {
+            progress(SnapshotProgress::Indexing {
+                files: update.len(),
+            });
             shadow
                 .cmd([
                     "update-index",

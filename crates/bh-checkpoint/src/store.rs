@@ -1,8 +1,9 @@
 //! Opening, locking and querying a checkpoint store.
 
-use std::fs::{self, File, OpenOptions};
+use fs_err as fs;
+use fs_err::os::unix::fs::OpenOptionsExt;
+use fs_err::{File, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use bh_git::{GitRunner, Repo, Scope};
@@ -85,6 +86,31 @@ pub struct Store {
     pub(crate) user: Option<UserRepo>,
     pub(crate) excludes_file: Option<PathBuf>,
     pub(crate) max_file_size: u64,
+    /// Told the progress of snapshots taken without a callback of their own
+    /// (those of an agent's `LiveStore`), when set.
+    pub(crate) observer: Observer,
+}
+
+/// A progress callback shared with a store (see [`Store::set_progress`]).
+pub type ProgressFn = std::sync::Arc<dyn Fn(crate::SnapshotProgress) + Send + Sync>;
+
+#[derive(Default)]
+pub(crate) struct Observer(std::sync::Mutex<Option<ProgressFn>>);
+
+impl Observer {
+    pub(crate) fn get(&self) -> Option<ProgressFn> {
+        self.0.lock().ok().and_then(|f| f.clone())
+    }
+}
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.get().is_some() {
+            "Observer(set)"
+        } else {
+            "Observer(none)"
+        })
+    }
 }
 
 /// The store lock; released when dropped (or by the kernel if the process dies).
@@ -161,6 +187,32 @@ impl Store {
         }
     }
 
+    /// Like [`open_in`](Self::open_in), but only a store that already exists:
+    /// `Ok(None)` when the project has none (nothing is created). For readers
+    /// such as completion that must not leave a store behind.
+    pub fn open_existing_in(
+        runner: &GitRunner,
+        dir: &Path,
+        options: &StoreOptions,
+    ) -> Result<Option<Store>> {
+        let real = fs::canonicalize(dir).map_err(|e| CheckpointError::BadProject {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let (found, excludes) = user_facts(runner, &real);
+        let project = found.as_ref().map_or(real.clone(), |(top, _)| top.clone());
+        let checkpoints =
+            crate::paths::resolve_existing_prefix(&options.state_dir.join("checkpoints"));
+        if !checkpoints.join(store_name(&project)).is_dir() {
+            return Ok(None);
+        }
+        let user = found.map(|(_, user)| UserRepo {
+            is_top: true,
+            ..user
+        });
+        Store::open_with(runner, project, user, excludes, options).map(Some)
+    }
+
     fn open_with(
         runner: &GitRunner,
         project: PathBuf,
@@ -217,12 +269,22 @@ impl Store {
             user,
             excludes_file,
             max_file_size: options.max_file_size,
+            observer: Observer::default(),
         };
         {
             let _lock = store.lock()?;
             store.ensure_initialised()?;
         }
         Ok(store)
+    }
+
+    /// Reports the progress of every later snapshot that has no callback of
+    /// its own (an agent's, through its `LiveStore`) to `progress`; `None`
+    /// stops that.
+    pub fn set_progress(&self, progress: Option<ProgressFn>) {
+        if let Ok(mut f) = self.observer.0.lock() {
+            *f = progress;
+        }
     }
 
     pub fn project(&self) -> &Path {

@@ -45,7 +45,7 @@ pub(crate) fn open_trusted(state: &Path, sub: &[&str]) -> Result<TrustedDir> {
         .mode(0o700)
         .create(state)
         .map_err(|e| io("create", state, e))?;
-    let mut path = std::fs::canonicalize(state).map_err(|e| io("resolve", state, e))?;
+    let mut path = fs_err::canonicalize(state).map_err(|e| io("resolve", state, e))?;
     let mut fd = nix::fcntl::open(
         &path,
         nix::fcntl::OFlag::O_RDONLY
@@ -95,7 +95,7 @@ pub(crate) fn open_trusted(state: &Path, sub: &[&str]) -> Result<TrustedDir> {
 
 /// `O_NOFOLLOW | O_DIRECTORY` on a symlink fails with `ELOOP` or `ENOTDIR`.
 fn refuse_or_io(path: &Path, e: Errno) -> CheckpointError {
-    match std::fs::symlink_metadata(path) {
+    match fs_err::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => CheckpointError::StoreSymlink {
             path: path.to_path_buf(),
         },
@@ -133,6 +133,6 @@ fn magic_link(fd: &OwnedFd) -> Option<PathBuf> {
         fd.as_raw_fd()
     ));
     let st = fstat(fd).ok()?;
-    let seen = std::fs::metadata(&link).ok()?;
+    let seen = fs_err::metadata(&link).ok()?;
     (seen.dev() == st.st_dev && seen.ino() == st.st_ino).then_some(link)
 }

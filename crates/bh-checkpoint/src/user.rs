@@ -2,8 +2,8 @@
 //! writing anything. Paths come back one per line from `rev-parse`, so a
 //! path holding a newline is asked for on its own.
 
+use fs_err as fs;
 use std::ffi::OsStr;
-use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 

@@ -52,12 +52,12 @@ fn measure(args: &[String]) -> Result<()> {
     let out = args.first().context("measure: no output file")?;
     let cmd: Vec<&String> = args.iter().skip_while(|a| *a != "--").skip(1).collect();
     let (prog, rest) = cmd.split_first().context("measure: no command")?;
-    let file = std::fs::File::create(out)?;
+    let file = fs_err::File::create(out)?;
     let start = Instant::now();
     let res = Command::new(prog)
         .args(rest)
         .stdin(Stdio::null())
-        .stdout(file)
+        .stdout(file.into_file())
         .stderr(Stdio::piped())
         .output()?;
     let wall = start.elapsed().as_secs_f64() * 1000.0;
@@ -105,7 +105,7 @@ fn serve() -> Result<(String, Shared)> {
 }
 
 fn vm_rss_kib(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let s = fs_err::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
@@ -305,16 +305,16 @@ fn git(dir: &Path, args: &[&str]) -> Result<()> {
 
 /// A small repository: README, a few sources, one commit.
 fn make_repo(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir.join("src"))?;
-    std::fs::create_dir_all(dir.join("work"))?;
-    std::fs::write(dir.join("README.md"), "# bench\n\nA small repository.\n")?;
+    fs_err::create_dir_all(dir.join("src"))?;
+    fs_err::create_dir_all(dir.join("work"))?;
+    fs_err::write(dir.join("README.md"), "# bench\n\nA small repository.\n")?;
     for i in 0..8 {
-        std::fs::write(
+        fs_err::write(
             dir.join(format!("src/mod{i}.rs")),
             format!("pub fn f{i}() -> u32 {{\n    {i}\n}}\n"),
         )?;
     }
-    std::fs::write(dir.join("work/.keep"), "")?;
+    fs_err::write(dir.join("work/.keep"), "")?;
     git(dir, &["init", "-q", "-b", "main"])?;
     git(dir, &["add", "."])?;
     git(dir, &["commit", "-q", "-m", "init"])?;
@@ -361,7 +361,7 @@ impl Bench {
     fn fresh(&mut self) -> Result<(PathBuf, PathBuf, PathBuf)> {
         self.runs += 1;
         let run = self.tmp.join(format!("run{}", self.runs));
-        std::fs::create_dir_all(&run)?;
+        fs_err::create_dir_all(&run)?;
         let repo = run.join("repo");
         let st = Command::new("cp")
             .arg("-a")
@@ -472,7 +472,7 @@ impl Bench {
 /// The run made every call: the session holds `calls` tool results and the
 /// repository the last group's edit.
 fn check(repo: &Path, session: &Path, calls: usize) -> Result<()> {
-    let text = std::fs::read_to_string(session)
+    let text = fs_err::read_to_string(session)
         .with_context(|| format!("no session at {}", session.display()))?;
     let mut results = 0;
     let mut errors = 0;
@@ -489,7 +489,7 @@ fn check(repo: &Path, session: &Path, calls: usize) -> Result<()> {
         bail!("{results} tool results ({errors} errors), expected {calls}");
     }
     if calls >= 3 {
-        let text = std::fs::read_to_string(repo.join("work/g0.txt"))?;
+        let text = fs_err::read_to_string(repo.join("work/g0.txt"))?;
         if !text.contains("value 1") {
             bail!("the edit did not land");
         }
@@ -511,7 +511,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn overhead_of(stdout: &Path) -> Option<Value> {
-    let text = std::fs::read_to_string(stdout).ok()?;
+    let text = fs_err::read_to_string(stdout).ok()?;
     let last: Value = serde_json::from_str(text.lines().last()?).ok()?;
     (last["type"] == "run_end").then(|| last["overhead"].clone())
 }
@@ -519,12 +519,12 @@ fn overhead_of(stdout: &Path) -> Option<Value> {
 fn orchestrate(args: &[String]) -> Result<()> {
     let o = parse_opts(args)?;
     let tmp = tempfile::tempdir()?;
-    let root = std::fs::canonicalize(tmp.path())?;
+    let root = fs_err::canonicalize(tmp.path())?;
     let (base, state) = serve()?;
     let agent_dir = root.join("agent");
-    std::fs::create_dir_all(&agent_dir)?;
-    std::fs::create_dir_all(root.join("home"))?;
-    std::fs::write(
+    fs_err::create_dir_all(&agent_dir)?;
+    fs_err::create_dir_all(root.join("home"))?;
+    fs_err::write(
         agent_dir.join("models.json"),
         serde_json::to_string_pretty(&json!({"providers": {"bench": {
             "baseUrl": base, "api": "openai-completions", "apiKey": "bench-key",
@@ -682,7 +682,7 @@ fn orchestrate(args: &[String]) -> Result<()> {
             }
             check(&repo, &session, o.long_turns).with_context(|| format!("long {v:?}"))?;
             let s = state.lock().unwrap();
-            let session_kib = std::fs::metadata(&session).map_or(0, |m| m.len()) / 1024;
+            let session_kib = fs_err::metadata(&session).map_or(0, |m| m.len()) / 1024;
             let curve: Vec<String> = s
                 .samples
                 .iter()
@@ -707,8 +707,8 @@ fn orchestrate(args: &[String]) -> Result<()> {
     }
 
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-results");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(
+    fs_err::create_dir_all(&dir)?;
+    fs_err::write(
         dir.join("agent.json"),
         serde_json::to_string_pretty(&results)?,
     )?;

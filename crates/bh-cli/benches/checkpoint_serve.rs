@@ -20,7 +20,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::fs;
+use fs_err as fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -91,7 +91,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<()> {
 /// Wall time of one process, spawn to exit, stdin from `input`.
 fn time(cmd: &mut Command, input: Option<&Path>) -> Result<(f64, Vec<u8>)> {
     let stdin = match input {
-        Some(p) => Stdio::from(fs::File::open(p)?),
+        Some(p) => Stdio::from(fs::File::open(p)?.into_file()),
         None => Stdio::null(),
     };
     let start = Instant::now();

@@ -30,7 +30,7 @@ fn main() -> Result<(), String> {
         bh_test_support::bench_session::generate(&file, mb * 1_000_000)
             .map_err(|e| e.to_string())?;
     }
-    let size = std::fs::metadata(&file).map_err(|e| e.to_string())?.len();
+    let size = fs_err::metadata(&file).map_err(|e| e.to_string())?.len();
     let bh = env!("CARGO_BIN_EXE_bh");
     println!(
         "file: {} ({:.1} MB), best of {runs}",

@@ -49,6 +49,7 @@ mod input;
 mod provider;
 mod render;
 mod repl;
+mod rewind;
 mod switch;
 
 pub use args::AgentArgs;
@@ -99,6 +100,13 @@ pub(crate) fn runtime_error(e: RuntimeError) -> CliError {
 /// The prompts of a headless run: the command line's, else piped stdin.
 fn prompts(args: &AgentArgs, interactive: bool) -> Result<Vec<String>, CliError> {
     let mut prompts = args.prompts();
+    if let Some(i) = prompts.iter().position(|p| p.trim().is_empty()) {
+        return Err(CliError::usage(if i == 0 && args.prompt.is_some() {
+            "-p PROMPT is empty: give the model something to do".to_owned()
+        } else {
+            format!("prompt {} is empty: give the model something to do", i + 1)
+        }));
+    }
     if prompts.is_empty() && !interactive {
         let mut text = String::new();
         std::io::stdin()
@@ -153,10 +161,11 @@ pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<(), CliError> {
         return Err(CliError::usage("--json needs a prompt (-p PROMPT)"));
     }
 
-    let provider = build_provider(
+    let provider = provider::build_provider_with(
         args.model.as_deref(),
         args.script.as_deref(),
         args.base_url.as_deref(),
+        args.max_retries,
         ctx,
     )?;
     let options = args.runtime_options(ctx)?;

@@ -10,12 +10,14 @@ use bh_checkpoint::{
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+pub(crate) mod rewind;
 mod serve;
 mod view;
 
 use crate::context::Ctx;
 use crate::display::ColorWhen;
 use crate::error::{CliError, ErrorKind, print_json};
+use crate::progress::SnapshotDisplay;
 use crate::units::{human_age, human_size, parse_duration, parse_size};
 
 /// Tools of Claude Code that change files, snapshotted by the hook by default.
@@ -24,8 +26,10 @@ const DEFAULT_HOOK_TOOLS: &str = "Edit,Write,MultiEdit,NotebookEdit,Bash";
 #[derive(Args, Debug, Clone)]
 pub struct ProjectArg {
     /// The project (default: the enclosing Git repository's top level, else the
-    /// current directory).
-    #[arg(long, value_name = "DIR")]
+    /// current directory). Relative PATH arguments resolve against the current
+    /// directory when it is inside the project, else against the project's top
+    /// (as git does with --work-tree).
+    #[arg(long, visible_alias = "repo", value_name = "DIR")]
     pub(crate) project: Option<PathBuf>,
     /// Files larger than this are not captured.
     #[arg(long, value_name = "SIZE", default_value = "50MiB", value_parser = parse_size)]
@@ -54,18 +58,35 @@ pub enum CheckpointCmd {
         #[command(flatten)]
         project: ProjectArg,
     },
-    /// Restore files from a checkpoint (all files when no path is given).
+    /// Restore files from a checkpoint (all files when no path is given), or
+    /// with --session FILE --entry ID to how they were at a session entry.
     Restore {
         #[command(flatten)]
         project: ProjectArg,
         /// Checkpoint id (a prefix of at least 4 hex digits) or `latest`.
-        id: String,
-        /// Paths to restore, relative to the current directory.
+        #[arg(required_unless_present = "session", conflicts_with = "session")]
+        id: Option<String>,
+        /// Paths to restore (relative to the current directory; see --project).
+        #[arg(conflicts_with = "session")]
         paths: Vec<PathBuf>,
         /// Also delete files created since the checkpoint that it would have
         /// captured (never ignored files).
         #[arg(long)]
         exact: bool,
+        /// A Pi session (a path, or an id prefix as Pi takes it): restore the
+        /// files (exactly) to the checkpoint taken before the first mutating
+        /// tool call at or after --entry.
+        #[arg(long, value_name = "FILE|ID", requires = "entry")]
+        session: Option<PathBuf>,
+        /// With --session: the entry (its id or a unique prefix of at least 4
+        /// hex digits).
+        #[arg(long, value_name = "ID", requires = "session")]
+        entry: Option<String>,
+        /// With --session: also move the session's leaf back to the entry (a
+        /// user message goes too, as Pi's /tree), so the conversation
+        /// continues from there.
+        #[arg(long, requires = "session")]
+        rewind_session: bool,
     },
     /// Show one checkpoint: what it records and what changed since the
     /// checkpoint before it (a diffstat, or the patch).
@@ -89,8 +110,8 @@ pub enum CheckpointCmd {
         project: ProjectArg,
         /// Checkpoint id (a prefix of at least 4 hex digits) or `latest`.
         id: String,
-        /// A second checkpoint (the diff then goes from ID to it), then paths,
-        /// relative to the current directory.
+        /// A second checkpoint (the diff then goes from ID to it), then paths
+        /// (relative to the current directory; see --project).
         #[arg(value_name = "ID2|PATH")]
         rest: Vec<PathBuf>,
         /// Paths to limit the diff to (everything after `--`).
@@ -177,10 +198,22 @@ fn open(ctx: &Ctx, arg: &ProjectArg, dir: Option<&Path>) -> Result<Store, CliErr
         max_file_size: arg.max_file_size,
     };
     match &arg.project {
-        Some(p) => Store::open(&runner, &ctx.cwd.join(p), &options),
+        Some(p) => Store::open(&runner, &ctx.dir_arg(Some(p), "--project")?, &options),
         None => Store::open_in(&runner, dir.unwrap_or(&ctx.cwd), &options),
     }
     .map_err(checkpoint_error)
+}
+
+/// What relative PATH arguments resolve against: the current directory when
+/// it is inside the project, else (`--project DIR` given from outside) the
+/// project's top — git's rule for a work tree the cwd is not in.
+pub(crate) fn path_base(ctx: &Ctx, store: &Store) -> PathBuf {
+    let cwd = fs_err::canonicalize(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone());
+    if cwd.starts_with(store.project()) {
+        ctx.cwd.clone()
+    } else {
+        store.project().to_path_buf()
+    }
 }
 
 pub(crate) fn rel_paths(
@@ -188,10 +221,11 @@ pub(crate) fn rel_paths(
     store: &Store,
     paths: &[PathBuf],
 ) -> Result<Vec<Vec<u8>>, CliError> {
+    let base = path_base(ctx, store);
     let mut out = Vec::new();
     for p in paths {
-        let rel = bh_checkpoint::project_relative(store.project(), &ctx.cwd, p)
-            .map_err(checkpoint_error)?;
+        let rel =
+            bh_checkpoint::project_relative(store.project(), &base, p).map_err(checkpoint_error)?;
         if rel.is_empty() {
             // The project itself: the whole tree, same as no path.
             return Ok(Vec::new());
@@ -210,13 +244,22 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             entry,
         } => {
             let store = open(ctx, &project, None)?;
-            let outcome = store
-                .snapshot(&SnapshotRequest {
-                    tool,
-                    session,
-                    entry,
-                })
-                .map_err(checkpoint_error)?;
+            let request = SnapshotRequest {
+                tool,
+                session,
+                entry,
+            };
+            // The first snapshot hashes every file: show it on a terminal.
+            let first = store.list().is_ok_and(|l| l.is_empty());
+            let outcome = if first {
+                let display = SnapshotDisplay::new(ctx.json);
+                let result = store.snapshot_with_progress(&request, &|p| display.show(p));
+                display.end(result.is_ok());
+                result
+            } else {
+                store.snapshot(&request)
+            }
+            .map_err(checkpoint_error)?;
             if ctx.json {
                 return print_json(
                     &json!({ "project": store.project().to_string_lossy(), "snapshot": outcome }),
@@ -297,8 +340,19 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             id,
             paths,
             exact,
+            session,
+            entry,
+            rewind_session,
         } => {
             let store = open(ctx, &project, None)?;
+            let (Some(id), None) = (id, &session) else {
+                let (Some(file), Some(entry)) = (session, entry) else {
+                    return Err(CliError::usage(
+                        "restore needs ID, or --session FILE --entry ID",
+                    ));
+                };
+                return rewind::run(ctx, &store, &file, &entry, rewind_session);
+            };
             view::note_latest(&store, &id, ctx.json);
             let rel = rel_paths(ctx, &store, &paths)?;
             let mode = if exact {

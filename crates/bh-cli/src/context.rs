@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::error::CliError;
+use crate::error::{CliError, ErrorKind};
 
 /// Environment variables passed to every `git` child. Everything else, and in
 /// particular every `GIT_*` variable, is dropped by the hardened runner.
@@ -65,6 +65,32 @@ impl Ctx {
         }
     }
 
+    /// A directory option (`--repo`, `--project`): `given` resolved against
+    /// the current directory (the current directory itself when absent),
+    /// which must exist (not found, exit 4) and be a directory (usage).
+    pub fn dir_arg(
+        &self,
+        given: Option<&std::path::Path>,
+        flag: &str,
+    ) -> Result<PathBuf, CliError> {
+        let Some(given) = given else {
+            return Ok(self.cwd.clone());
+        };
+        let dir = self.abs(given);
+        match fs_err::metadata(&dir) {
+            Ok(m) if m.is_dir() => Ok(dir),
+            Ok(_) => Err(CliError::usage(format!(
+                "{flag} {}: not a directory",
+                given.display()
+            ))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(CliError::new(
+                ErrorKind::NotFound,
+                format!("{flag} {}: no such directory", given.display()),
+            )),
+            Err(e) => Err(CliError::new(ErrorKind::Refused, e.to_string())),
+        }
+    }
+
     /// Pi's agent dir: `PI_CODING_AGENT_DIR`, else `~/.pi/agent` ([P73]
     /// `dist/config.js` `getAgentDir`).
     pub fn pi_agent_dir(&self) -> Result<PathBuf, CliError> {
@@ -78,6 +104,26 @@ impl Ctx {
             )),
         }
     }
+}
+
+/// `-C DIR…`: change the process's directory first, as `git -C` does, each
+/// DIR relative to the one before (an empty DIR is no change). Everything
+/// after — `Ctx::cwd`, relative options, children — sees the new directory.
+pub fn change_dir(dirs: &[PathBuf]) -> Result<(), CliError> {
+    for dir in dirs.iter().filter(|d| !d.as_os_str().is_empty()) {
+        std::env::set_current_dir(dir).map_err(|e| {
+            let kind = match e.kind() {
+                std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+                std::io::ErrorKind::NotADirectory => ErrorKind::Usage,
+                _ => ErrorKind::Refused,
+            };
+            CliError::new(
+                kind,
+                format!("-C {}: cannot change to it: {e}", dir.display()),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// `$XDG_STATE_HOME/better-harness`, else `~/.local/state/better-harness`.

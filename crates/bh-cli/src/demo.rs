@@ -1,7 +1,7 @@
 //! `bh demo`: the main job on an embedded default — checkpoints protecting a
 //! throwaway project from an "agent" that damages it, end to end.
 
-use std::fs;
+use fs_err as fs;
 use std::path::Path;
 
 use bh_checkpoint::{DiffText, RestoreMode, SnapshotRequest, Store, StoreOptions};
@@ -224,7 +224,9 @@ fn executor_demo(
             prompt: "Add a greeting function".into(),
             model: Some(format!("scripted/{}", turns.display())),
             limits: bh_exec::Limits::default(),
+            allow_filters: false,
         },
+        &bh_exec::PlanKey::open_or_create(&state).map_err(crate::exec::exec_error)?,
     )
     .map_err(crate::exec::exec_error)?;
     bh_exec::write_plan(&plan_path, &plan, false).map_err(crate::exec::exec_error)?;
@@ -238,12 +240,8 @@ fn executor_demo(
         .enable_all()
         .build()
         .map_err(CliError::internal)?;
-    let setup = bh_exec::RunSetup {
-        state_dir: state,
-        keep_worktree: false,
-        provider,
-        cancel: tokio_util::sync::CancellationToken::new(),
-    };
+    let setup = bh_exec::RunSetup::new(state, provider, tokio_util::sync::CancellationToken::new())
+        .map_err(crate::exec::exec_error)?;
     let result = runtime
         .block_on(bh_exec::run_plan(&ctx.git(), &plan_path, &setup))
         .map_err(crate::exec::exec_error)?;

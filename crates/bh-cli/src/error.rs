@@ -27,7 +27,85 @@ pub enum ErrorKind {
     Ambiguous,
 }
 
+/// The executor's own exit codes, one per re-check of a plan (all `tampered`).
+pub mod exec_code {
+    pub const PLAN_TAMPERED: u8 = 20;
+    pub const BASE_MOVED: u8 = 21;
+    pub const SESSION_CHANGED: u8 = 22;
+    pub const SESSION_ID_CHANGED: u8 = 23;
+    pub const ENTRY_CHANGED: u8 = 24;
+    pub const REF_EXISTS: u8 = 25;
+    pub const PLAN_NOT_OURS: u8 = 26;
+    pub const PLAN_INCONSISTENT: u8 = 27;
+
+    /// Each code with what it means, for `--help` and the docs.
+    pub const ALL: [(u8, &str); 8] = [
+        (
+            PLAN_TAMPERED,
+            "the plan file was modified after it was written",
+        ),
+        (
+            BASE_MOVED,
+            "the base commit or its tree no longer resolve as recorded",
+        ),
+        (SESSION_CHANGED, "the session file's digest changed"),
+        (
+            SESSION_ID_CHANGED,
+            "the session file holds another session id",
+        ),
+        (ENTRY_CHANGED, "the entry or its path to the root changed"),
+        (REF_EXISTS, "the output ref already exists"),
+        (
+            PLAN_NOT_OURS,
+            "the plan's MAC fails: not made by this state directory, or edited",
+        ),
+        (
+            PLAN_INCONSISTENT,
+            "a field that steers the run fails its re-check (output ref, tools, limits, prompt digest, ids, repository identity)",
+        ),
+    ];
+}
+
+/// The exit code of a command whose stdout reader went away (`bh … | head`).
+pub const EXIT_PIPE_CLOSED: u8 = 141;
+
 impl ErrorKind {
+    /// Every kind, in exit-code order.
+    pub const ALL: [ErrorKind; 10] = [
+        ErrorKind::Internal,
+        ErrorKind::Usage,
+        ErrorKind::Refused,
+        ErrorKind::NotFound,
+        ErrorKind::Tampered,
+        ErrorKind::Invalid,
+        ErrorKind::Limit,
+        ErrorKind::Interrupted,
+        ErrorKind::WorkerFailed,
+        ErrorKind::Ambiguous,
+    ];
+
+    /// What the exit code means, for `--help` (the table in ARCHITECTURE.md).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ErrorKind::Internal => "unexpected failure (I/O, git failing where it should not)",
+            ErrorKind::Usage => "bad command line or unusable input format",
+            ErrorKind::Refused => {
+                "a precondition refused the operation (unsafe store, path outside the project, conflict)"
+            }
+            ErrorKind::NotFound => {
+                "a named thing does not exist (checkpoint, entry, execution, task, session, file)"
+            }
+            ErrorKind::Tampered => {
+                "input changed since it was recorded (digest mismatch, moved ref)"
+            }
+            ErrorKind::Invalid => "input read but rejected by validation (e.g. a broken session)",
+            ErrorKind::Limit => "a hard limit stopped the work",
+            ErrorKind::Interrupted => "interrupted by a signal or cancellation",
+            ErrorKind::WorkerFailed => "the worker (model, agent or command) failed",
+            ErrorKind::Ambiguous => "an id prefix names several things (the message lists them)",
+        }
+    }
+
     pub fn exit_code(self) -> u8 {
         match self {
             ErrorKind::Internal => 1,
@@ -58,6 +136,49 @@ impl ErrorKind {
         }
     }
 }
+
+/// The `Exit codes:` section every command's `--help` ends with, generated
+/// from [`ErrorKind::ALL`] (plus the executor's codes when `executor`).
+pub fn exit_codes_help(executor: bool) -> String {
+    let mut t = String::from("Exit codes:\n    0  success\n");
+    for kind in ErrorKind::ALL {
+        t.push_str(&format!(
+            "  {:>3}  {}: {}\n",
+            kind.exit_code(),
+            kind.as_str(),
+            kind.meaning()
+        ));
+    }
+    if executor {
+        for (code, meaning) in exec_code::ALL {
+            t.push_str(&format!("  {code:>3}  tampered: {meaning}\n"));
+        }
+    }
+    t.push_str(&format!(
+        "  {EXIT_PIPE_CLOSED:>3}  stdout's reader went away (`bh … | head`), quietly"
+    ));
+    t
+}
+
+/// The scripted-model file format (`--script FILE`, `--model scripted/FILE`),
+/// shown by `bh agent --help` and `bh exec plan --help`; README.md says the same.
+pub const SCRIPT_FORMAT_HELP: &str = "\
+Scripted model file (--script FILE, --model scripted/FILE):
+  JSONL, one assistant TURN per line (blank lines and lines starting with # or //
+  are skipped), or a JSON array [TURN, ...], or {\"turns\": [TURN, ...]}. Each model
+  call plays the next turn, whatever was asked; past the last one the call fails.
+  A TURN is an object (unknown keys are refused):
+    text          a text block
+    thinking      a thinking block (before the text)
+    toolCalls     [{\"name\": TOOL, \"arguments\": {...}, \"id\"?: ID}] (after the text)
+    content       Pi content blocks, used verbatim instead of the three above
+    usage         {\"input\", \"output\", \"cacheRead\", \"cacheWrite\"} token counts
+    stopReason    stop | length | toolUse | error | aborted (default: toolUse with
+                  tool calls, else stop); errorMessage with error
+    delayMs, chunkChars, timestamp   pacing and byte-stable output for tests
+  Example:
+    {\"text\": \"I'll create it.\", \"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"a.txt\", \"content\": \"hi\\n\"}}]}
+    {\"text\": \"Created a.txt.\", \"usage\": {\"input\": 120, \"output\": 8}}";
 
 /// An error the CLI reports to a person (stderr) or a machine (`--json`).
 #[derive(Debug)]

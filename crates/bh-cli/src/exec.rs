@@ -5,14 +5,14 @@
 use std::path::PathBuf;
 
 use bh_exec::{
-    ExecError, Limits, PlanRequest, RunResult, RunState, StopReason, make_plan, verify_plan,
-    write_plan,
+    ExecError, Limits, PlanKey, PlanRequest, RunResult, RunState, StopReason, Trust, make_plan,
+    verify_plan, write_plan,
 };
 use clap::Subcommand;
 use serde_json::json;
 
 use crate::context::Ctx;
-use crate::error::{CliError, ErrorKind, print_json};
+use crate::error::{CliError, ErrorKind, exec_code, print_json};
 use crate::units::parse_duration;
 
 mod checks;
@@ -24,16 +24,20 @@ pub enum ExecCmd {
     /// Write a plan: repository, base commit, session entry, prompt, model and
     /// limits pinned as full ids and SHA-256 digests. Creates nothing in the
     /// repository.
+    #[command(after_long_help = format!("{PLAN_HELP}\n{}", crate::error::SCRIPT_FORMAT_HELP))]
     Plan {
-        #[arg(long, value_name = "DIR")]
-        repo: PathBuf,
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
+        repo: Option<PathBuf>,
         /// The base revision (resolved to a full commit id).
         #[arg(long, value_name = "REV")]
         base: String,
-        /// The Pi session file (never modified).
-        #[arg(long, value_name = "FILE")]
+        /// The Pi session (never modified): a file, or a session id prefix as
+        /// Pi takes it (this directory's sessions first, then all).
+        #[arg(long, value_name = "FILE|ID")]
         session: PathBuf,
-        /// The entry to continue from.
+        /// The entry to continue from (its id, or a unique prefix of at least 4
+        /// hex digits).
         #[arg(long, value_name = "ID")]
         entry: String,
         /// The continuation prompt.
@@ -62,11 +66,17 @@ pub enum ExecCmd {
         /// Replace an existing plan file.
         #[arg(long)]
         force: bool,
+        /// Let the repository's smudge/clean filter drivers (e.g. Git LFS)
+        /// run in the execution's worktree; off by default. Recorded in the
+        /// plan.
+        #[arg(long)]
+        allow_filters: bool,
     },
     /// Run a plan: re-check it, continue the session in a detached worktree at
     /// the base with exactly read, ls, edit and write, and commit the result
     /// with one parent and provenance trailers under the plan's ref.
     Run {
+        /// The plan file `bh exec plan` wrote.
         #[arg(long, value_name = "PLAN")]
         plan: PathBuf,
         /// Really run (without it: a dry run that says what would happen and exits 0).
@@ -78,10 +88,15 @@ pub enum ExecCmd {
         /// Keep the execution worktree for inspection.
         #[arg(long)]
         keep_worktree: bool,
+        /// Accept a plan sealed by another state directory (another machine)
+        /// once every re-check passes; see `bh exec plan --help`.
+        #[arg(long)]
+        trust_plan: bool,
     },
     /// Remove what crashed executions left behind (only what the executor made).
     Gc {
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// The executions under the state folder, oldest first: id, state,
@@ -104,12 +119,39 @@ pub enum ExecCmd {
         #[arg(long)]
         force: bool,
     },
-    /// Re-check a plan without running it: plan digest, base commit and tree,
-    /// session id, entry path, session digest, output ref.
+    /// Re-check a plan without running it: plan digest and MAC, the fields
+    /// that steer the run, the repository, base commit and tree, session id,
+    /// entry path, session digest, output ref.
     Verify {
+        /// The plan file `bh exec plan` wrote.
         #[arg(long, value_name = "PLAN")]
         plan: PathBuf,
+        /// Accept a plan sealed by another state directory once every
+        /// re-check passes.
+        #[arg(long)]
+        trust_plan: bool,
     },
+}
+
+const PLAN_HELP: &str = "\
+A plan is sealed with an HMAC-SHA256 under a secret key of the state directory
+(<state>/plan.key, created 0600 on first use). `verify` and `run` refuse a plan
+whose MAC fails: one edited after it was written, or one made by another state
+directory (exit 26).
+
+Moving a plan to another machine: re-plan there (`bh exec plan` with the same
+session, entry, base and prompt). That is the recommended way: the plan is then
+sealed by the state directory that runs it. `verify --trust-plan` and
+`run --trust-plan` accept a plan sealed by another key once every re-check has
+passed (digest, repository, base, session, entry, the re-derived output ref,
+tools, limits, ids); the prompt, model, limits and filter choice are then taken
+on trust, so read them first (`bh exec run --plan FILE` without --yes shows
+them). A plan that names this state directory's key and fails its MAC is refused
+even with --trust-plan.";
+
+/// This state directory's judgement of a plan's origin.
+fn trust(ctx: &Ctx, foreign: bool) -> Result<(Option<PlanKey>, bool), CliError> {
+    Ok((PlanKey::open(&ctx.state_dir).map_err(exec_error)?, foreign))
 }
 
 /// The exit code of each executor failure (the table in ARCHITECTURE.md):
@@ -117,13 +159,23 @@ pub enum ExecCmd {
 pub(crate) fn exec_error(err: ExecError) -> CliError {
     use ExecError as E;
     let (kind, code) = match &err {
-        E::PlanTampered { .. } => (ErrorKind::Tampered, Some(20)),
-        E::BaseMoved { .. } => (ErrorKind::Tampered, Some(21)),
-        E::SessionChanged { .. } => (ErrorKind::Tampered, Some(22)),
-        E::SessionIdChanged { .. } => (ErrorKind::Tampered, Some(23)),
-        E::EntryChanged { .. } => (ErrorKind::Tampered, Some(24)),
-        E::RefExists { .. } => (ErrorKind::Tampered, Some(25)),
+        E::PlanTampered { .. } => (ErrorKind::Tampered, Some(exec_code::PLAN_TAMPERED)),
+        E::BaseMoved { .. } => (ErrorKind::Tampered, Some(exec_code::BASE_MOVED)),
+        E::SessionChanged { .. } => (ErrorKind::Tampered, Some(exec_code::SESSION_CHANGED)),
+        E::SessionIdChanged { .. } => (ErrorKind::Tampered, Some(exec_code::SESSION_ID_CHANGED)),
+        E::EntryChanged { .. } => (ErrorKind::Tampered, Some(exec_code::ENTRY_CHANGED)),
+        E::RefExists { .. } => (ErrorKind::Tampered, Some(exec_code::REF_EXISTS)),
+        E::PlanNotOurs { .. } => (ErrorKind::Tampered, Some(exec_code::PLAN_NOT_OURS)),
+        E::PlanInconsistent { .. } => (ErrorKind::Tampered, Some(exec_code::PLAN_INCONSISTENT)),
+        E::PlanKey { .. } | E::FilterName { .. } => (ErrorKind::Refused, None),
+        E::InvalidId { .. } | E::SessionInvalid { .. } => (ErrorKind::Invalid, None),
+        E::LimitsOutOfBounds { .. } | E::NonUtf8Path { .. } => (ErrorKind::Usage, None),
         E::PlanExists { .. } => (ErrorKind::Refused, None),
+        E::PlanRead { source, .. } | E::SessionRead { source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            (ErrorKind::NotFound, None)
+        }
         E::NotARepository { .. } | E::UnknownBase { .. } | E::UnknownEntry { .. } => {
             (ErrorKind::NotFound, None)
         }
@@ -173,11 +225,12 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             timeout,
             out,
             force,
+            allow_filters,
         } => {
             let prompt_from = prompt_file.clone();
             let prompt = match (prompt, prompt_file) {
                 (Some(p), _) => p,
-                (None, Some(f)) => std::fs::read_to_string(ctx.cwd.join(&f)).map_err(|e| {
+                (None, Some(f)) => fs_err::read_to_string(ctx.cwd.join(&f)).map_err(|e| {
                     CliError::new(
                         ErrorKind::NotFound,
                         format!("cannot read the prompt file {}: {e}", f.display()),
@@ -189,10 +242,12 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             };
             checks::prompt(&prompt, prompt_from.as_deref())?;
             let model = Some(checks::model(ctx, model.as_deref())?);
+            let session = crate::names::session_path(ctx, &session)?;
+            let entry = crate::names::entry_in_file(&session, Some(entry))?.unwrap_or_default();
             let req = PlanRequest {
-                repo: ctx.cwd.join(repo),
+                repo: ctx.dir_arg(repo.as_deref(), "--repo")?,
                 base,
-                session: ctx.cwd.join(session),
+                session,
                 entry,
                 prompt,
                 model,
@@ -200,8 +255,10 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                     max_tool_calls,
                     timeout_secs: timeout.as_secs(),
                 },
+                allow_filters,
             };
-            let plan = make_plan(&ctx.git(), &req).map_err(exec_error)?;
+            let key = PlanKey::open_or_create(&ctx.state_dir).map_err(exec_error)?;
+            let plan = make_plan(&ctx.git(), &req, &key).map_err(exec_error)?;
             let out = ctx.cwd.join(out);
             write_plan(&out, &plan, force).map_err(exec_error)?;
             if ctx.json {
@@ -215,6 +272,14 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             );
             println!("  ref:     {}", plan.output_ref);
             println!("  digest:  sha256:{}", plan.plan_sha256);
+            println!(
+                "  sealed:  key {} ({})",
+                plan.mac.key_id,
+                key.path().display()
+            );
+            if plan.allow_filters {
+                println!("  filters: the repository's filter drivers will run");
+            }
             Ok(())
         }
         ExecCmd::Run {
@@ -222,9 +287,19 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             yes,
             base_url,
             keep_worktree,
+            trust_plan,
         } => {
             let path = ctx.cwd.join(plan);
-            let checked = verify_plan(&ctx.git(), &path).map_err(exec_error)?;
+            let (key, foreign) = trust(ctx, trust_plan)?;
+            let checked = verify_plan(
+                &ctx.git(),
+                &path,
+                Trust {
+                    key: key.as_ref(),
+                    foreign,
+                },
+            )
+            .map_err(exec_error)?;
             if !yes {
                 return checks::dry_run(ctx, &path, &checked);
             }
@@ -244,7 +319,13 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 keep_worktree,
                 provider,
                 cancel: cancel.clone(),
+                plan_key: key,
+                trust_plan: foreign,
+                after_verify: None,
+                expect_plan_sha256: Some(checked.plan_sha256.clone()),
             };
+            let progress = crate::progress::Progress::new(ctx.json);
+            let report = |p: bh_exec::RunProgress| progress.phase(&run_phase(&p));
             let result = runtime.block_on(async {
                 let on_ctrl_c = cancel.clone();
                 tokio::spawn(async move {
@@ -252,8 +333,13 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                         on_ctrl_c.cancel();
                     }
                 });
-                bh_exec::run_plan(&ctx.git(), &path, &setup).await
+                bh_exec::run_plan_with_progress(&ctx.git(), &path, &setup, &report).await
             });
+            match &result {
+                Ok(_) => progress.done(),
+                Err(_) => progress.failed(),
+            }
+            drop(progress);
             let result = result.map_err(exec_error)?;
             let failure = failure_kind(&result);
             if ctx.json {
@@ -304,9 +390,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             }
         }
         ExecCmd::Gc { repo } => {
-            let dir = repo
-                .map(|r| ctx.cwd.join(r))
-                .unwrap_or_else(|| ctx.cwd.clone());
+            let dir = ctx.dir_arg(repo.as_deref(), "--repo")?;
             let removed = bh_exec::gc(&ctx.git(), &dir, &ctx.state_dir).map_err(exec_error)?;
             if ctx.json {
                 return print_json(&json!({ "removed": removed }));
@@ -321,19 +405,52 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             out,
             force,
         } => views::show(ctx, &id, html, out.as_deref(), force),
-        ExecCmd::Verify { plan } => {
+        ExecCmd::Verify { plan, trust_plan } => {
             let path = ctx.cwd.join(plan);
-            let plan = verify_plan(&ctx.git(), &path).map_err(exec_error)?;
+            let (key, foreign) = trust(ctx, trust_plan)?;
+            let plan = verify_plan(
+                &ctx.git(),
+                &path,
+                Trust {
+                    key: key.as_ref(),
+                    foreign,
+                },
+            )
+            .map_err(exec_error)?;
             if ctx.json {
-                return print_json(
-                    &json!({ "plan_file": path, "ok": true, "plan_sha256": plan.plan_sha256 }),
-                );
+                return print_json(&json!({
+                    "plan_file": path,
+                    "ok": true,
+                    "plan_sha256": plan.plan_sha256,
+                    "key_id": plan.mac.key_id,
+                    "own_key": key.as_ref().is_some_and(|k| k.id() == plan.mac.key_id),
+                }));
             }
             println!(
-                "plan {} holds: base, session, entry and ref are as recorded",
+                "plan {} holds: MAC, repository, base, session, entry and ref are as recorded",
                 path.display()
             );
+            if key.as_ref().is_none_or(|k| k.id() != plan.mac.key_id) {
+                println!(
+                    "  sealed by another state directory (key {}), accepted by --trust-plan",
+                    plan.mac.key_id
+                );
+            }
             Ok(())
         }
+    }
+}
+
+/// One phase of `exec run` as the progress display shows it.
+fn run_phase(p: &bh_exec::RunProgress) -> String {
+    use bh_exec::RunProgress as P;
+    match p {
+        P::Checks => "checking the plan".to_owned(),
+        P::Worktree => "creating the worktree".to_owned(),
+        P::Fork => "forking the session".to_owned(),
+        P::ModelTurn { turn } => format!("model turn {turn}"),
+        P::ToolCall { tool, target } => format!("  {tool} {target}"),
+        P::Staging => "staging the change".to_owned(),
+        P::Commit => "recording the result".to_owned(),
     }
 }

@@ -11,6 +11,7 @@ mod demo;
 mod display;
 mod error;
 mod exec;
+mod names;
 mod progress;
 mod session;
 mod task;
@@ -19,7 +20,7 @@ mod worktree;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::context::Ctx;
 
@@ -30,6 +31,12 @@ use crate::context::Ctx;
     about = "Better Harness: safe, reproducible, reviewable coding-agent work on Git"
 )]
 struct Cli {
+    /// Run as if bh was started in DIR (like `git -C`): relative paths on the
+    /// command line, `--project`/`--repo` and the default project resolve
+    /// from there. Several compose: `-C a -C b` is `a/b`.
+    #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append)]
+    chdir: Vec<std::path::PathBuf>,
+
     /// Where Better Harness keeps its state (checkpoint stores, executions, tasks).
     #[arg(long, global = true, env = "BH_STATE_DIR", value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
@@ -54,6 +61,7 @@ enum Command {
     #[command(subcommand)]
     Task(task::TaskCmd),
     /// Run the agent on a Pi session: model, confined tools, checkpoints, limits.
+    #[command(after_long_help = error::SCRIPT_FORMAT_HELP)]
     Agent(agent::AgentArgs),
     /// Session-checkpoint executor: continue a Pi session from one entry at one
     /// commit into a new commit (plan, verify, run, gc).
@@ -88,12 +96,45 @@ const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("BH_COMMIT")
     about = "Continue a Pi session from one exact entry at one exact commit (same as `bh exec`)"
 )]
 struct ExecCli {
+    /// Run as if started in DIR (like `git -C`; several compose).
+    #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append)]
+    chdir: Vec<std::path::PathBuf>,
+    /// Where Better Harness keeps its state (executions, checkpoint stores).
     #[arg(long, global = true, env = "BH_STATE_DIR", value_name = "DIR")]
     state_dir: Option<std::path::PathBuf>,
+    /// Print exactly one JSON document on stdout (failures too).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
     command: exec::ExecCmd,
+}
+
+/// The clap tree with every command's `--help` ending in the exit-code table
+/// (`error::exit_codes_help`, generated from `ErrorKind`); `bh exec …` adds the
+/// executor's own codes.
+fn with_exit_codes(cmd: clap::Command, executor: bool) -> clap::Command {
+    let executor = executor || cmd.get_name() == "exec";
+    let codes = error::exit_codes_help(executor);
+    // `--help` shows the long text instead of the short one when there is one.
+    let long = cmd
+        .get_after_long_help()
+        .map(|long| format!("{long}\n\n{codes}"));
+    let mut cmd = cmd.after_help(codes);
+    if let Some(long) = long {
+        cmd = cmd.after_long_help(long);
+    }
+    cmd.mut_subcommands(|sub| with_exit_codes(sub, executor))
+}
+
+/// `bh`'s clap command (parsing, completions, man page).
+fn bh_command() -> clap::Command {
+    with_exit_codes(Cli::command(), false)
+}
+
+fn parse<T: FromArgMatches>(cmd: clap::Command) -> Result<T, clap::Error> {
+    let mut cmd = cmd;
+    let mut matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
+    T::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
 }
 
 fn invoked_as_executor() -> bool {
@@ -131,14 +172,16 @@ fn main() -> ExitCode {
     }));
     match std::panic::catch_unwind(real_main) {
         Ok(code) => code,
-        Err(payload) if is_broken_pipe(panic_message(payload.as_ref())) => ExitCode::from(141),
+        Err(payload) if is_broken_pipe(panic_message(payload.as_ref())) => {
+            ExitCode::from(error::EXIT_PIPE_CLOSED)
+        }
         Err(payload) => std::panic::resume_unwind(payload),
     }
 }
 
 fn real_main() -> ExitCode {
     if invoked_as_executor() {
-        let cli = match ExecCli::try_parse() {
+        let cli = match parse::<ExecCli>(with_exit_codes(ExecCli::command(), true)) {
             Ok(cli) => cli,
             Err(err) => {
                 let code = if err.use_stderr() { 2 } else { 0 };
@@ -147,7 +190,9 @@ fn real_main() -> ExitCode {
             }
         };
         let json = cli.json;
-        return match Ctx::from_env(cli.state_dir, json).and_then(|ctx| exec::run(cli.command, &ctx))
+        return match context::change_dir(&cli.chdir)
+            .and_then(|()| Ctx::from_env(cli.state_dir, json))
+            .and_then(|ctx| exec::run(cli.command, &ctx))
         {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
@@ -156,7 +201,7 @@ fn real_main() -> ExitCode {
             }
         };
     }
-    let cli = match Cli::try_parse() {
+    let cli = match parse::<Cli>(bh_command()) {
         Ok(cli) => cli,
         Err(err) => {
             // clap prints help/version to stdout and usage errors to stderr;
@@ -175,36 +220,115 @@ fn real_main() -> ExitCode {
         }
     };
     let json = cli.json;
-    let result = Ctx::from_env(cli.state_dir, json).and_then(|ctx| match cli.command {
-        Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),
-        Command::Session(cmd) => session::run(cmd, &ctx),
-        Command::Task(cmd) => task::run(cmd, &ctx),
-        Command::Agent(args) => agent::run(args, &ctx),
-        Command::Exec(cmd) => exec::run(cmd, &ctx),
-        Command::Demo(args) => demo::run(args, &ctx),
-        Command::Worktree(cmd) => worktree::run(cmd, &ctx),
-        Command::Completions { shell } => {
-            use clap::CommandFactory;
-            let mut out = std::io::stdout().lock();
-            clap_complete::generate(shell, &mut Cli::command(), "bh", &mut out);
-            Ok(())
-        }
-        Command::Man => {
-            use clap::CommandFactory;
-            clap_mangen::Man::new(Cli::command())
+    let result = context::change_dir(&cli.chdir)
+        .and_then(|()| Ctx::from_env(cli.state_dir, json))
+        .and_then(|ctx| match cli.command {
+            Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),
+            Command::Session(cmd) => session::run(cmd, &ctx),
+            Command::Task(cmd) => task::run(cmd, &ctx),
+            Command::Agent(args) => agent::run(args, &ctx),
+            Command::Exec(cmd) => exec::run(cmd, &ctx),
+            Command::Demo(args) => demo::run(args, &ctx),
+            Command::Worktree(cmd) => worktree::run(cmd, &ctx),
+            Command::Completions { shell } => {
+                let mut out = std::io::stdout().lock();
+                clap_complete::generate(shell, &mut bh_command(), "bh", &mut out);
+                Ok(())
+            }
+            Command::Man => clap_mangen::Man::new(bh_command())
                 .render(&mut std::io::stdout().lock())
                 .map_err(|e| {
                     error::CliError::internal(format!("cannot write the manual page: {e}"))
-                })
-        }
-    });
+                }),
+        });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of stdout went away: quiet, as after SIGPIPE.
-        Err(_) if error::stdout_reader_gone() => ExitCode::from(141),
+        Err(_) if error::stdout_reader_gone() => ExitCode::from(error::EXIT_PIPE_CLOSED),
         Err(err) => {
             err.report(json);
             ExitCode::from(err.code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command below `cmd` (itself included), with its path.
+    fn walk(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        out.push((path.clone(), cmd.clone()));
+        for sub in cmd.get_subcommands() {
+            walk(sub, format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    fn all(cmd: clap::Command) -> Vec<(String, clap::Command)> {
+        let mut cmd = cmd;
+        cmd.build();
+        let mut out = Vec::new();
+        let name = cmd.get_name().to_owned();
+        walk(&cmd, name, &mut out);
+        out
+    }
+
+    #[test]
+    fn every_command_and_argument_is_described() {
+        let mut missing = Vec::new();
+        let mut checked = 0;
+        for cli in [bh_command(), with_exit_codes(ExecCli::command(), true)] {
+            for (path, cmd) in all(cli) {
+                checked += 1 + cmd.get_arguments().count();
+                if cmd.get_about().is_none() && cmd.get_long_about().is_none() {
+                    missing.push(format!("{path}: no about"));
+                }
+                for arg in cmd.get_arguments() {
+                    let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                    if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                        missing.push(format!("{path}: {} has no help", arg.get_id()));
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "undescribed:\n{}", missing.join("\n"));
+        // The walk reaches every command and option (sanity: there are many).
+        assert!(
+            checked > 300,
+            "only {checked} commands and arguments checked"
+        );
+    }
+
+    #[test]
+    fn every_help_lists_the_exit_codes_from_the_enum() {
+        for cli in [bh_command(), with_exit_codes(ExecCli::command(), true)] {
+            // clap's own `help` subcommands print other commands' help.
+            for (path, mut cmd) in all(cli).into_iter().filter(|(p, _)| !p.contains(" help")) {
+                let short = cmd.render_help().to_string();
+                let long = cmd.render_long_help().to_string();
+                for text in [&short, &long] {
+                    assert!(text.contains("Exit codes:"), "{path}: {text}");
+                    for kind in error::ErrorKind::ALL {
+                        let row = format!("{:>3}  {}:", kind.exit_code(), kind.as_str());
+                        assert!(text.contains(&row), "{path}: no {row:?} in\n{text}");
+                    }
+                }
+                let executor =
+                    path.starts_with("harness-session-executor") || path.starts_with("bh exec");
+                assert_eq!(short.contains("20  tampered:"), executor, "{path}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_scripted_model_format_is_in_agent_and_exec_plan_help() {
+        for (path, mut cmd) in all(bh_command()) {
+            let long = cmd.render_long_help().to_string();
+            let documented = long.contains("Scripted model file")
+                && long.contains("toolCalls")
+                && long.contains("stopReason");
+            let wanted = path == "bh agent" || path == "bh exec plan";
+            assert_eq!(documented, wanted, "{path}");
         }
     }
 }

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use bh_checkpoint::SnapshotProgress;
+
 use crate::display;
 
 const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
@@ -81,6 +83,23 @@ impl Progress {
         });
     }
 
+    /// Changes the current phase's text (a counter, a found total), keeping
+    /// its start; starts a phase when none runs.
+    pub fn update(&self, text: &str) {
+        let Some(s) = &self.shared else { return };
+        let mut phase = s.phase.lock().unwrap_or_else(PoisonError::into_inner);
+        let text = display::escape(text).into_owned();
+        match phase.as_mut() {
+            Some(p) => p.text = text,
+            None => {
+                *phase = Some(Phase {
+                    text,
+                    started: Instant::now(),
+                })
+            }
+        }
+    }
+
     /// Ends the current phase as done.
     pub fn done(&self) {
         self.end('✓');
@@ -138,5 +157,55 @@ fn elapsed(since: Instant) -> String {
         format!("{secs:.1}s")
     } else {
         format!("{}m{:02}s", (secs / 60.0) as u64, (secs % 60.0) as u64)
+    }
+}
+
+/// A snapshot's steps on a [`Progress`] display (a first snapshot hashes
+/// every file): scanning, what was found, files hashed so far, indexing,
+/// writing.
+pub struct SnapshotDisplay {
+    progress: Progress,
+    hashing: AtomicBool,
+}
+
+impl SnapshotDisplay {
+    pub fn new(json: bool) -> SnapshotDisplay {
+        SnapshotDisplay {
+            progress: Progress::new(json),
+            hashing: AtomicBool::new(false),
+        }
+    }
+
+    pub fn show(&self, step: SnapshotProgress) {
+        let progress = &self.progress;
+        match step {
+            SnapshotProgress::Seeding => progress.phase("seeding from the repository's index"),
+            SnapshotProgress::Scanning => progress.phase("scanning the working tree"),
+            SnapshotProgress::Found { files, bytes } => progress.update(&format!(
+                "scanning the working tree: {files} path(s) to record, {} in new files",
+                bh_checkpoint::human_size(bytes)
+            )),
+            SnapshotProgress::Hashing { done, total } => {
+                let text = format!("hashing new files: {done}/{total}");
+                if self.hashing.swap(true, Ordering::Relaxed) {
+                    progress.update(&text);
+                } else {
+                    progress.phase(&text);
+                }
+            }
+            SnapshotProgress::Indexing { files } => {
+                progress.phase(&format!("recording {files} path(s) in the index"));
+            }
+            SnapshotProgress::Committing => progress.phase("writing the checkpoint"),
+        }
+    }
+
+    /// Ends the running step as done (`ok`) or failed.
+    pub fn end(&self, ok: bool) {
+        if ok {
+            self.progress.done();
+        } else {
+            self.progress.failed();
+        }
     }
 }

@@ -22,12 +22,13 @@ use view::{export, tree};
 pub enum SessionCmd {
     /// Header, counts, active leaf, name, models, tokens and cost, problems.
     Show {
-        /// The session file (.jsonl).
+        /// The session: a file (.jsonl), or a session id prefix as Pi takes it.
         file: PathBuf,
     },
     /// The entry tree as `git log --graph` draws history: the active path on
     /// the left, side branches to its right, runs of tool steps folded.
     Tree {
+        /// The session: a file, or a session id prefix as Pi takes it.
         file: PathBuf,
         /// One row per entry: do not fold runs of tool steps.
         #[arg(long)]
@@ -35,20 +36,25 @@ pub enum SessionCmd {
     },
     /// Check that files are structurally sound; every problem with its line.
     Validate {
+        /// The session files (or session id prefixes) to check.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
     /// The messages a model would see (exactly as Pi builds them).
     Context {
+        /// The session: a file, or a session id prefix as Pi takes it.
         file: PathBuf,
-        /// Build the context for this entry instead of the active leaf.
+        /// Build the context for this entry (id or unique prefix of at least 4
+        /// hex digits) instead of the active leaf.
         #[arg(long, value_name = "ID")]
         entry: Option<String>,
     },
     /// Write a fork of a session to a new file and print its path.
     Fork {
+        /// The session to fork: a file, or a session id prefix as Pi takes it.
         file: PathBuf,
-        /// Fork at this entry (default: the active leaf). Whole-tree forks
+        /// Fork at this entry (id or unique prefix of at least 4 hex digits;
+        /// default: the active leaf). Whole-tree forks
         /// make it the active leaf by appending an entry under it.
         #[arg(long, value_name = "ID")]
         entry: Option<String>,
@@ -67,6 +73,7 @@ pub enum SessionCmd {
     /// A self-contained HTML report of a session (one file, no network): the
     /// tree, every message, tool calls with their diffs, checkpoint markers.
     Export {
+        /// The session: a file, or a session id prefix as Pi takes it.
         file: PathBuf,
         /// Write HTML (the only format so far; the default).
         #[arg(long)]
@@ -82,8 +89,8 @@ pub enum SessionCmd {
     /// The sessions Pi keeps for a project, newest first.
     #[command(visible_alias = "ls")]
     List {
-        /// Project directory (default: the current directory).
-        #[arg(long, value_name = "DIR")]
+        /// Project directory (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         cwd: Option<PathBuf>,
     },
 }
@@ -128,7 +135,7 @@ fn cli_err(err: SessionError) -> CliError {
 }
 
 fn load(ctx: &Ctx, file: &Path) -> Result<Session, CliError> {
-    let path = ctx.abs(file);
+    let path = crate::names::session_path(ctx, file)?;
     if path.is_dir() {
         return Err(CliError::new(
             ErrorKind::Usage,
@@ -437,7 +444,10 @@ fn context(ctx: &Ctx, file: &Path, entry: Option<&str>) -> Result<(), CliError> 
             format!("{}: not a Pi session (no header)", file.display()),
         ));
     }
-    let c = s.context(entry).map_err(cli_err)?;
+    let entry = entry
+        .map(|q| crate::names::entry_id(&s, file, q))
+        .transpose()?;
+    let c = s.context(entry.as_deref()).map_err(cli_err)?;
     if ctx.json {
         let messages: Vec<Value> = c
             .messages
@@ -502,7 +512,7 @@ fn fork(
     cwd: Option<PathBuf>,
     out_path: Option<PathBuf>,
 ) -> Result<(), CliError> {
-    let src_path = ctx.abs(file);
+    let src_path = crate::names::session_path(ctx, file)?;
     let s = load(ctx, file)?;
     if s.header().is_none() {
         return Err(CliError::new(
@@ -513,6 +523,9 @@ fn fork(
             ),
         ));
     }
+    let entry = entry
+        .map(|q| crate::names::entry_id(&s, file, &q))
+        .transpose()?;
     let cwd = cwd.map(|c| ctx.abs(&c).display().to_string());
     let target = match (&out_path, &cwd) {
         (Some(o), _) => ForkTarget::File(ctx.abs(o)),

@@ -52,8 +52,8 @@ pub enum TaskCmd {
         /// Pass this environment variable to the worker (repeatable).
         #[arg(long = "env", value_name = "NAME")]
         env: Vec<String>,
-        /// The source repository (default: the current directory).
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
         /// Commit the worker's uncommitted in-scope work as one commit
         /// naming the task, then validate (and promote) it as usual.
@@ -90,8 +90,8 @@ pub enum TaskCmd {
     },
     /// Remove worktrees that task sessions kept (interrupted or untrusted).
     Gc {
-        /// The repository (default: the current directory).
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
 }
@@ -360,16 +360,14 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             }
             let harness_digest = std::env::current_exe()
                 .ok()
-                .and_then(|p| std::fs::read(p).ok())
+                .and_then(|p| fs_err::read(p).ok())
                 .map(|b| {
                     use sha2::Digest;
                     hex::encode(sha2::Sha256::digest(&b))
                 })
                 .unwrap_or_default();
             let opts = TaskOptions {
-                source: repo
-                    .map(|r| ctx.cwd.join(r))
-                    .unwrap_or_else(|| ctx.cwd.clone()),
+                source: ctx.dir_arg(repo.as_deref(), "--repo")?,
                 scope: ScopeSpec {
                     modules: modules.iter().map(|p| path_bytes(p)).collect(),
                     allow_paths: allow_paths.iter().map(|p| path_bytes(p)).collect(),
@@ -417,9 +415,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
         TaskCmd::List => list(ctx),
         TaskCmd::Show { task } => show(ctx, &task),
         TaskCmd::Gc { repo } => {
-            let dir = repo
-                .map(|r| ctx.cwd.join(r))
-                .unwrap_or_else(|| ctx.cwd.clone());
+            let dir = ctx.dir_arg(repo.as_deref(), "--repo")?;
             let git = ctx.git().repo(&dir, bh_git::Scope::User);
             let mut removed = Vec::new();
             for wt in git.worktrees().map_err(CliError::internal)? {

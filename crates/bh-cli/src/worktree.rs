@@ -68,43 +68,49 @@ pub enum WorktreeCmd {
         /// The Pi session asking for it (recorded in the receipt).
         #[arg(long, value_name = "FILE")]
         session: Option<PathBuf>,
-        /// The repository (default: the current directory).
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// Every worktree, managed or not: branch, provisioning state, dirty and unpushed counts.
     #[command(visible_alias = "ls")]
     List {
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// Prepare a session for the worktree: fork FILE into its cwd with one
     /// orientation entry and a handoff; prints the new session file.
     Enter {
+        /// The managed worktree's name.
         name: String,
-        /// The source session file.
-        #[arg(long, value_name = "FILE")]
+        /// The source session: a file, or a session id prefix as Pi takes it.
+        #[arg(long, value_name = "FILE|ID")]
         session: PathBuf,
-        /// The entry the live session is at, when the file's leaf is not it.
+        /// The entry the live session is at, when the file's leaf is not it
+        /// (id or unique prefix of at least 4 hex digits).
         #[arg(long, value_name = "ID")]
         entry: Option<String>,
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// Checkpoint every file (ignored ones too), then remove the worktree;
     /// refuses dirty or unmerged work unless --force.
     Dispose {
+        /// The managed worktree's name.
         name: String,
         /// Dispose even with uncommitted or unmerged work (checkpointed first).
         #[arg(long)]
         force: bool,
-        #[arg(long, value_name = "DIR")]
+        /// The repository (default: the current directory, see `-C`).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
     /// Consume the handoff of a session prepared by `enter` (what the agent
     /// runtime does when it opens it): verify the arrival, record it once.
     Consume {
-        /// The prepared session file.
+        /// The prepared session: a file, or a session id prefix as Pi takes it.
         target: PathBuf,
     },
 }
@@ -129,8 +135,8 @@ pub fn run(cmd: WorktreeCmd, ctx: &Ctx) -> Result<(), CliError> {
     }
 }
 
-fn repo_dir(ctx: &Ctx, repo: Option<PathBuf>) -> PathBuf {
-    repo.map(|r| ctx.abs(&r)).unwrap_or_else(|| ctx.cwd.clone())
+fn repo_dir(ctx: &Ctx, repo: Option<PathBuf>) -> Result<PathBuf, CliError> {
+    ctx.dir_arg(repo.as_deref(), "--repo")
 }
 
 pub(crate) fn cli_err(err: WorktreeError) -> CliError {
@@ -178,7 +184,7 @@ fn create(
 ) -> Result<(), CliError> {
     let path = dir.map(|d| ctx.abs(&d).join(&new.name));
     let session = session.map(|s| ctx.abs(&s).display().to_string());
-    let opts = new.options(path, session, repo_dir(ctx, repo));
+    let opts = new.options(path, session, repo_dir(ctx, repo)?);
     let progress = Progress::new(ctx.json);
     let result = bh_worktree::create_with_progress(&ctx.git(), &opts, &mut |p| match p {
         CreateProgress::AddWorktree => progress.phase("git worktree add"),
@@ -245,7 +251,7 @@ fn count(n: Option<u64>) -> String {
 
 /// Also `/worktree list` in `bh agent` (never `--json` there).
 pub(crate) fn list(ctx: &Ctx, repo: Option<PathBuf>) -> Result<(), CliError> {
-    let all = bh_worktree::list(&ctx.git(), &repo_dir(ctx, repo)).map_err(cli_err)?;
+    let all = bh_worktree::list(&ctx.git(), &repo_dir(ctx, repo)?).map_err(cli_err)?;
     if ctx.json {
         return print_json(&json!({ "worktrees": all }));
     }
@@ -295,10 +301,12 @@ fn enter(
     entry: Option<String>,
     repo: Option<PathBuf>,
 ) -> Result<(), CliError> {
+    let session = crate::names::session_path(ctx, &session)?;
+    let entry = crate::names::entry_in_file(&session, entry)?;
     let opts = EnterOptions {
         name,
-        cwd: repo_dir(ctx, repo),
-        session: ctx.abs(&session),
+        cwd: repo_dir(ctx, repo)?,
+        session,
         entry,
         agent_dir: ctx.pi_agent_dir()?,
         unflushed: Vec::new(),
@@ -328,7 +336,7 @@ fn enter(
 fn dispose(ctx: &Ctx, name: String, force: bool, repo: Option<PathBuf>) -> Result<(), CliError> {
     let opts = DisposeOptions {
         name,
-        cwd: repo_dir(ctx, repo),
+        cwd: repo_dir(ctx, repo)?,
         force,
         state_dir: ctx.state_dir.clone(),
         max_file_size: bh_checkpoint::DEFAULT_MAX_FILE_SIZE,
@@ -371,7 +379,14 @@ pub(crate) fn print_disposed(out: &DisposeOutcome) {
 }
 
 fn consume(ctx: &Ctx, target: PathBuf) -> Result<(), CliError> {
-    let out = bh_worktree::consume(&ctx.git(), &ctx.abs(&target)).map_err(cli_err)?;
+    let target = crate::names::session_path(ctx, &target)?;
+    if fs_err::symlink_metadata(&target).is_err() {
+        return Err(CliError::new(
+            ErrorKind::NotFound,
+            format!("{}: no such session file", target.display()),
+        ));
+    }
+    let out = bh_worktree::consume(&ctx.git(), &target).map_err(cli_err)?;
     if ctx.json {
         return print_json(&serde_json::to_value(&out).map_err(CliError::internal)?);
     }

@@ -52,15 +52,15 @@ const SCRIPT: &str = r#"
 
 fn env() -> Env {
     let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = fs_err::canonicalize(tmp.path()).unwrap();
     let repo = root.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::create_dir_all(root.join("home")).unwrap();
+    fs_err::create_dir_all(&repo).unwrap();
+    fs_err::create_dir_all(root.join("home")).unwrap();
     git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    fs_err::write(repo.join("README.md"), "hello\n").unwrap();
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-q", "-m", "init"]);
-    std::fs::write(root.join("script.jsonl"), SCRIPT).unwrap();
+    fs_err::write(root.join("script.jsonl"), SCRIPT).unwrap();
     Env {
         state: root.join("state"),
         agent_dir: root.join("agent"),
@@ -128,7 +128,7 @@ impl Env {
 
     fn sessions(&self) -> Vec<PathBuf> {
         let dir = bh_session::session_dir_for_cwd(&self.agent_dir, self.repo.to_str().unwrap());
-        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        let mut v: Vec<PathBuf> = fs_err::read_dir(dir)
             .map(|d| d.map(|e| e.unwrap().path()).collect())
             .unwrap_or_default();
         v.sort();
@@ -137,7 +137,7 @@ impl Env {
 }
 
 fn messages(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
+    fs_err::read_to_string(path)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -167,7 +167,7 @@ fn headless_json_run_edits_the_repo_with_checkpoints_in_a_valid_session() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(
-        std::fs::read_to_string(env.repo.join("notes/todo.txt")).unwrap(),
+        fs_err::read_to_string(env.repo.join("notes/todo.txt")).unwrap(),
         "alpha\nBETA\n"
     );
     // Pi's JSON mode: the header first, then the events; bh says which
@@ -346,7 +346,7 @@ fn limits_exit_7_and_say_which() {
     assert_eq!(lines.last().unwrap()["limit"], "turns");
 
     // Time: a slow stream and a 1s budget.
-    std::fs::write(
+    fs_err::write(
         env.root.join("slow.jsonl"),
         r#"{"text": "abcdefghijklmnopqrstuvwxyz0123456789", "chunkChars": 1, "delayMs": 100}"#,
     )
@@ -361,7 +361,7 @@ fn limits_exit_7_and_say_which() {
 #[test]
 fn model_errors_exit_9_and_no_model_is_a_usage_error() {
     let env = env();
-    std::fs::write(
+    fs_err::write(
         env.root.join("err.jsonl"),
         r#"{"stopReason": "error", "errorMessage": "500 boom"}"#,
     )
@@ -391,7 +391,7 @@ fn model_errors_exit_9_and_no_model_is_a_usage_error() {
 #[test]
 fn resume_continue_and_fork_work_in_the_sessions_cwd() {
     let env = env();
-    std::fs::write(
+    fs_err::write(
         env.root.join("chat.jsonl"),
         "{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n",
     )
@@ -412,14 +412,14 @@ fn resume_continue_and_fork_work_in_the_sessions_cwd() {
     // Resumed from another directory: refused, naming both, nothing written;
     // the file's header never picks the tools' root by itself.
     let other = env.root.join("elsewhere");
-    std::fs::create_dir_all(&other).unwrap();
-    std::fs::write(
+    fs_err::create_dir_all(&other).unwrap();
+    fs_err::write(
         env.root.join("w.jsonl"),
         r#"{"toolCalls": [{"name": "write", "arguments": {"path": "from-resume.txt", "content": "x"}}]}
 {"text": "ok"}"#,
     )
     .unwrap();
-    let before = std::fs::read(&file).unwrap();
+    let before = fs_err::read(&file).unwrap();
     let out = env
         .bh()
         .current_dir(&other)
@@ -436,7 +436,7 @@ fn resume_continue_and_fork_work_in_the_sessions_cwd() {
         msg.contains(env.repo.to_str().unwrap()) && msg.contains(other.to_str().unwrap()),
         "{msg}"
     );
-    assert_eq!(std::fs::read(&file).unwrap(), before);
+    assert_eq!(fs_err::read(&file).unwrap(), before);
 
     // With --cwd naming the root, it works there.
     let out = env
@@ -481,7 +481,7 @@ fn resume_continue_and_fork_work_in_the_sessions_cwd() {
     );
 
     // --fork copies into a new session of the cwd and continues there.
-    let before = std::fs::read(&file).unwrap();
+    let before = fs_err::read(&file).unwrap();
     let (code, lines, _) = env.agent_json(&[
         "--fork",
         file.to_str().unwrap(),
@@ -492,7 +492,7 @@ fn resume_continue_and_fork_work_in_the_sessions_cwd() {
     ]);
     assert_eq!(code, 0);
     assert_eq!(
-        std::fs::read(&file).unwrap(),
+        fs_err::read(&file).unwrap(),
         before,
         "the source is untouched"
     );
@@ -555,7 +555,7 @@ fn runs_against_a_mock_openai_server_with_the_key_from_the_environment() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(
-        std::fs::read_to_string(env.repo.join("m.txt")).unwrap(),
+        fs_err::read_to_string(env.repo.join("m.txt")).unwrap(),
         "mock\n"
     );
     let msgs = messages(&file);
@@ -583,9 +583,9 @@ fn find_pi() -> Option<(PathBuf, PathBuf)> {
 /// Pi's messages for a copy of `file`, through RPC `get_messages`.
 fn pi_messages(node: &Path, cli: &Path, file: &Path) -> (bool, Vec<Value>, String) {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(tmp.path().join("agent")).unwrap();
+    fs_err::create_dir_all(tmp.path().join("agent")).unwrap();
     let copy = tmp.path().join("s.jsonl");
-    std::fs::copy(file, &copy).unwrap();
+    fs_err::copy(file, &copy).unwrap();
     let mut child = Command::new(node)
         .arg(cli)
         .args(["--mode", "rpc", "--no-extensions", "--session"])
@@ -701,7 +701,7 @@ fn the_real_pi_loads_the_session_bh_agent_wrote() {
 #[test]
 fn ctrl_c_aborts_the_turn_and_exits_8_keeping_the_session() {
     let env = env();
-    std::fs::write(
+    fs_err::write(
         env.root.join("slow.jsonl"),
         r#"{"text": "abcdefghijklmnopqrstuvwxyz0123456789", "chunkChars": 1, "delayMs": 100}"#,
     )
@@ -782,7 +782,7 @@ fn interactive_mode_runs_prompts_and_commands_from_stdin() {
     assert!(stderr.contains("unknown command /bogus"), "{stderr}");
     assert!(stderr.contains("usage: /restore ID"), "{stderr}");
     assert_eq!(
-        std::fs::read_to_string(env.repo.join("notes/todo.txt")).unwrap(),
+        fs_err::read_to_string(env.repo.join("notes/todo.txt")).unwrap(),
         "alpha\nBETA\n"
     );
     assert_valid(&file);
@@ -793,7 +793,7 @@ fn interactive_mode_runs_prompts_and_commands_from_stdin() {
     let f = assert_valid(&forks[0]);
     assert_eq!(f.context(None).unwrap().messages.len(), 8);
     assert!(
-        std::fs::read_to_string(&forks[0])
+        fs_err::read_to_string(&forks[0])
             .unwrap()
             .lines()
             .last()
@@ -844,7 +844,7 @@ fn interactive_restore_brings_a_file_back() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("restored 1 file(s)"));
     assert_eq!(
-        std::fs::read_to_string(env.repo.join("notes/todo.txt")).unwrap(),
+        fs_err::read_to_string(env.repo.join("notes/todo.txt")).unwrap(),
         "alpha\nbeta\n"
     );
 }
@@ -892,7 +892,7 @@ fn run_repl(mut cmd: Command, input: &str) -> (i32, String, String) {
 /// current directory.
 fn repl_elsewhere(env: &Env, args: &[&str]) -> Command {
     let elsewhere = env.root.join("elsewhere");
-    std::fs::create_dir_all(&elsewhere).unwrap();
+    fs_err::create_dir_all(&elsewhere).unwrap();
     let mut cmd = env.bh();
     cmd.current_dir(&elsewhere)
         .args(["agent", "-i", "--cwd"])
@@ -913,7 +913,7 @@ fn final_session(stderr: &str) -> PathBuf {
 }
 
 fn lines_of(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
+    fs_err::read_to_string(path)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -929,7 +929,7 @@ fn custom_count(path: &Path, custom_type: &str) -> usize {
 
 fn session_files(env: &Env, cwd: &Path) -> Vec<PathBuf> {
     let dir = bh_session::session_dir_for_cwd(&env.agent_dir, cwd.to_str().unwrap());
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+    let mut v: Vec<PathBuf> = fs_err::read_dir(dir)
         .map(|d| d.map(|e| e.unwrap().path()).collect())
         .unwrap_or_default();
     v.retain(|p| p.extension().is_some_and(|x| x == "jsonl"));
@@ -1022,7 +1022,7 @@ fn worktree_create_edit_and_dispose_move_one_continuous_session() {
 
     // The write was checkpointed in the worktree's own store, and the
     // disposal's checkpoint holds the file.
-    let stores: Vec<PathBuf> = std::fs::read_dir(env.state.join("checkpoints"))
+    let stores: Vec<PathBuf> = fs_err::read_dir(env.state.join("checkpoints"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {
@@ -1134,7 +1134,7 @@ fn worktree_create_edit_and_dispose_move_one_continuous_session() {
 #[test]
 fn worktree_moves_carry_a_session_without_turns_and_a_moved_leaf() {
     let env = env();
-    std::fs::write(
+    fs_err::write(
         env.root.join("talk.jsonl"),
         "{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n",
     )
@@ -1174,7 +1174,7 @@ fn worktree_moves_carry_a_session_without_turns_and_a_moved_leaf() {
         .to_owned();
     let out = env.bh().args(["worktree", "create", "y"]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    let before = std::fs::read(&z).unwrap();
+    let before = fs_err::read(&z).unwrap();
     let mut cmd = env.bh();
     cmd.args(["agent", "-i", "--script", "../talk.jsonl", "--session"])
         .arg(&z)
@@ -1187,7 +1187,7 @@ fn worktree_moves_carry_a_session_without_turns_and_a_moved_leaf() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("(from-entry,"), "{stdout}");
     assert_eq!(
-        std::fs::read(&z).unwrap(),
+        fs_err::read(&z).unwrap(),
         before,
         "the source is never written"
     );
@@ -1228,9 +1228,9 @@ fn failed_or_cancelled_worktree_moves_leave_the_session_as_it_was() {
         "go",
     ]);
     assert_eq!(code, 0, "{err}");
-    let before = std::fs::read(&source).unwrap();
-    std::fs::create_dir_all(env.repo.join(".better-harness")).unwrap();
-    std::fs::write(
+    let before = fs_err::read(&source).unwrap();
+    fs_err::create_dir_all(env.repo.join(".better-harness")).unwrap();
+    fs_err::write(
         env.repo.join(".better-harness/worktree.toml"),
         "post_create = [\"exit 3\"]\n",
     )
@@ -1263,7 +1263,7 @@ fn failed_or_cancelled_worktree_moves_leave_the_session_as_it_was() {
     assert!(stderr.contains("Usage: /worktree <COMMAND>"), "{stderr}");
     assert_eq!(final_session(&stderr), source);
     assert!(stdout.contains(source.to_str().unwrap()), "{stdout}");
-    assert_eq!(std::fs::read(&source).unwrap(), before);
+    assert_eq!(fs_err::read(&source).unwrap(), before);
     assert!(!env.root.join("repo.worktrees/bad").exists());
     assert!(walk(&env.agent_dir.join("sessions")).is_empty());
 
@@ -1279,7 +1279,7 @@ fn failed_or_cancelled_worktree_moves_leave_the_session_as_it_was() {
         "{stderr}"
     );
     assert_eq!(final_session(&stderr), source);
-    assert_eq!(std::fs::read(&source).unwrap(), before);
+    assert_eq!(fs_err::read(&source).unwrap(), before);
     assert!(env.root.join("repo.worktrees/slow").is_dir());
     assert!(walk(&env.agent_dir.join("sessions")).is_empty());
 
@@ -1292,7 +1292,7 @@ fn failed_or_cancelled_worktree_moves_leave_the_session_as_it_was() {
         stderr.contains("exiting once the move is undone"),
         "{stderr}"
     );
-    assert_eq!(std::fs::read(&source).unwrap(), before);
+    assert_eq!(fs_err::read(&source).unwrap(), before);
     assert!(walk(&env.agent_dir.join("sessions")).is_empty());
 }
 
@@ -1305,7 +1305,7 @@ fn interrupt_slow_create(
     presses: usize,
     after: &[u8],
 ) -> std::process::Output {
-    std::fs::write(
+    fs_err::write(
         env.repo.join(".better-harness/worktree.toml"),
         format!("post_create = [\"touch ../{name}.started; sleep 2\"]\n"),
     )
@@ -1349,7 +1349,7 @@ fn interrupt_slow_create(
 /// Every file under `dir` (none when it does not exist).
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(rd) = fs_err::read_dir(dir) else {
         return out;
     };
     for e in rd {
@@ -1371,7 +1371,7 @@ const BASH_SCRIPT: &str = r#"
 #[test]
 fn json_mode_streams_bash_output_as_pi_does() {
     let env = env();
-    std::fs::write(env.root.join("bash.jsonl"), BASH_SCRIPT).unwrap();
+    fs_err::write(env.root.join("bash.jsonl"), BASH_SCRIPT).unwrap();
     let mut child = env
         .bh()
         .args(["--json", "agent", "--script", "../bash.jsonl", "-p", "go"])
@@ -1385,7 +1385,7 @@ fn json_mode_streams_bash_output_as_pi_does() {
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
         if v["type"] == "tool_execution_update" && v["partialResult"]["content"][0]["text"] == "a" {
-            std::fs::write(env.repo.join("go"), "").unwrap();
+            fs_err::write(env.repo.join("go"), "").unwrap();
         }
         lines.push(v);
     }
@@ -1424,8 +1424,8 @@ fn json_mode_streams_bash_output_as_pi_does() {
 #[test]
 fn interactive_mode_prints_bash_output_as_it_arrives() {
     let env = env();
-    std::fs::write(env.root.join("bash.jsonl"), BASH_SCRIPT).unwrap();
-    std::fs::write(env.repo.join("go"), "").unwrap();
+    fs_err::write(env.root.join("bash.jsonl"), BASH_SCRIPT).unwrap();
+    fs_err::write(env.repo.join("go"), "").unwrap();
     let out = env
         .bh()
         .args(["agent", "-i", "--script", "../bash.jsonl"])
@@ -1465,7 +1465,7 @@ fn interactive_mode_prints_bash_output_as_it_arrives() {
 #[test]
 fn session_by_id_prefix_as_pi_resolves_it() {
     let env = env();
-    std::fs::write(
+    fs_err::write(
         env.root.join("chat.jsonl"),
         "{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n",
     )
@@ -1501,7 +1501,7 @@ fn session_by_id_prefix_as_pi_resolves_it() {
         2
     );
     // UUIDv7 ids of one millisecond share a long prefix: "0" matches both.
-    let before: Vec<Vec<u8>> = sessions.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let before: Vec<Vec<u8>> = sessions.iter().map(|p| fs_err::read(p).unwrap()).collect();
     let code_of = |prefix: &str| {
         let out = env
             .bh()
@@ -1528,13 +1528,13 @@ fn session_by_id_prefix_as_pi_resolves_it() {
     assert!(msg.contains(sessions[0].to_str().unwrap()), "{msg}");
     assert_eq!(code_of("zzzz").0, Some(4), "unknown id");
     assert_eq!(env.sessions(), sessions, "nothing created");
-    let after: Vec<Vec<u8>> = sessions.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let after: Vec<Vec<u8>> = sessions.iter().map(|p| fs_err::read(p).unwrap()).collect();
     assert_eq!(after, before);
 
     // Another directory: found through every folder, then refused because it
     // belongs to the repository; with --cwd it opens.
     let other = env.root.join("elsewhere");
-    std::fs::create_dir_all(&other).unwrap();
+    fs_err::create_dir_all(&other).unwrap();
     let out = env
         .bh()
         .current_dir(&other)
@@ -1568,7 +1568,7 @@ fn session_by_id_prefix_as_pi_resolves_it() {
 #[test]
 fn agent_on_an_entered_session_consumes_the_handoff_once() {
     let env = env();
-    std::fs::write(
+    fs_err::write(
         env.root.join("chat.jsonl"),
         "{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n",
     )
@@ -1638,7 +1638,7 @@ fn agent_on_an_entered_session_consumes_the_handoff_once() {
 fn bash_is_sandboxed_by_default_and_says_so() {
     let env = env();
     let home = env.root.join("home");
-    std::fs::write(home.join(".gitconfig"), "[user]\n\tname = me\n").unwrap();
+    fs_err::write(home.join(".gitconfig"), "[user]\n\tname = me\n").unwrap();
     let outside = env.root.join("outside.txt");
     let script = format!(
         r#"{{"toolCalls": [{{"name": "bash", "arguments": {{"command": "echo '[core]' >> .git/config; echo pwned >> {home}/.gitconfig; echo x > {outside}; echo ok > inside.txt; echo done"}}}}]}}
@@ -1647,24 +1647,24 @@ fn bash_is_sandboxed_by_default_and_says_so() {
         home = home.display(),
         outside = outside.display()
     );
-    std::fs::write(env.root.join("attack.jsonl"), script).unwrap();
-    let config_before = std::fs::read(env.repo.join(".git/config")).unwrap();
+    fs_err::write(env.root.join("attack.jsonl"), script).unwrap();
+    let config_before = fs_err::read(env.repo.join(".git/config")).unwrap();
     let (code, lines, err) = env.agent_json(&["--script", "../attack.jsonl", "-p", "go"]);
     assert_eq!(code, 0, "{err}");
     let sandbox = lines.iter().find(|l| l["type"] == "sandbox").unwrap();
     assert_eq!(sandbox["mode"], "workspace-write");
     assert_eq!(sandbox["network"], true);
     assert_eq!(
-        std::fs::read(env.repo.join(".git/config")).unwrap(),
+        fs_err::read(env.repo.join(".git/config")).unwrap(),
         config_before
     );
     assert_eq!(
-        std::fs::read_to_string(home.join(".gitconfig")).unwrap(),
+        fs_err::read_to_string(home.join(".gitconfig")).unwrap(),
         "[user]\n\tname = me\n"
     );
     assert!(!outside.exists());
     assert_eq!(
-        std::fs::read_to_string(env.repo.join("inside.txt")).unwrap(),
+        fs_err::read_to_string(env.repo.join("inside.txt")).unwrap(),
         "ok\n"
     );
     let result = lines

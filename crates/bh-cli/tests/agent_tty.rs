@@ -1,6 +1,7 @@
 //! The interactive `bh agent` on a real pseudo-terminal (util-linux
 //! `script`): a bracketed paste of several lines is one prompt, the history
-//! is kept per user across sessions, and Tab completes slash commands.
+//! is kept per user across sessions, Tab completes slash commands (and never
+//! creates a checkpoint store), and `/rewind` takes conversation and files back.
 //! Skipped, saying why, where `script` is missing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -26,6 +27,10 @@ struct Tty {
 
 impl Tty {
     fn start(root: &Path, repo: &Path, args: &str) -> Tty {
+        Tty::start_with(root, repo, args, &[])
+    }
+
+    fn start_with(root: &Path, repo: &Path, args: &str, envs: &[(&str, &str)]) -> Tty {
         let bh = assert_cmd::cargo::cargo_bin("bh");
         let mut child = Command::new(script_bin().unwrap())
             .arg("-qfec")
@@ -39,6 +44,7 @@ impl Tty {
             .env("TERM", "xterm")
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")
+            .envs(envs.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -77,6 +83,26 @@ impl Tty {
         }
     }
 
+    /// Waits until `text` shows after the last `marker` (a prompt after an
+    /// answer: the editor is then in raw mode, so what is sent next is read
+    /// as keys, not by the terminal's line discipline).
+    fn wait_after(&self, marker: &str, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if let Some(i) = screen.rfind(marker)
+                && screen[i + marker.len()..].contains(text)
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never saw {text:?} after {marker:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn send(&mut self, bytes: &[u8]) {
         let stdin = self.child.stdin.as_mut().unwrap();
         stdin.write_all(bytes).unwrap();
@@ -93,10 +119,10 @@ impl Tty {
 
 fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = fs_err::canonicalize(tmp.path()).unwrap();
     let repo = root.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::create_dir_all(root.join("home")).unwrap();
+    fs_err::create_dir_all(&repo).unwrap();
+    fs_err::create_dir_all(root.join("home")).unwrap();
     let git = |args: &[&str]| {
         let ok = Command::new("git")
             .args(args)
@@ -113,10 +139,10 @@ fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
         assert!(ok, "git {args:?}");
     };
     git(&["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "hi\n").unwrap();
+    fs_err::write(repo.join("README.md"), "hi\n").unwrap();
     git(&["add", "."]);
     git(&["commit", "-q", "-m", "init"]);
-    std::fs::write(
+    fs_err::write(
         root.join("turns.jsonl"),
         "{\"text\": \"first answer\"}\n{\"text\": \"second answer\"}\n",
     )
@@ -125,7 +151,7 @@ fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
 }
 
 fn user_texts(session: &Path) -> Vec<String> {
-    std::fs::read_to_string(session)
+    fs_err::read_to_string(session)
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -156,8 +182,7 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
     tty.wait_for("> ", 1);
     // A bracketed paste of three lines, then Enter: one prompt.
     tty.send(b"\x1b[200~line one\nline two\nline three\x1b[201~\r");
-    tty.wait_for("first answer", 1);
-    tty.wait_for("> ", 2);
+    tty.wait_after("first answer", "> ");
     // Tab completes the command: "/qu" + Tab + Enter quits.
     tty.send(b"/qu\t\r");
     tty.finish();
@@ -168,13 +193,13 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
     let history_file = root.join("state/agent-history");
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&history_file)
+        let mode = fs_err::metadata(&history_file)
             .unwrap()
             .permissions()
             .mode();
         assert_eq!(mode & 0o077, 0, "the history is private: {mode:o}");
     }
-    let history = std::fs::read_to_string(&history_file).unwrap();
+    let history = fs_err::read_to_string(&history_file).unwrap();
     assert!(history.contains("line one"), "{history}");
 
     // A second session: Up recalls the pasted prompt from the history.
@@ -187,12 +212,159 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
     let mut tty = Tty::start(&root, &repo, &args);
     tty.wait_for("> ", 1);
     tty.send(b"\x1b[A\x1b[A\r");
-    tty.wait_for("first answer", 1);
-    tty.wait_for("> ", 2);
+    tty.wait_after("first answer", "> ");
     tty.send(b"/quit\r");
     tty.finish();
     assert_eq!(
         user_texts(&session2),
         vec!["line one\nline two\nline three".to_owned()]
     );
+}
+
+fn write_call(path: &str, content: &str) -> String {
+    use bh_test_support::mock_openai::{chunk, usage};
+    let args = serde_json::json!({"path": path, "content": content}).to_string();
+    [
+        chunk(
+            serde_json::json!({"tool_calls": [{"index": 0, "id": format!("call_{path}"), "type": "function",
+                "function": {"name": "write", "arguments": args}}]}),
+            None,
+        ),
+        chunk(serde_json::json!({}), Some("tool_calls")),
+        usage(10, 5),
+    ]
+    .concat()
+}
+
+fn answer(text: &str) -> String {
+    use bh_test_support::mock_openai::{chunk, usage};
+    [
+        chunk(
+            serde_json::json!({"role": "assistant", "content": text}),
+            None,
+        ),
+        chunk(serde_json::json!({}), Some("stop")),
+        usage(10, 2),
+    ]
+    .concat()
+}
+
+#[test]
+fn rewind_takes_conversation_and_files_back_to_a_prompt() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let (_tmp, root, repo) = repo();
+    let (base, seen) = bh_test_support::mock_openai::serve(vec![
+        write_call("a.txt", "one\n"),
+        answer("wrote a"),
+        write_call("b.txt", "two\n"),
+        answer("wrote b"),
+        answer("fresh start"),
+    ]);
+    let session = root.join("s.jsonl");
+    let args = format!(
+        "--model openai/gpt-test --base-url {base} --session {}",
+        session.display()
+    );
+    let mut tty = Tty::start_with(&root, &repo, &args, &[("OPENAI_API_KEY", "sk-test")]);
+    tty.wait_for("> ", 1);
+    tty.send(b"write a\r");
+    tty.wait_after("wrote a", "> ");
+    tty.send(b"write b\r");
+    tty.wait_after("wrote b", "> ");
+    assert_eq!(fs_err::read_to_string(repo.join("b.txt")).unwrap(), "two\n");
+    let first = fs_err::read_to_string(&session)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["message"]["role"] == "user")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Asked which halves; "b" = conversation and files.
+    tty.send(format!("/rewind {}\r", &first[..6]).as_bytes());
+    tty.wait_for("rewind [b/c/f]? ", 1);
+    tty.send(b"b\r");
+    tty.wait_after("conversation rewound", "> ");
+    assert!(!repo.join("a.txt").exists(), "{}", tty.screen());
+    assert!(!repo.join("b.txt").exists(), "{}", tty.screen());
+    assert_eq!(
+        fs_err::read_to_string(repo.join("README.md")).unwrap(),
+        "hi\n"
+    );
+    tty.send(b"again\r");
+    tty.wait_after("fresh start", "> ");
+    tty.send(b"/quit\r");
+    let screen = tty.finish();
+    assert!(screen.contains("undo: /restore "), "{screen}");
+    assert!(screen.contains("undo: /tree "), "{screen}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 5);
+    let last = seen[4].1["messages"].to_string();
+    assert!(last.contains("again"), "{last}");
+    for gone in ["write a", "write b", "wrote a", "a.txt", "b.txt"] {
+        assert!(
+            !last.contains(gone),
+            "{gone:?} is still in the context: {last}"
+        );
+    }
+}
+
+#[test]
+fn completing_restore_never_creates_a_checkpoint_store() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let (_tmp, root, repo) = repo();
+    let args = format!(
+        "--no-checkpoints --script {} --session {}",
+        root.join("turns.jsonl").display(),
+        root.join("s.jsonl").display()
+    );
+    let mut tty = Tty::start(&root, &repo, &args);
+    tty.wait_for("> ", 1);
+    // Tab after "/restore ": candidates would come from the store; then
+    // Ctrl-U clears the line and /quit ends.
+    tty.send(b"/restore \t\t\x15/quit\r");
+    tty.finish();
+    let stores = root.join("state/checkpoints");
+    let found: Vec<_> = fs_err::read_dir(&stores)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(found.is_empty(), "a store was created: {found:?}");
+}
+
+#[test]
+fn the_first_snapshot_of_a_large_tree_shows_its_progress() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let (_tmp, root, repo) = repo();
+    for i in 0..600 {
+        fs_err::write(repo.join(format!("f{i:03}.txt")), format!("file {i}\n")).unwrap();
+    }
+    fs_err::write(
+        root.join("write.jsonl"),
+        "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"new.txt\", \"content\": \"x\\n\"}}]}\n{\"text\": \"wrote it\"}\n",
+    )
+    .unwrap();
+    let args = format!(
+        "--script {} --session {}",
+        root.join("write.jsonl").display(),
+        root.join("s.jsonl").display()
+    );
+    let mut tty = Tty::start(&root, &repo, &args);
+    tty.wait_for("> ", 1);
+    tty.send(b"write a file\r");
+    tty.wait_after("wrote it", "> ");
+    tty.send(b"/quit\r");
+    let screen = tty.finish();
+    assert!(screen.contains("hashing new files: 600/600"), "{screen}");
+    assert!(screen.contains("✓ writing the checkpoint"), "{screen}");
+    assert_eq!(fs_err::read_to_string(repo.join("new.txt")).unwrap(), "x\n");
 }

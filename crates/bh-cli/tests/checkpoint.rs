@@ -2,9 +2,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fs_err as fs;
+use fs_err::os::unix::fs::symlink;
 use std::collections::BTreeMap;
-use std::fs;
-use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -235,7 +236,7 @@ fn store_is_private_and_outside_the_project() {
         0o700
     );
     // open to others: refused, and nothing is changed
-    fs::set_permissions(&store, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
     let err = env.json_err(&["checkpoint", "snapshot"], 3);
     assert_eq!(err["error"]["kind"], "refused");
     assert!(
@@ -244,7 +245,7 @@ fn store_is_private_and_outside_the_project() {
             .unwrap()
             .contains("open to group or others")
     );
-    fs::set_permissions(&store, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).unwrap();
     // a state dir inside the project: refused before anything is created
     let err = env.json_err(
         &[
@@ -470,7 +471,7 @@ fn symlinks_and_exec_bits_round_trip() {
     env.write("script.sh", "#!/bin/sh\necho hi\n");
     fs::set_permissions(
         env.project.join("script.sh"),
-        fs::Permissions::from_mode(0o755),
+        std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
     env.write("target.txt", "t\n");
@@ -484,7 +485,7 @@ fn symlinks_and_exec_bits_round_trip() {
     fs::remove_file(env.project.join("outside-link")).unwrap();
     fs::set_permissions(
         env.project.join("script.sh"),
-        fs::Permissions::from_mode(0o644),
+        std::fs::Permissions::from_mode(0o644),
     )
     .unwrap();
     env.write("link", "now a file\n");
@@ -573,7 +574,7 @@ fn unreadable_file_is_skipped_and_recorded() {
     env.write("ok.txt", "ok\n");
     fs::set_permissions(
         env.project.join("secret.txt"),
-        fs::Permissions::from_mode(0o000),
+        std::fs::Permissions::from_mode(0o000),
     )
     .unwrap();
     let mut cmd = if nix_is_root() {
@@ -961,7 +962,7 @@ fn non_git_project_and_project_resolution() {
     ]);
     assert_eq!(doc["project"].as_str().unwrap(), plain.to_str().unwrap());
     assert_eq!(doc["snapshot"]["changed"][0]["path"], "x.txt");
-    let err = env.json_err(&["checkpoint", "list", "--project", "/no/such/dir"], 3);
+    let err = env.json_err(&["checkpoint", "list", "--project", "/no/such/dir"], 4);
     assert!(
         err["error"]["message"]
             .as_str()
@@ -1032,7 +1033,7 @@ fn claude_code_hook_snapshots_mutating_tools_and_never_blocks() {
     let out = run("not json".into(), &[]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
-    fs::set_permissions(env.store_dir(), fs::Permissions::from_mode(0o777)).unwrap();
+    fs::set_permissions(env.store_dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let out = run(event("Write", &env.project), &[]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("open to group or others"));
@@ -1108,7 +1109,7 @@ fn files_changed_match_the_trees() {
     env.write("to-dir/inner.txt", "i\n");
     fs::set_permissions(
         env.project.join("exec.sh"),
-        fs::Permissions::from_mode(0o755),
+        std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
     env.write("grows.bin", &"x".repeat(5000));
@@ -1280,13 +1281,13 @@ fn a_state_directory_another_user_can_change_is_refused() {
     // group- or world-writable on the way
     let env = Env::git_project();
     env.snapshot();
-    fs::set_permissions(&env.state, fs::Permissions::from_mode(0o777)).unwrap();
+    fs::set_permissions(&env.state, std::fs::Permissions::from_mode(0o777)).unwrap();
     refused(&env, "state root mode 777");
     let env = Env::git_project();
     env.snapshot();
     fs::set_permissions(
         env.state.join("checkpoints"),
-        fs::Permissions::from_mode(0o770),
+        std::fs::Permissions::from_mode(0o770),
     )
     .unwrap();
     refused(&env, "checkpoints/ mode 770");
@@ -1294,7 +1295,7 @@ fn a_state_directory_another_user_can_change_is_refused() {
     let env = Env::git_project();
     let elsewhere = env.root.join("elsewhere");
     fs::create_dir_all(&elsewhere).unwrap();
-    fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o700)).unwrap();
     fs::create_dir_all(&env.state).unwrap();
     symlink(&elsewhere, env.state.join("checkpoints")).unwrap();
     refused(&env, "checkpoints/ is a symlink");
@@ -1332,17 +1333,30 @@ fn a_directory_swapped_for_a_symlink_during_restore_never_leads_outside() {
         names
     };
     for round in 0..12 {
-        // the state to restore from: the checkpoint's files gone, new ones made
-        if fs::symlink_metadata(&sub).unwrap().is_symlink() {
-            renameat2(
-                AT_FDCWD,
-                &sub,
-                AT_FDCWD,
-                &env.project.join("swap"),
-                RenameFlags::RENAME_EXCHANGE,
-            )
-            .unwrap();
+        // The round's start: `sub` the real folder, `swap` the symlink to
+        // `outside`. The last round's restore may have removed either one
+        // (`swap` is not in the checkpoint, and --exact deletes what is not).
+        let swap = env.project.join("swap");
+        let kind = |p: &std::path::Path| fs::symlink_metadata(p).ok().map(|m| m.is_symlink());
+        if kind(&sub) == Some(true) {
+            fs::remove_file(&sub).unwrap();
         }
+        if kind(&sub).is_none() {
+            if kind(&swap) == Some(false) {
+                fs::rename(&swap, &sub).unwrap();
+            } else {
+                fs::create_dir(&sub).unwrap();
+            }
+        }
+        match kind(&swap) {
+            Some(true) => {}
+            Some(false) => fs::remove_dir_all(&swap).unwrap(),
+            None => {}
+        }
+        if kind(&swap).is_none() {
+            symlink(&outside, &swap).unwrap();
+        }
+        // the state to restore from: the checkpoint's files gone, new ones made
         for e in fs::read_dir(&sub).unwrap() {
             fs::remove_file(e.unwrap().path()).unwrap();
         }

@@ -6,8 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fs_err as fs;
 use std::collections::BTreeSet;
-use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -359,7 +359,7 @@ fn a_socket_left_by_someone_else_or_an_unsafe_folder_is_not_used() {
     env.autostart.set(true);
     let paths = env.paths().unwrap();
     fs::create_dir_all(&paths.dir).unwrap();
-    fs::set_permissions(&paths.dir, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(&paths.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     // A stale socket nobody listens on (bound, then the listener dropped).
     drop(std::os::unix::net::UnixListener::bind(&paths.socket).unwrap());
     assert!(paths.socket.exists());
@@ -371,11 +371,11 @@ fn a_socket_left_by_someone_else_or_an_unsafe_folder_is_not_used() {
     assert_eq!(env.both("Edit", "t2").0["server"], true);
 
     // A folder opened to others: the hook refuses to talk through it.
-    fs::set_permissions(&paths.dir, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&paths.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     env.repo.write("a.txt", "3\n");
     let (open, _) = env.both("Edit", "t3");
     assert_eq!(open["server"], false);
-    fs::set_permissions(&paths.dir, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(&paths.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
 
     // A caller meaning another size cap is refused by the server, and falls back.
     env.repo.write("a.txt", "4\n");
@@ -393,7 +393,7 @@ fn something_else_at_the_socket_path_is_never_removed() {
     let env = Env::new();
     let paths = env.paths().unwrap();
     fs::create_dir_all(&paths.dir).unwrap();
-    fs::set_permissions(&paths.dir, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(&paths.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     fs::write(&paths.socket, "precious").unwrap();
     let out = env
         .bh(&env.state.clone())
@@ -460,10 +460,10 @@ fn a_peer_of_another_uid_is_refused() {
         "{out:?}"
     );
     // Even with the folder and socket opened up, SO_PEERCRED refuses it.
-    fs::set_permissions(&env.repo.root, fs::Permissions::from_mode(0o755)).unwrap();
-    fs::set_permissions(&env.state, fs::Permissions::from_mode(0o755)).unwrap();
-    fs::set_permissions(&paths.dir, fs::Permissions::from_mode(0o755)).unwrap();
-    fs::set_permissions(&paths.socket, fs::Permissions::from_mode(0o777)).unwrap();
+    fs::set_permissions(&env.repo.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&env.state, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&paths.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o777)).unwrap();
     let out = peer(&paths.socket);
     let line: Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
@@ -563,7 +563,7 @@ fn a_store_opened_up_after_the_server_started_is_refused_by_it_too() {
     let hello = env.start_server("120s");
     let ping = env.raw(json!({"id": 1, "op": "ping"}));
     let store = PathBuf::from(ping["ok"]["store"].as_str().unwrap());
-    fs::set_permissions(&store, fs::Permissions::from_mode(0o777)).unwrap();
+    fs::set_permissions(&store, std::fs::Permissions::from_mode(0o777)).unwrap();
     let refused = env.raw(json!({"id": 2, "op": "snapshot", "tool": "x"}));
     assert_eq!(refused["error"]["kind"], "refused", "{refused}");
     // The hook falls back, and the ordinary path reports the unsafe store.

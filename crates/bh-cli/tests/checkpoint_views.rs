@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs;
+use fs_err as fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

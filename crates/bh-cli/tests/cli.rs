@@ -78,7 +78,7 @@ fn big_session(dir: &Path) -> std::path::PathBuf {
         ));
         parent = format!("\"{id}\"");
     }
-    std::fs::write(&f, text).unwrap();
+    fs_err::write(&f, text).unwrap();
     f
 }
 
@@ -137,5 +137,5 @@ fn demo_keep_keeps_its_folder_when_the_reader_goes_away() {
         .unwrap_or_else(|| panic!("first line: {line}"));
     assert!(Path::new(project).is_dir(), "{project} was deleted");
     assert!(out.stderr.is_empty() || out.status.success(), "{out:?}");
-    let _ = std::fs::remove_dir_all(Path::new(project).parent().unwrap());
+    let _ = fs_err::remove_dir_all(Path::new(project).parent().unwrap());
 }

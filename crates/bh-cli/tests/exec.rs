@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs;
+use fs_err as fs;
 use std::path::Path;
 use std::process::Command;
 

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -222,15 +222,15 @@ fn ids_ambiguous_unknown_and_malformed() {
         .collect();
     assert!(common.len() >= 5, "{a} {b}");
     let o = e.bh(&["exec", "show", &common]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(10));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("ambiguous") && err.contains(&a) && err.contains(&b),
         "{err}"
     );
     let (code, doc) = e.json(&["exec", "show", &common]);
-    assert_eq!(code, 2);
-    assert_eq!(doc["error"]["kind"], "usage");
+    assert_eq!(code, 10);
+    assert_eq!(doc["error"]["kind"], "ambiguous");
 
     let o = e.bh(&["exec", "show", "xffffffffffff"]);
     assert_eq!(o.status.code(), Some(4));

@@ -8,8 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use fs_err as fs;
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::PathBuf;
 
 use bh_test_support::pi::PiRelease;

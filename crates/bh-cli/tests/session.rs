@@ -14,7 +14,7 @@ fn fixtures() -> PathBuf {
 
 fn scenario(name: &str) -> PathBuf {
     let dir = fixtures().join("pi-0.73.1").join(name);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let mut files: Vec<PathBuf> = fs_err::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
@@ -51,7 +51,7 @@ fn json_of(out: &[u8]) -> Value {
 }
 
 fn digest(p: &Path) -> Vec<u8> {
-    std::fs::read(p).unwrap()
+    fs_err::read(p).unwrap()
 }
 
 #[test]
@@ -207,7 +207,7 @@ fn tree_width_does_not_grow_with_depth() {
         ids.extend([u, dead, dead_reply, a.clone()]);
         parent = format!("\"{a}\"");
     }
-    std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+    fs_err::write(&f, lines.join("\n") + "\n").unwrap();
     let out = env.bh().args(["session", "tree"]).arg(&f).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -235,7 +235,7 @@ fn session_text_is_printed_with_control_characters_escaped() {
     let env = Env::new();
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("esc.jsonl");
-    std::fs::write(
+    fs_err::write(
         &f,
         concat!(
             r#"{"type":"session","version":3,"id":"s\u001b]0;pwned\u0007","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp/\u001b[2J"}"#,
@@ -278,7 +278,7 @@ fn show_and_tree_refuse_a_file_that_is_not_a_session() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("notes.txt");
     let text: String = (0..103).map(|i| format!("line {i}\n")).collect();
-    std::fs::write(&f, text).unwrap();
+    fs_err::write(&f, text).unwrap();
     for cmd in ["show", "tree"] {
         let out = env.bh().args(["session", cmd]).arg(&f).output().unwrap();
         assert_eq!(out.status.code(), Some(6), "{cmd}");
@@ -359,7 +359,7 @@ fn validate_exit_codes_and_lines() {
     ];
     for (name, text, want) in cases {
         let p = dir.path().join(name);
-        std::fs::write(&p, text).unwrap();
+        fs_err::write(&p, text).unwrap();
         env.bh()
             .args(["session", "validate"])
             .arg(&p)
@@ -382,7 +382,7 @@ fn context_json_matches_pi_and_entry_selection() {
     assert!(out.status.success());
     let v = json_of(&out.stdout);
     let expected: Value = serde_json::from_slice(
-        &std::fs::read(
+        &fs_err::read(
             fixtures()
                 .join("expected/pi-0.73.1/s08-auto-compaction")
                 .join(f.file_name().unwrap())
@@ -435,7 +435,7 @@ fn fork_forms_and_refusals() {
         .assert()
         .success()
         .stdout(format!("{}\n", out_path.display()));
-    let text = std::fs::read_to_string(&out_path).unwrap();
+    let text = fs_err::read_to_string(&out_path).unwrap();
     assert!(text.contains(&format!("\"parentSession\":\"{}\"", src.display())));
     assert_eq!(text.lines().count(), 22);
     // Refuse to overwrite.
@@ -534,13 +534,13 @@ fn ls_lists_newest_first() {
         .trim_start_matches('/')
         .replace('/', "-");
     let dir = env.agent.path().join("sessions").join(format!("--{enc}--"));
-    std::fs::create_dir_all(&dir).unwrap();
+    fs_err::create_dir_all(&dir).unwrap();
     let old = scenario("s01-plain-text");
     let new = scenario("s07-extension-entries");
-    std::fs::copy(&old, dir.join(old.file_name().unwrap())).unwrap();
-    std::fs::copy(&new, dir.join(new.file_name().unwrap())).unwrap();
-    std::fs::write(dir.join("junk.jsonl"), "nope\n").unwrap();
-    std::fs::write(dir.join("notes.txt"), "x").unwrap();
+    fs_err::copy(&old, dir.join(old.file_name().unwrap())).unwrap();
+    fs_err::copy(&new, dir.join(new.file_name().unwrap())).unwrap();
+    fs_err::write(dir.join("junk.jsonl"), "nope\n").unwrap();
+    fs_err::write(dir.join("notes.txt"), "x").unwrap();
     let out = env
         .bh()
         .args(["--json", "session", "ls", "--cwd"])

@@ -79,7 +79,7 @@ fn pi_env(cmd: &mut Proc, tmp: &Path) {
 /// Ask Pi about a copy of `file` (Pi may append to or migrate what it opens).
 fn pi_check(node: &Path, cli: &Path, file: &Path) -> PiReport {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(tmp.path().join("agent")).unwrap();
+    fs_err::create_dir_all(tmp.path().join("agent")).unwrap();
     let mut report = PiReport {
         export_rc: None,
         export_output: String::new(),
@@ -92,7 +92,7 @@ fn pi_check(node: &Path, cli: &Path, file: &Path) -> PiReport {
 
     // 1. pi --export
     let exp = tmp.path().join("export.jsonl");
-    std::fs::copy(file, &exp).unwrap();
+    fs_err::copy(file, &exp).unwrap();
     let html = tmp.path().join("out.html");
     let mut cmd = Proc::new(node);
     cmd.arg(cli).arg("--export").arg(&exp).arg(&html);
@@ -104,7 +104,7 @@ fn pi_check(node: &Path, cli: &Path, file: &Path) -> PiReport {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    if let Ok(text) = std::fs::read_to_string(&html)
+    if let Ok(text) = fs_err::read_to_string(&html)
         && let Some(i) = text.find("id=\"session-data\"")
     {
         let rest = &text[i..];
@@ -117,7 +117,7 @@ fn pi_check(node: &Path, cli: &Path, file: &Path) -> PiReport {
 
     // 2. RPC get_messages (stdin stays open until the answers are in).
     let rpcf = tmp.path().join("rpc.jsonl");
-    std::fs::copy(file, &rpcf).unwrap();
+    fs_err::copy(file, &rpcf).unwrap();
     let mut cmd = Proc::new(node);
     cmd.arg(cli)
         .args(["--mode", "rpc", "--no-extensions", "--session"])
@@ -264,7 +264,7 @@ fn fork(src: &Path, out: &Path, cwd: &Path, extra: &[&str]) -> PathBuf {
 
 fn session_fixtures() -> Vec<PathBuf> {
     fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(d).unwrap() {
+        for e in fs_err::read_dir(d).unwrap() {
             let p = e.unwrap().path();
             if p.is_dir() {
                 walk(&p, out);
@@ -346,7 +346,7 @@ fn write_new_session(agent: &Path, cwd: &Path) -> Vec<PathBuf> {
 
     // Copy it and choose the assistant message as the active leaf.
     let second = first.with_file_name("selected-leaf.jsonl");
-    std::fs::copy(&first, &second).unwrap();
+    fs_err::copy(&first, &second).unwrap();
     bh_session::select_leaf(&second, &a1).unwrap();
     vec![first, second]
 }
@@ -360,9 +360,9 @@ fn real_pi_loads_what_bh_writes() {
 
     let work = tempfile::tempdir().unwrap();
     let proj = work.path().join("project");
-    std::fs::create_dir_all(&proj).unwrap();
+    fs_err::create_dir_all(&proj).unwrap();
     let outdir = work.path().join("forks");
-    std::fs::create_dir_all(&outdir).unwrap();
+    fs_err::create_dir_all(&outdir).unwrap();
 
     let mut jobs: Vec<(PathBuf, String)> = Vec::new();
     for (i, src) in session_fixtures().into_iter().enumerate() {
@@ -370,9 +370,9 @@ fn real_pi_loads_what_bh_writes() {
         if s.header().is_none() || !s.is_valid() {
             continue; // nothing Pi-loadable to fork (or a known-broken source)
         }
-        let before = std::fs::read(&src).unwrap();
+        let before = fs_err::read(&src).unwrap();
         let out = fork(&src, &outdir.join(format!("whole-{i}.jsonl")), &proj, &[]);
-        assert_eq!(std::fs::read(&src).unwrap(), before);
+        assert_eq!(fs_err::read(&src).unwrap(), before);
         jobs.push((out, format!("whole-tree fork of {}", src.display())));
     }
     let s07 = session_fixtures()
@@ -453,9 +453,9 @@ fn real_pi_loads_the_executor_fork() {
         return;
     };
     let work = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(work.path()).unwrap();
+    let root = fs_err::canonicalize(work.path()).unwrap();
     let repo = root.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
+    fs_err::create_dir_all(&repo).unwrap();
     let git = |args: &[&str]| {
         let out = std::process::Command::new("git")
             .args(args)
@@ -471,14 +471,14 @@ fn real_pi_loads_the_executor_fork() {
         assert!(out.status.success());
     };
     git(&["init", "-q"]);
-    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    fs_err::write(repo.join("a.txt"), "a\n").unwrap();
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "base"]);
     let src = session_fixtures()
         .into_iter()
         .find(|p| p.to_str().unwrap().contains("s04-continue-multi-run"))
         .unwrap();
-    std::fs::write(
+    fs_err::write(
         root.join("turns.jsonl"),
         "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"b.txt\", \"content\": \"b\\n\"}}]}\n{\"text\": \"Done.\"}\n",
     )

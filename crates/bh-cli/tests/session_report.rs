@@ -14,7 +14,7 @@ fn scenario(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../bh-session/tests/fixtures/pi-0.73.1")
         .join(name);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let mut files: Vec<PathBuf> = fs_err::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
@@ -46,7 +46,7 @@ fn hostile_session(dir: &Path) -> PathBuf {
         r#"{"type":"message","id":"aaaa0002","parentId":"aaaa0001","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"edit","arguments":{"path":"a.html","edits":[{"oldText":"<link rel=stylesheet href=http://127.0.0.1:9/s.css>","newText":"<iframe src=http://127.0.0.1:9/></iframe>"}]}}],"model":"m","stopReason":"toolUse","timestamp":1}}"#,
         r#"{"type":"message","id":"aaaa0003","parentId":"aaaa0002","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":[{"type":"image","mimeType":"image/png\" onerror=\"fetch('http://127.0.0.1:9/')","data":"AAAA"}],"timestamp":1}}"#,
     ];
-    std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+    fs_err::write(&f, lines.join("\n") + "\n").unwrap();
     f
 }
 
@@ -94,7 +94,7 @@ fn render(file: &Path) -> Option<Value> {
 #[test]
 fn the_report_renders_expands_and_fetches_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = fs_err::canonicalize(tmp.path()).unwrap();
     let state = root.join("state");
 
     // The report is one file: no reference to anything outside it.
@@ -104,7 +104,7 @@ fn the_report_renders_expands_and_fetches_nothing() {
     export(&state, &scenario("s02-tools-json-mode"), &tools);
     let hostile = root.join("hostile.html");
     export(&state, &hostile_session(&root), &hostile);
-    let text = std::fs::read_to_string(&hostile).unwrap();
+    let text = fs_err::read_to_string(&hostile).unwrap();
     assert!(
         !text.contains("<script>fetch"),
         "markup from the session is escaped"
@@ -151,7 +151,7 @@ fn export_refuses_to_overwrite_and_to_write_into_a_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     let out = tmp.path().join("r.html");
-    std::fs::write(&out, "mine").unwrap();
+    fs_err::write(&out, "mine").unwrap();
     let bh = || {
         let mut c = Command::cargo_bin("bh").unwrap();
         c.arg("--state-dir").arg(&state);
@@ -166,7 +166,7 @@ fn export_refuses_to_overwrite_and_to_write_into_a_directory() {
         .unwrap();
     assert_eq!(o.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&o.stderr).contains("r.html"));
-    assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
+    assert_eq!(fs_err::read_to_string(&out).unwrap(), "mine");
     let o = bh()
         .args(["session", "export"])
         .arg(scenario("s01-plain-text"))
@@ -185,7 +185,7 @@ fn export_refuses_to_overwrite_and_to_write_into_a_directory() {
         .unwrap();
     assert!(o.status.success());
     assert!(
-        std::fs::read_to_string(&out)
+        fs_err::read_to_string(&out)
             .unwrap()
             .starts_with("<!doctype html>")
     );

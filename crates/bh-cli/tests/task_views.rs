@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs;
+use fs_err as fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -166,7 +166,7 @@ fn list_and_show_by_id_prefix_or_folder() {
         .map(|(x, _)| x)
         .collect();
     let o = env.bh(&["task", "show", &common]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(10));
     assert!(
         stderr(&o).contains(a) && stderr(&o).contains(b),
         "{}",

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 

@@ -8,7 +8,7 @@
 //! cargo bench -p bh-exec --bench exec -- [--files 100000] [--mb 100] [--rounds 5] [--only-plan]
 //! ```
 
-use std::fs;
+use fs_err as fs;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -108,6 +108,7 @@ async fn main() -> Result<()> {
     );
 
     // (1) plan vs sha256 of the session + git rev-parse
+    let key = bh_exec::PlanKey::open_or_create(&root.join("state"))?;
     let (mut base_ms, mut plan_ms) = (Vec::new(), Vec::new());
     for r in 0..rounds {
         let t = Instant::now();
@@ -126,7 +127,9 @@ async fn main() -> Result<()> {
                 prompt: "continue".into(),
                 model: Some("scripted/bench".into()),
                 limits: Limits::default(),
+                allow_filters: false,
             },
+            &key,
         )?;
         write_plan(&root.join(format!("plan-{r}.json")), &plan, true)?;
         plan_ms.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -177,7 +180,9 @@ async fn main() -> Result<()> {
                 prompt: format!("round {r}"),
                 model: Some("scripted/bench".into()),
                 limits: Limits::default(),
+                allow_filters: false,
             },
+            &key,
         )?;
         write_plan(&plan_path, &plan, true)?;
         let provider = ScriptedProvider::from_str(
@@ -185,12 +190,7 @@ async fn main() -> Result<()> {
             ModelSpec::new("scripted", "bench", Api::Scripted),
         )
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let setup = RunSetup {
-            state_dir: root.join("state"),
-            keep_worktree: false,
-            provider: Arc::new(provider),
-            cancel: Default::default(),
-        };
+        let setup = RunSetup::new(root.join("state"), Arc::new(provider), Default::default())?;
         let t = Instant::now();
         let result = run_plan(&runner(), &plan_path, &setup).await?;
         run_ms.push(t.elapsed().as_secs_f64() * 1000.0);

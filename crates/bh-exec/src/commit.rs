@@ -6,6 +6,7 @@
 use bh_git::Repo;
 
 use crate::error::ExecError;
+use crate::ids::{IdKind, check_id};
 use crate::plan::Plan;
 
 /// Who makes the executor's commits (author and committer).
@@ -62,11 +63,12 @@ impl Trailers {
     }
 
     /// The trailer block (each line `Key: value`), refusing a value that
-    /// could end its line or be empty.
+    /// is empty or holds whitespace or a control character (so it can
+    /// never end its line or start another trailer).
     pub fn render(&self) -> Result<String, ExecError> {
         let mut out = String::new();
         for (key, value) in TRAILER_KEYS.iter().zip(self.values()) {
-            if value.is_empty() || value.chars().any(|c| c.is_control()) {
+            if value.is_empty() || value.chars().any(|c| c.is_control() || c.is_whitespace()) {
                 return Err(ExecError::TrailerValue {
                     trailer: key,
                     value: value.to_owned(),
@@ -109,10 +111,15 @@ impl Trailers {
 /// The commit message: summary, body, and the provenance trailers.
 pub fn commit_message(plan: &Plan, execution: &str, model: &str) -> Result<String, ExecError> {
     let first_line = plan.prompt.text.lines().next().unwrap_or("").trim();
-    let mut summary: String = first_line.chars().take(60).collect();
+    let mut summary: String = first_line
+        .chars()
+        .take(60)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     if first_line.chars().count() > 60 {
         summary.push('…');
     }
+    check_id(IdKind::Execution, execution)?;
     let trailers = Trailers::of(plan, execution, model).render()?;
     Ok(format!(
         "Continue session {session} from entry {entry}: {summary}\n\n\

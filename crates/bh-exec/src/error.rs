@@ -54,7 +54,9 @@ pub enum ExecError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("plan {path} has version {version} (this executor reads {supported})")]
+    #[error(
+        "plan {path} has version {version}, this executor reads only version {supported}: re-plan it with `bh exec plan`"
+    )]
     PlanVersion {
         path: PathBuf,
         version: u32,
@@ -62,6 +64,37 @@ pub enum ExecError {
     },
     #[error("plan {path} was modified after it was written (plan digest mismatch)")]
     PlanTampered { path: PathBuf },
+    #[error("plan {path} was not made by this state directory or was edited: {detail}")]
+    PlanNotOurs { path: PathBuf, detail: String },
+    #[error("plan {path}: {field} {detail}")]
+    PlanInconsistent {
+        path: PathBuf,
+        field: &'static str,
+        detail: String,
+    },
+    #[error("limits refused: {detail}")]
+    LimitsOutOfBounds { detail: String },
+    #[error("the path of the {what} {path:?} is not UTF-8 and cannot be recorded in a plan")]
+    NonUtf8Path { what: &'static str, path: PathBuf },
+    #[error("plan key {path} {problem}")]
+    PlanKey {
+        path: PathBuf,
+        problem: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} {value:?} is refused: allowed are {rule}")]
+    InvalidId {
+        what: &'static str,
+        value: String,
+        rule: &'static str,
+    },
+    #[error("session {file} is invalid (as `bh session validate` says): {problems}")]
+    SessionInvalid { file: PathBuf, problems: String },
+    #[error(
+        "the filter driver {name:?} in the repository's Git config cannot be switched off for the execution (its name holds '=', a control character or is not UTF-8); remove it or plan with --allow-filters"
+    )]
+    FilterName { name: String },
     #[error("base commit {commit} no longer resolves to the recorded commit and tree ({detail})")]
     BaseMoved { commit: String, detail: String },
     #[error("session file {file} changed since the plan (sha256 {now}, plan has {planned})")]

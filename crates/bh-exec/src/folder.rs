@@ -5,9 +5,10 @@
 //! removed), `partial.patch` (a stopped run's change) and `result.json`
 //! (written last: an execution without it did not finish).
 
-use std::fs;
+use fs_err as fs;
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use bh_git::{GitRunner, Scope};
@@ -30,16 +31,18 @@ pub struct Execution {
 impl Execution {
     /// Creates the folder of a new execution of `plan` with its plan copy
     /// and owner stamp.
-    pub fn create(state_dir: &Path, plan: &Plan, plan_path: &Path) -> Result<Execution, ExecError> {
+    /// The copy is the verified plan itself, serialised again (the plan
+    /// file is not read a second time).
+    pub fn create(state_dir: &Path, plan: &Plan) -> Result<Execution, ExecError> {
         let id = bh_fs::time_ordered_id("x", plan.plan_sha256.as_bytes());
         let dir = state_dir.join(EXECUTIONS_DIR).join(&id);
-        fs::DirBuilder::new()
+        std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)
             .map_err(io("create", &dir))?;
         let copy = dir.join("plan.json");
-        fs::copy(plan_path, &copy).map_err(io("copy the plan to", &copy))?;
+        bh_fs::write_json_atomic(&copy, plan).map_err(io("write the plan copy", &copy))?;
         let owner = dir.join("owner");
         fs::write(&owner, owner_stamp(std::process::id()).unwrap_or_default())
             .map_err(io("write", &owner))?;

@@ -3,9 +3,11 @@
 //! A plan pins one exact conversation point (a Pi session file, an entry in
 //! it) to one exact commit, with a prompt, a model, limits and the output ref,
 //! all as full ids and SHA-256 digests, and a digest of the plan itself.
-//! [`make_plan`] only reads: it creates no worktree, commit, ref or object.
-//! [`verify_plan`] re-checks every recorded half before anything runs; each
-//! mismatch is its own [`ExecError`] variant. [`run_plan`] re-checks, then
+//! [`make_plan`] only reads: it creates no worktree, commit, ref or object;
+//! the plan is sealed with an HMAC under the state directory's [`PlanKey`].
+//! [`verify_plan`] re-checks the MAC, every field that steers the run and
+//! every recorded half before anything runs; each mismatch is its own
+//! [`ExecError`] variant. [`run_plan`] re-checks, then
 //! continues the session in a detached worktree at the base through
 //! `bh-runtime` (exactly `read, ls, edit, write`) and records the result as
 //! one commit with provenance trailers ([`Trailers`]) under
@@ -21,20 +23,30 @@
 
 mod commit;
 mod error;
+mod filters;
 mod folder;
+mod ids;
+mod key;
 mod list;
 mod plan;
 mod run;
+mod verify;
 
 pub use commit::{IDENTITY_EMAIL, IDENTITY_NAME, TRAILER_KEYS, Trailers, commit_message};
 pub use error::ExecError;
 pub use folder::{EXECUTIONS_DIR, Execution, gc};
+pub use ids::{IdKind, MAX_ID_LEN, check_id};
+pub use key::{PLAN_KEY_FILE, PlanKey};
 pub use list::{
     ChangeFacts, ExecStatus, ExecutionRecord, FileStat, StoredResult, change_facts,
     list_executions, read_execution,
 };
 pub use plan::{
-    BaseRecord, EXECUTOR_TOOLS, Limits, OUTPUT_REF_PREFIX, PLAN_VERSION, Plan, PlanRequest,
-    PromptRecord, RepoRecord, SessionRecord, make_plan, read_plan, verify_plan, write_plan,
+    BaseRecord, EXECUTOR_TOOLS, Limits, MAX_TIMEOUT_SECS, MAX_TOOL_CALLS, OUTPUT_REF_PREFIX,
+    PLAN_VERSION, Plan, PlanMac, PlanRequest, PromptRecord, RepoRecord, SessionRecord, make_plan,
+    write_plan,
 };
-pub use run::{RunResult, RunSetup, RunState, StopReason, run_plan};
+pub use run::{
+    RunProgress, RunResult, RunSetup, RunState, StopReason, run_plan, run_plan_with_progress,
+};
+pub use verify::{Trust, check_steering, read_plan, verify_plan};

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use crate::commit::{TRAILER_KEYS, Trailers};
 use crate::error::{ExecError, io};
 use crate::folder::EXECUTIONS_DIR;
-use crate::plan::{Plan, read_plan};
+use crate::plan::Plan;
 use crate::run::RunState;
+use crate::verify::read_plan_copy;
 
 /// Where an execution stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -114,7 +115,7 @@ pub fn list_executions(state_dir: &Path) -> Result<Vec<ExecutionRecord>, ExecErr
 /// Reads one execution folder; what cannot be read is named in `problems`.
 pub fn read_execution(id: &str, dir: &Path) -> ExecutionRecord {
     let mut problems = Vec::new();
-    let plan = read_plan(&dir.join("plan.json"))
+    let plan = read_plan_copy(&dir.join("plan.json"))
         .map_err(|e| problems.push(e.to_string()))
         .ok();
     let result_path = dir.join("result.json");

@@ -1,8 +1,9 @@
-//! Plans: what a run will do, pinned as full ids and digests, and their
-//! re-checks.
+//! Plans: what a run will do, pinned as full ids and digests, authenticated
+//! by the state directory's key (the re-checks are in `verify.rs`).
 
-use std::fs;
 use std::path::{Path, PathBuf};
+
+use fs_err as fs;
 
 use bh_git::{GitRunner, Scope};
 use bh_session::Session;
@@ -10,12 +11,19 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ExecError, io, session as session_err};
+use crate::ids::{IdKind, check_id};
+use crate::key::PlanKey;
 
-pub const PLAN_VERSION: u32 = 1;
+/// Version 2 added the MAC, the filter choice and the strict ids; a version 1
+/// plan is refused ("re-plan").
+pub const PLAN_VERSION: u32 = 2;
 /// Executions keep their commits under this namespace in the user's repository.
 pub const OUTPUT_REF_PREFIX: &str = "refs/better-harness/executions/";
 /// Exactly the tools an execution may use.
 pub const EXECUTOR_TOOLS: [&str; 4] = ["read", "ls", "edit", "write"];
+/// Bounds of [`Limits`], checked when a plan is made and when it is run.
+pub const MAX_TOOL_CALLS: u32 = 100_000;
+pub const MAX_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
 
 /// What the caller asks to plan.
 #[derive(Debug, Clone)]
@@ -27,6 +35,9 @@ pub struct PlanRequest {
     pub prompt: String,
     pub model: Option<String>,
     pub limits: Limits,
+    /// Run the repository's smudge/clean filter drivers in the execution's
+    /// worktree (off by default; see ARCHITECTURE.md).
+    pub allow_filters: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +45,25 @@ pub struct PlanRequest {
 pub struct Limits {
     pub max_tool_calls: u32,
     pub timeout_secs: u64,
+}
+
+impl Limits {
+    /// `None` when within bounds, else what is wrong.
+    pub fn out_of_bounds(&self) -> Option<String> {
+        if !(1..=MAX_TOOL_CALLS).contains(&self.max_tool_calls) {
+            return Some(format!(
+                "max_tool_calls {} is outside 1..={MAX_TOOL_CALLS}",
+                self.max_tool_calls
+            ));
+        }
+        if !(1..=MAX_TIMEOUT_SECS).contains(&self.timeout_secs) {
+            return Some(format!(
+                "timeout_secs {} is outside 1..={MAX_TIMEOUT_SECS}",
+                self.timeout_secs
+            ));
+        }
+        None
+    }
 }
 
 impl Default for Limits {
@@ -78,7 +108,16 @@ pub struct PromptRecord {
     pub sha256: String,
 }
 
-/// A versioned, self-digested execution plan.
+/// Who made a plan: the id of the state directory's key and the
+/// HMAC-SHA256 of the plan's canonical bytes under it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanMac {
+    pub key_id: String,
+    pub hmac_sha256: String,
+}
+
+/// A versioned, digested and authenticated execution plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {
@@ -90,36 +129,79 @@ pub struct Plan {
     pub model: Option<String>,
     pub limits: Limits,
     pub tools: Vec<String>,
+    /// Whether the worktree runs the repository's filter drivers (absent
+    /// in version 1 plan copies, which are read only to be shown).
+    #[serde(default)]
+    pub allow_filters: bool,
     pub output_ref: String,
-    /// SHA-256 of this plan serialised with this field empty.
+    /// SHA-256 of the canonical bytes: names the plan (the trailer), does
+    /// not authenticate it.
     pub plan_sha256: String,
+    /// Authenticates the canonical bytes (see [`PlanKey`]); absent in the
+    /// plan copies of version 1 executions (an empty MAC never verifies).
+    #[serde(default)]
+    pub mac: PlanMac,
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
 impl Plan {
-    /// The digest over every other field, in their fixed order.
-    pub fn digest(&self) -> String {
+    /// The canonical bytes: the plan as compact JSON, fields in their fixed
+    /// order, with `plan_sha256` and `mac` empty.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
         let mut copy = self.clone();
         copy.plan_sha256 = String::new();
-        // Serialising a struct of plain fields cannot fail.
-        let bytes = serde_json::to_vec(&copy).unwrap_or_default();
-        sha256_hex(&bytes)
+        copy.mac = PlanMac::default();
+        // A plan that reached here was read from or made into JSON (paths
+        // are UTF-8: `make_plan` refuses others), so this cannot fail.
+        serde_json::to_vec(&copy).unwrap_or_default()
+    }
+
+    /// SHA-256 of the canonical bytes.
+    pub fn digest(&self) -> String {
+        sha256_hex(&self.canonical_bytes())
+    }
+
+    /// Sets `plan_sha256` and the MAC under `key`.
+    pub fn seal(&mut self, key: &PlanKey) {
+        let bytes = self.canonical_bytes();
+        self.plan_sha256 = sha256_hex(&bytes);
+        self.mac = PlanMac {
+            key_id: key.id().to_owned(),
+            hmac_sha256: key.mac(&bytes),
+        };
+    }
+
+    /// The output ref this plan's fields derive: the first 16 hex digits of
+    /// SHA-256 over commit, session digest, entry, prompt digest and model.
+    pub fn derived_output_ref(&self) -> String {
+        let key = sha256_hex(
+            format!(
+                "{}\n{}\n{}\n{}\n{}",
+                self.base.commit,
+                self.session.sha256,
+                self.session.entry,
+                self.prompt.sha256,
+                self.model.as_deref().unwrap_or("")
+            )
+            .as_bytes(),
+        );
+        format!("{OUTPUT_REF_PREFIX}{}", &key[..16])
     }
 }
 
 /// What a plan records about the session: file digest, id, path digest and
 /// length.
-struct SessionFacts {
-    file_sha256: String,
-    id: String,
-    path_sha256: String,
-    path_length: usize,
+pub(crate) struct SessionFacts {
+    pub(crate) file_sha256: String,
+    pub(crate) id: String,
+    pub(crate) path_sha256: String,
+    pub(crate) path_length: usize,
 }
 
-fn read_session(file: &Path) -> Result<Vec<u8>, ExecError> {
+pub(crate) fn read_session(file: &Path) -> Result<Vec<u8>, ExecError> {
     fs::read(file).map_err(|source| ExecError::SessionRead {
         file: file.to_path_buf(),
         source,
@@ -130,7 +212,11 @@ fn read_session(file: &Path) -> Result<Vec<u8>, ExecError> {
 /// the file while it is parsed. The path digest is SHA-256 over the SHA-256
 /// of each line on the root→entry path (two levels, so the per-line work
 /// splits across cores).
-fn session_facts(file: &Path, bytes: Vec<u8>, entry: &str) -> Result<SessionFacts, ExecError> {
+pub(crate) fn session_facts(
+    file: &Path,
+    bytes: Vec<u8>,
+    entry: &str,
+) -> Result<SessionFacts, ExecError> {
     let (file_sha256, session) = std::thread::scope(|scope| {
         let hash = scope.spawn(|| sha256_hex(&bytes));
         let session = Session::parse(bytes.clone(), Some(file.to_path_buf()));
@@ -142,6 +228,15 @@ fn session_facts(file: &Path, bytes: Vec<u8>, entry: &str) -> Result<SessionFact
         .ok_or_else(|| ExecError::NoHeader {
             file: file.to_path_buf(),
         })?;
+    // What `bh session validate` refuses, refused here with its words.
+    if !session.is_valid() {
+        let problems: Vec<String> = session.errors().map(|p| p.to_string()).collect();
+        return Err(ExecError::SessionInvalid {
+            file: file.to_path_buf(),
+            problems: problems.join("; "),
+        });
+    }
+    check_id(IdKind::Session, &id)?;
     if session.entry(entry).is_none() {
         return Err(ExecError::UnknownEntry {
             file: file.to_path_buf(),
@@ -159,6 +254,17 @@ fn session_facts(file: &Path, bytes: Vec<u8>, entry: &str) -> Result<SessionFact
         });
     }
     let lines: Vec<&[u8]> = path.iter().map(|e| session.line_text(e)).collect();
+    // The validator tolerates bytes that are not UTF-8 (Pi would read them
+    // lossily); a line the run continues from must be exact.
+    if let Some(e) = path
+        .iter()
+        .find(|e| std::str::from_utf8(session.line_text(e)).is_err())
+    {
+        return Err(ExecError::SessionInvalid {
+            file: file.to_path_buf(),
+            problems: format!("line {}: error: not UTF-8 (entry {})", e.line, e.id),
+        });
+    }
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -193,8 +299,18 @@ fn session_facts(file: &Path, bytes: Vec<u8>, entry: &str) -> Result<SessionFact
     })
 }
 
-/// Resolves and digests everything a plan pins. Reads only.
-pub fn make_plan(runner: &GitRunner, req: &PlanRequest) -> Result<Plan, ExecError> {
+/// Resolves and digests everything a plan pins, and seals it with `key`.
+/// Reads only. Refuses ids and model strings outside their character sets
+/// ([`crate::IdKind`]), limits out of bounds, and a session that `bh session
+/// validate` calls invalid.
+pub fn make_plan(runner: &GitRunner, req: &PlanRequest, key: &PlanKey) -> Result<Plan, ExecError> {
+    check_id(IdKind::Entry, &req.entry)?;
+    if let Some(m) = &req.model {
+        check_id(IdKind::Model, m)?;
+    }
+    if let Some(problem) = req.limits.out_of_bounds() {
+        return Err(ExecError::LimitsOutOfBounds { detail: problem });
+    }
     let dir = fs::canonicalize(&req.repo).map_err(|e| ExecError::NotARepository {
         path: req.repo.clone(),
         source: Box::new(e),
@@ -239,14 +355,6 @@ pub fn make_plan(runner: &GitRunner, req: &PlanRequest) -> Result<Plan, ExecErro
     let (id, path_sha256, path_length) = (facts.id, facts.path_sha256, facts.path_length);
     let session_sha = facts.file_sha256;
     let prompt_sha = sha256_hex(req.prompt.as_bytes());
-    let key = sha256_hex(
-        format!(
-            "{commit}\n{session_sha}\n{}\n{prompt_sha}\n{}",
-            req.entry,
-            req.model.as_deref().unwrap_or("")
-        )
-        .as_bytes(),
-    );
     let mut plan = Plan {
         version: PLAN_VERSION,
         repo: RepoRecord {
@@ -269,10 +377,26 @@ pub fn make_plan(runner: &GitRunner, req: &PlanRequest) -> Result<Plan, ExecErro
         model: req.model.clone(),
         limits: req.limits,
         tools: EXECUTOR_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
-        output_ref: format!("{OUTPUT_REF_PREFIX}{}", &key[..16]),
+        allow_filters: req.allow_filters,
+        output_ref: String::new(),
         plan_sha256: String::new(),
+        mac: PlanMac::default(),
     };
-    plan.plan_sha256 = plan.digest();
+    plan.output_ref = plan.derived_output_ref();
+    // Paths go into JSON: they must be UTF-8.
+    for (what, p) in [
+        ("repository", &plan.repo.top_level),
+        ("common dir", &plan.repo.common_dir),
+        ("session file", &plan.session.file),
+    ] {
+        if p.to_str().is_none() {
+            return Err(ExecError::NonUtf8Path {
+                what,
+                path: p.clone(),
+            });
+        }
+    }
+    plan.seal(key);
     Ok(plan)
 }
 
@@ -305,93 +429,4 @@ pub fn write_plan(path: &Path, plan: &Plan, force: bool) -> Result<(), ExecError
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists()),
         other => other.map_err(io("write", path)),
     }
-}
-
-/// Reads a plan file (shape only; see [`verify_plan`]).
-pub fn read_plan(path: &Path) -> Result<Plan, ExecError> {
-    let text = fs::read(path).map_err(|source| ExecError::PlanRead {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let plan: Plan = serde_json::from_slice(&text).map_err(|source| ExecError::PlanFormat {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if plan.version != PLAN_VERSION {
-        return Err(ExecError::PlanVersion {
-            path: path.to_path_buf(),
-            version: plan.version,
-            supported: PLAN_VERSION,
-        });
-    }
-    Ok(plan)
-}
-
-/// Re-checks a plan before anything runs: its own digest, the base commit and
-/// tree, the session id, the entry and its path, the session file digest, and
-/// that the output ref does not exist yet — in that order (most specific
-/// first), each with its own error.
-pub fn verify_plan(runner: &GitRunner, path: &Path) -> Result<Plan, ExecError> {
-    let plan = read_plan(path)?;
-    if plan.digest() != plan.plan_sha256 {
-        return Err(ExecError::PlanTampered {
-            path: path.to_path_buf(),
-        });
-    }
-    let repo = runner.repo(&plan.repo.top_level, Scope::User);
-    let base = &plan.base.commit;
-    match (repo.resolve_commit(base), repo.tree_of(base)) {
-        (Ok(c), Ok(t)) if c == *base && t == plan.base.tree => {}
-        (c, t) => {
-            return Err(ExecError::BaseMoved {
-                commit: base.clone(),
-                detail: format!(
-                    "commit: {}, tree: {}",
-                    c.unwrap_or_else(|_| "missing".into()),
-                    t.unwrap_or_else(|_| "missing".into())
-                ),
-            });
-        }
-    }
-    // The session is read once: the id, the entry's path and the file digest
-    // all come from these bytes.
-    let file = &plan.session.file;
-    let bytes = read_session(file)?;
-    let session = Session::parse(bytes.clone(), Some(file.clone()));
-    let id_now = session.header().map(|h| h.id.clone()).unwrap_or_default();
-    if id_now != plan.session.id {
-        return Err(ExecError::SessionIdChanged {
-            file: file.clone(),
-            planned: plan.session.id.clone(),
-            now: id_now,
-        });
-    }
-    let facts = match session_facts(file, bytes, &plan.session.entry) {
-        Ok(f)
-            if f.path_sha256 == plan.session.path_sha256
-                && f.path_length == plan.session.path_length =>
-        {
-            f
-        }
-        _ => {
-            return Err(ExecError::EntryChanged {
-                file: file.clone(),
-                entry: plan.session.entry.clone(),
-            });
-        }
-    };
-    if facts.file_sha256 != plan.session.sha256 {
-        return Err(ExecError::SessionChanged {
-            file: file.clone(),
-            planned: plan.session.sha256.clone(),
-            now: facts.file_sha256,
-        });
-    }
-    if let Some(at) = repo.read_ref(&plan.output_ref)? {
-        return Err(ExecError::RefExists {
-            name: plan.output_ref.clone(),
-            at,
-        });
-    }
-    Ok(plan)
 }

@@ -6,16 +6,19 @@ use std::sync::Arc;
 
 use bh_git::{GitRunner, Repo, Scope, WorktreeGuard};
 use bh_runtime::{
-    CancellationToken, Limits, Profile, Provider, RunOutcome, RunStop, Runtime, RuntimeOptions,
-    SystemPrompt,
+    CancellationToken, Event, Limits, Profile, Provider, RunOutcome, RunStop, Runtime,
+    RuntimeOptions, SystemPrompt,
 };
 use bh_session::{ForkOptions, ForkTarget, Forked, Session, SessionWriter, Totals};
 use serde::Serialize;
 
 use crate::commit::{commit_message, commit_tree};
 use crate::error::{ExecError, session as session_err};
+use crate::filters::{configured_drivers, switch_off};
 use crate::folder::{Execution, gc};
-use crate::plan::{Plan, verify_plan};
+use crate::key::PlanKey;
+use crate::plan::Plan;
+use crate::verify::{Trust, verify_read_once};
 
 /// How a run is set up by its caller (the CLI).
 pub struct RunSetup {
@@ -26,6 +29,40 @@ pub struct RunSetup {
     /// come from the plan).
     pub provider: Arc<dyn Provider>,
     pub cancel: CancellationToken,
+    /// The state directory's plan key (`None`: it has none, so only a
+    /// trusted foreign plan can run).
+    pub plan_key: Option<PlanKey>,
+    /// Accept a plan sealed with another key once every re-check passes
+    /// (`--trust-plan`).
+    pub trust_plan: bool,
+    /// Called once the plan and the session bytes are verified, before
+    /// anything is created (a seam for tests: the session file may change
+    /// here, the run forks the verified bytes).
+    pub after_verify: Option<Box<dyn Fn() + Send + Sync>>,
+    /// The `plan_sha256` of the plan the caller checked (and built the
+    /// provider for): a plan file replaced since then is refused.
+    pub expect_plan_sha256: Option<String>,
+}
+
+impl RunSetup {
+    /// A setup with the state directory's key opened (if it has one), no
+    /// foreign plans, no hook.
+    pub fn new(
+        state_dir: PathBuf,
+        provider: Arc<dyn Provider>,
+        cancel: CancellationToken,
+    ) -> Result<RunSetup, ExecError> {
+        Ok(RunSetup {
+            plan_key: PlanKey::open(&state_dir)?,
+            state_dir,
+            keep_worktree: false,
+            provider,
+            cancel,
+            trust_plan: false,
+            after_verify: None,
+            expect_plan_sha256: None,
+        })
+    }
 }
 
 /// How an execution ended.
@@ -103,6 +140,26 @@ impl StopReason {
     }
 }
 
+/// Where a run is, for a progress display (reported in this order; the
+/// model turns and tool calls as they happen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunProgress {
+    /// Re-checking the plan against the repository and the session.
+    Checks,
+    /// Creating the detached worktree at the base commit.
+    Worktree,
+    /// Forking the session at the planned entry.
+    Fork,
+    /// Model call number `turn` (1-based) of the run.
+    ModelTurn { turn: u32 },
+    /// A tool call starting: its name and the path (or command, pattern) it names.
+    ToolCall { tool: String, target: String },
+    /// Staging the worktree's content into a tree.
+    Staging,
+    /// Recording the result: the commit and its ref, or the partial patch.
+    Commit,
+}
+
 /// What `result.json` holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
@@ -136,27 +193,69 @@ pub async fn run_plan(
     plan_path: &Path,
     setup: &RunSetup,
 ) -> Result<RunResult, ExecError> {
-    // 1. Re-check everything the plan pins.
-    let plan = verify_plan(runner, plan_path)?;
+    run_plan_with_progress(runner, plan_path, setup, &|_| {}).await
+}
+
+/// [`run_plan`], reporting each phase to `progress` as it starts.
+pub async fn run_plan_with_progress(
+    runner: &GitRunner,
+    plan_path: &Path,
+    setup: &RunSetup,
+    progress: &(dyn Fn(RunProgress) + Sync),
+) -> Result<RunResult, ExecError> {
+    // 1. Re-check everything the plan pins; keep the session bytes verified.
+    progress(RunProgress::Checks);
+    let trust = Trust {
+        key: setup.plan_key.as_ref(),
+        foreign: setup.trust_plan,
+    };
+    let (plan, session_bytes) = verify_read_once(runner, plan_path, trust)?;
+    if setup
+        .expect_plan_sha256
+        .as_ref()
+        .is_some_and(|want| *want != plan.plan_sha256)
+    {
+        return Err(ExecError::PlanTampered {
+            path: plan_path.to_path_buf(),
+        });
+    }
+    if let Some(hook) = &setup.after_verify {
+        hook();
+    }
     let repo = runner.repo(&plan.repo.top_level, Scope::User);
+    // Filter drivers only when the plan allows them (found before anything
+    // is created, so a driver that cannot be switched off refuses cleanly).
+    let drivers = if plan.allow_filters {
+        Vec::new()
+    } else {
+        configured_drivers(&repo)?
+    };
+    let filtered = |r: Repo| switch_off(&r, &drivers);
     // 2. Leftovers of crashed executions go first.
     let _ = gc(runner, &plan.repo.top_level, &setup.state_dir);
     // 3. The execution folder.
-    let exec = Execution::create(&setup.state_dir, &plan, plan_path)?;
+    let exec = Execution::create(&setup.state_dir, &plan)?;
     // 4. A detached worktree at the base, locked from its creation.
     let worktree = exec.worktree();
-    repo.worktree_add_detached(&worktree, &plan.base.commit, &exec.lock_reason())?;
+    progress(RunProgress::Worktree);
+    filtered(repo.clone()).worktree_add_detached(
+        &worktree,
+        &plan.base.commit,
+        &exec.lock_reason(),
+    )?;
     let mut guard = WorktreeGuard::new(&repo, &worktree);
     if setup.keep_worktree {
         guard.keep();
     }
     // 5. The session forked at the planned entry, working in the worktree.
-    let forked = fork_session(&plan, &exec)?;
+    progress(RunProgress::Fork);
+    let forked = fork_session(&plan, &exec, session_bytes)?;
     // 6. The agent continues it with exactly the executor's tools.
-    let (outcome, warnings) = continue_session(runner, &plan, &exec, &forked, setup).await?;
+    let (outcome, warnings) =
+        continue_session(runner, &plan, &exec, &forked, setup, progress).await?;
     // 7. The worktree's content as a tree, through a private index.
-    let tree = runner
-        .repo(&worktree, Scope::User)
+    progress(RunProgress::Staging);
+    let tree = filtered(runner.repo(&worktree, Scope::User))
         .temp_index(exec.index())
         .stage_work_tree(&plan.base.commit)?;
     // 8. Record it: a commit under the output ref, or the partial patch.
@@ -182,6 +281,7 @@ pub async fn run_plan(
         worktree: setup.keep_worktree.then(|| worktree.clone()),
         warnings,
     };
+    progress(RunProgress::Commit);
     record(&repo, &plan, &exec, &outcome, &tree, &model, &mut result)?;
     // 9. Clean up; `result.json` marks the execution finished.
     if !setup.keep_worktree {
@@ -194,10 +294,11 @@ pub async fn run_plan(
 }
 
 /// A new session file in the execution folder: new id, `parentSession` =
-/// the source, `cwd` = the worktree, the planned entry as the leaf.
-fn fork_session(plan: &Plan, exec: &Execution) -> Result<Forked, ExecError> {
+/// the source, `cwd` = the worktree, the planned entry as the leaf. Forks
+/// the bytes that were verified (the file is not read again).
+fn fork_session(plan: &Plan, exec: &Execution, bytes: Vec<u8>) -> Result<Forked, ExecError> {
     let file = &plan.session.file;
-    let source = Session::load(file).map_err(session_err(file))?;
+    let source = Session::parse(bytes, Some(file.clone()));
     let forked = bh_session::fork(
         &source,
         &ForkTarget::File(exec.session()),
@@ -226,6 +327,7 @@ async fn continue_session(
     exec: &Execution,
     forked: &Forked,
     setup: &RunSetup,
+    progress: &(dyn Fn(RunProgress) + Sync),
 ) -> Result<(RunOutcome, Vec<String>), ExecError> {
     let mut opts = RuntimeOptions::new(&setup.state_dir, Profile::Executor);
     opts.tool_output_dir = Some(exec.dir.clone());
@@ -241,8 +343,29 @@ async fn continue_session(
     }
     let writer = SessionWriter::open(&forked.path).map_err(session_err(&forked.path))?;
     let mut agent = runtime.agent(&opts, setup.provider.clone(), writer)?;
+    let mut turn = 0u32;
+    let mut sink = |event: Event| match event {
+        Event::TurnStart => {
+            turn += 1;
+            progress(RunProgress::ModelTurn { turn });
+        }
+        Event::ToolExecutionStart {
+            tool_name, args, ..
+        } => {
+            let target = ["path", "command", "pattern"]
+                .iter()
+                .find_map(|k| args.get(*k).and_then(|v| v.as_str()))
+                .unwrap_or("")
+                .to_owned();
+            progress(RunProgress::ToolCall {
+                tool: tool_name,
+                target,
+            });
+        }
+        _ => {}
+    };
     let outcome = agent
-        .run(&plan.prompt.text, &setup.cancel, &mut |_| {})
+        .run(&plan.prompt.text, &setup.cancel, &mut sink)
         .await
         .map_err(|source| ExecError::Agent {
             file: forked.path.clone(),

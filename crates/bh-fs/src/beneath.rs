@@ -153,8 +153,8 @@ mod tests {
     fn symlinks_are_refused_on_both_paths() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("root");
-        std::fs::create_dir_all(root.join("a/b")).unwrap();
-        std::os::unix::fs::symlink(tmp.path(), root.join("a/link")).unwrap();
+        fs_err::create_dir_all(root.join("a/b")).unwrap();
+        fs_err::os::unix::fs::symlink(tmp.path(), root.join("a/link")).unwrap();
         for walk in [false, true] {
             let b = Beneath::open(&root).unwrap();
             if walk {
@@ -171,6 +171,6 @@ mod tests {
             assert!(b.open_dir(&["new", "dir"], true).is_ok());
         }
         assert!(root.join("new/dir").is_dir());
-        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+        assert_eq!(fs_err::read_dir(tmp.path()).unwrap().count(), 1);
     }
 }

@@ -15,9 +15,10 @@
 //! Errors are plain `std::io::Error`s; callers add the path and what they were
 //! doing to their own error types.
 
-use std::fs::{self, OpenOptions};
+use fs_err as fs;
+use fs_err::OpenOptions;
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -63,7 +64,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
             .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        #[cfg(test)]
+        steps::record(steps::Step::FileSynced(tmp.clone()));
         fs::rename(&tmp, path)?;
+        #[cfg(test)]
+        steps::record(steps::Step::Renamed(path.to_path_buf()));
         sync_dir(path.parent().unwrap_or(Path::new(".")))
     })();
     if result.is_err() {
@@ -79,7 +84,59 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     } else {
         dir
     };
-    fs::File::open(dir)?.sync_all()
+    fs::File::open(dir)?.sync_all()?;
+    #[cfg(test)]
+    steps::record(steps::Step::DirSynced(dir.to_path_buf()));
+    Ok(())
+}
+
+/// What [`write_atomic`] did, in order, on this thread (tests only: the
+/// seam that shows the folder is synced after the rename).
+#[cfg(test)]
+mod steps {
+    use std::cell::RefCell;
+    use std::path::PathBuf;
+
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) enum Step {
+        FileSynced(PathBuf),
+        Renamed(PathBuf),
+        DirSynced(PathBuf),
+    }
+
+    thread_local! {
+        static STEPS: RefCell<Vec<Step>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(crate) fn record(step: Step) {
+        STEPS.with(|s| s.borrow_mut().push(step));
+    }
+
+    pub(crate) fn take() -> Vec<Step> {
+        STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::steps::{Step, take};
+
+    #[test]
+    fn the_folder_is_synced_after_the_rename() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        take();
+        super::write_atomic(&path, b"x", 0o600).unwrap();
+        let steps = take();
+        assert_eq!(steps.len(), 3, "{steps:?}");
+        assert!(matches!(&steps[0], Step::FileSynced(t) if t.parent() == Some(dir.path())));
+        assert_eq!(steps[1], Step::Renamed(path.clone()));
+        assert_eq!(steps[2], Step::DirSynced(dir.path().to_path_buf()));
+        // A file name without a folder syncs the current one.
+        super::sync_dir(std::path::Path::new("")).unwrap();
+        assert_eq!(take(), vec![Step::DirSynced(".".into())]);
+    }
 }
 
 /// [`write_atomic`] of `value` as pretty JSON, private to the user (`0o600`).

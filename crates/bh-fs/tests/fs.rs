@@ -11,16 +11,16 @@ fn writes_replace_whole_files_and_leave_no_temporary_behind() {
     let path = dir.path().join("state.json");
     write_json_atomic(&path, &serde_json::json!({"a": 1})).unwrap();
     assert_eq!(
-        serde_json::from_slice::<serde_json::Value>(&std::fs::read(&path).unwrap()).unwrap(),
+        serde_json::from_slice::<serde_json::Value>(&fs_err::read(&path).unwrap()).unwrap(),
         serde_json::json!({"a": 1})
     );
     assert_eq!(
-        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        fs_err::metadata(&path).unwrap().permissions().mode() & 0o777,
         0o600
     );
     write_atomic(&path, b"second", 0o600).unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), b"second");
-    let names: Vec<_> = std::fs::read_dir(dir.path())
+    assert_eq!(fs_err::read(&path).unwrap(), b"second");
+    let names: Vec<_> = fs_err::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
@@ -41,10 +41,10 @@ fn concurrent_writers_never_tear_the_file() {
             });
         }
     });
-    let bytes = std::fs::read(&path).unwrap();
+    let bytes = fs_err::read(&path).unwrap();
     assert_eq!(bytes.len(), 4096);
     assert!(bytes.iter().all(|b| *b == bytes[0]));
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    assert_eq!(fs_err::read_dir(dir.path()).unwrap().count(), 1);
 }
 
 #[test]
@@ -52,7 +52,7 @@ fn a_failed_write_names_the_problem_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let err = write_atomic(&dir.path().join("missing/x"), b"x", 0o600).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    assert_eq!(fs_err::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]

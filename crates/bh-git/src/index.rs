@@ -17,7 +17,7 @@ impl Repo {
     /// A fresh private index at `path` (a leftover file there is replaced).
     pub fn temp_index(&self, path: impl Into<PathBuf>) -> TempIndex<'_> {
         let path = path.into();
-        let _ = std::fs::remove_file(&path);
+        let _ = fs_err::remove_file(&path);
         TempIndex { repo: self, path }
     }
 }
@@ -66,6 +66,6 @@ impl TempIndex<'_> {
 
 impl Drop for TempIndex<'_> {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        let _ = fs_err::remove_file(&self.path);
     }
 }

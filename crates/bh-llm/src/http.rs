@@ -47,6 +47,22 @@ impl Default for RetryPolicy {
     }
 }
 
+/// An error and every source under it, `a: b: c`, each said once (reqwest's
+/// "error sending request" hides the "connection refused" that explains it).
+pub(crate) fn cause_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        let text = e.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = e.source();
+    }
+    out
+}
+
 impl RetryPolicy {
     pub fn backoff(&self, attempt: u32) -> Duration {
         let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
@@ -254,7 +270,7 @@ async fn one_attempt<W: Wire>(
     let resp = match resp {
         Ok(r) => r,
         Err(e) => {
-            let msg = format!("Connection error: {e}");
+            let msg = format!("Connection error: {}", cause_chain(&e));
             if can_retry {
                 return Attempt::Retry {
                     delay: retry.backoff(attempt + 1),

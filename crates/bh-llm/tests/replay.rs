@@ -61,7 +61,7 @@ impl Case {
 
 fn cases() -> Vec<Case> {
     let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir().join("manifest.json")).unwrap())
+        serde_json::from_str(&fs_err::read_to_string(dir().join("manifest.json")).unwrap())
             .unwrap();
     manifest["cases"]
         .as_array()
@@ -74,7 +74,7 @@ fn cases() -> Vec<Case> {
                 _ => Wire::OpenAi,
             };
             let text =
-                std::fs::read_to_string(dir().join(format!("streams/{name}.chunks.txt"))).unwrap();
+                fs_err::read_to_string(dir().join(format!("streams/{name}.chunks.txt"))).unwrap();
             let (body, event_ends) = sse(wire, &text);
             Case {
                 name,
@@ -327,9 +327,9 @@ fn pi_message(pi: &RealPi, case: &Case, body: Vec<u8>) -> Value {
         "models": [{"id": MODEL_ID, "reasoning": false, "input": ["text"], "contextWindow": 128000,
             "maxTokens": 4096, "cost": {"input": COST.input, "output": COST.output,
             "cacheRead": COST.cache_read, "cacheWrite": COST.cache_write}}]}}});
-    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    fs_err::write(agent.join("models.json"), models.to_string()).unwrap();
     // Pi's auto-retry off, as bh's is off here: the stream's own result is compared.
-    std::fs::write(
+    fs_err::write(
         agent.join("settings.json"),
         json!({"retry": {"enabled": false}}).to_string(),
     )
@@ -414,7 +414,7 @@ fn expectation_path(name: &str) -> PathBuf {
 
 fn expectation(name: &str) -> Value {
     let path = expectation_path(name);
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| {
+    serde_json::from_str(&fs_err::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; record it with `cargo test -p bh-llm --test replay -- --ignored record_pi_expectations`",
             path.display()
@@ -539,12 +539,12 @@ fn live_pi_agrees_with_the_recordings() {
 #[ignore = "re-records the expectations from the real Pi; run explicitly"]
 fn record_pi_expectations() {
     let pi = real_pi(PiRelease::Current).expect("node and npm are needed to record");
-    std::fs::create_dir_all(dir().join("pi-1.6.0")).unwrap();
+    fs_err::create_dir_all(dir().join("pi-1.6.0")).unwrap();
     for case in cases() {
         let full = pi_message(&pi, &case, case.body.clone());
         let cut = pi_message(&pi, &case, case.cut_short());
         let v = json!({"pi": "@earendil-works/pi-coding-agent@1.6.0", "full": full, "cut": cut});
-        std::fs::write(
+        fs_err::write(
             expectation_path(&case.name),
             serde_json::to_string_pretty(&v).unwrap() + "\n",
         )

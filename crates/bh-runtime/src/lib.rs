@@ -14,19 +14,27 @@
 //! * [`Live`]: a running agent that moves between the main checkout and
 //!   managed worktrees as one transaction (nothing changes unless the move
 //!   commits).
+//! * Rewinding ([`resolve_entry`], [`conversation_leaf`], [`files_checkpoint`],
+//!   [`move_leaf`]): the entry a person names, where the conversation
+//!   continues, and the checkpoint holding the files as they were there.
 //!
 //! Library rules: never prints, never reads the environment or `$HOME`.
 
 mod error;
 mod relocate;
+mod rewind;
 mod runtime;
 mod session;
 
 pub use error::{Result, RuntimeError};
 pub use relocate::{Disposed, Live, Moved, RelocateError};
+pub use rewind::{
+    MIN_ENTRY_PREFIX, RewindError, conversation_leaf, files_checkpoint, move_leaf, resolve_entry,
+};
 pub use runtime::{DEFAULT_SYSTEM_PROMPT, Runtime, RuntimeOptions, SystemPrompt};
 pub use session::{
-    OpenedSession, SessionChoice, SessionRequest, canonical_dir, dir_str, open_session,
+    OpenedSession, SessionChoice, SessionRequest, canonical_dir, dir_str, find_session,
+    open_session,
 };
 
 /// The engines' types a front door needs, so it can depend on the runtime alone.

@@ -133,7 +133,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+    match (fs_err::canonicalize(a), fs_err::canonicalize(b)) {
         (Ok(x), Ok(y)) => x == y,
         _ => a == b,
     }
@@ -218,7 +218,7 @@ impl Live {
         cancel: &CancellationToken,
     ) -> Result<Disposed, RelocateError> {
         let all = bh_worktree::list(&self.runner, &self.cwd)?;
-        let here = std::fs::canonicalize(&self.cwd).unwrap_or_else(|_| self.cwd.clone());
+        let here = fs_err::canonicalize(&self.cwd).unwrap_or_else(|_| self.cwd.clone());
         let Some(main) = all.iter().find(|w| w.main) else {
             return Err(RelocateError::NoMainCheckout {
                 cwd: self.cwd.clone(),
@@ -229,7 +229,7 @@ impl Live {
             .iter()
             .filter(|w| !w.main && w.name.is_some())
             .filter_map(|w| {
-                let p = std::fs::canonicalize(&w.path).ok()?;
+                let p = fs_err::canonicalize(&w.path).ok()?;
                 here.starts_with(&p).then_some((p.as_os_str().len(), w))
             })
             .max_by_key(|(len, _)| *len)

@@ -72,7 +72,7 @@ pub struct OpenedSession {
 
 /// `p` made absolute, canonical, and checked to be a directory.
 pub fn canonical_dir(p: &Path) -> Result<PathBuf> {
-    let dir = std::fs::canonicalize(p).map_err(|source| RuntimeError::Dir {
+    let dir = fs_err::canonicalize(p).map_err(|source| RuntimeError::Dir {
         path: p.to_path_buf(),
         source,
     })?;
@@ -98,6 +98,16 @@ fn is_path(arg: &Path) -> bool {
 }
 
 impl SessionRequest {
+    /// An existing session named as Pi names one: a path (containing `/` or
+    /// `\`, or ending in `.jsonl`) made absolute against `run_dir`, else a
+    /// session id prefix searched in the working directory's session folder
+    /// first, then every folder; ambiguous or unknown prefixes are errors
+    /// ([`RuntimeError::AmbiguousSession`], [`RuntimeError::NoSuchSession`]).
+    /// The `choice` is not used.
+    pub fn find(&self, arg: &Path) -> Result<PathBuf> {
+        self.resolve(arg)
+    }
+
     fn abs(&self, p: &Path) -> PathBuf {
         if p.is_absolute() {
             p.to_path_buf()
@@ -138,7 +148,7 @@ impl SessionRequest {
         let mut found = matching(&local)?;
         if found.is_empty() {
             let all = agent_dir.join("sessions");
-            let dirs = match std::fs::read_dir(&all) {
+            let dirs = match fs_err::read_dir(&all) {
                 Ok(rd) => rd.filter_map(|e| e.ok()).map(|e| e.path()).collect(),
                 Err(_) => Vec::new(),
             };
@@ -173,7 +183,7 @@ impl SessionRequest {
             None => Ok(here),
             Some(recorded) => {
                 let recorded = PathBuf::from(recorded);
-                match std::fs::canonicalize(&recorded) {
+                match fs_err::canonicalize(&recorded) {
                     Ok(r) if r == here => Ok(here),
                     _ => Err(RuntimeError::CwdMismatch {
                         file: file.to_path_buf(),
@@ -184,6 +194,20 @@ impl SessionRequest {
             }
         }
     }
+}
+
+/// An existing session named as Pi names one (a path, or an id prefix looked
+/// up in `run_dir`'s session folder, then every folder of `agent_dir`);
+/// nothing is opened or created. A path is returned as given (resolved
+/// against `run_dir`), whether or not it exists.
+pub fn find_session(agent_dir: Option<&Path>, run_dir: &Path, arg: &Path) -> Result<PathBuf> {
+    SessionRequest {
+        choice: SessionChoice::Open(arg.to_path_buf()),
+        agent_dir: agent_dir.map(Path::to_path_buf),
+        run_dir: run_dir.to_path_buf(),
+        cwd: None,
+    }
+    .resolve(arg)
 }
 
 /// Opens an existing session file: consumes a pending handoff first.

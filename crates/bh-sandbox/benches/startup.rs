@@ -26,7 +26,7 @@ fn main() {
         .unwrap_or(200);
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("project");
-    std::fs::create_dir_all(project.join(".git")).unwrap();
+    fs_err::create_dir_all(project.join(".git")).unwrap();
     let policy = Policy {
         writable: vec![project.clone()],
         read_only: vec![project.join(".git")],

@@ -160,7 +160,7 @@ impl Sandbox {
     pub fn new(policy: &Policy, cwd: &Path) -> Result<Sandbox, SandboxError> {
         let abi = landlock_abi()?;
         let resolve = |role: &'static str, p: &Path| {
-            std::fs::canonicalize(p).map_err(|source| SandboxError::Path {
+            fs_err::canonicalize(p).map_err(|source| SandboxError::Path {
                 role,
                 path: p.display().to_string(),
                 source,
@@ -173,7 +173,7 @@ impl Sandbox {
         }
         let mut read_only = Vec::new();
         for p in &policy.read_only {
-            match std::fs::canonicalize(p) {
+            match fs_err::canonicalize(p) {
                 Ok(r) => read_only.push(r),
                 Err(_) if writable.iter().any(|w| p.starts_with(w)) => not_enforced.push(format!(
                     "{} does not exist, so it cannot be kept read-only inside a writable root",
@@ -185,7 +185,7 @@ impl Sandbox {
         read_only.sort();
         read_only.dedup();
         let cwd = resolve("working folder", cwd)?;
-        let tmp = std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"));
+        let tmp = fs_err::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"));
 
         let mut tmp_binds = Vec::new();
         if policy.private_tmp {
@@ -195,7 +195,7 @@ impl Sandbox {
             let visible = policy
                 .visible
                 .iter()
-                .filter_map(|p| std::fs::canonicalize(p).ok());
+                .filter_map(|p| fs_err::canonicalize(p).ok());
             for p in writable
                 .iter()
                 .chain(read_only.iter())
@@ -491,7 +491,7 @@ pub fn process_parent(pid: u32) -> Option<i32> {
 /// Field `3 + n` of `/proc/<pid>/stat` (after `pid (comm)`, whose comm may
 /// hold spaces and parentheses).
 fn stat_field(pid: u32, n: usize) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(n).map(str::to_owned)
 }

@@ -52,9 +52,9 @@ fn run(policy: &Policy, cwd: &Path, script: &str) -> Run {
 fn project() -> (tempfile::TempDir, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let p = t.path().join("project");
-    std::fs::create_dir_all(p.join(".git")).unwrap();
-    std::fs::write(p.join(".git/config"), "[core]\n").unwrap();
-    std::fs::write(p.join("a.txt"), "a\n").unwrap();
+    fs_err::create_dir_all(p.join(".git")).unwrap();
+    fs_err::write(p.join(".git/config"), "[core]\n").unwrap();
+    fs_err::write(p.join("a.txt"), "a\n").unwrap();
     (t, p)
 }
 
@@ -72,11 +72,11 @@ fn policy(p: &Path) -> Policy {
 /// argument).
 fn with_marker(marker: &str) -> Vec<u32> {
     let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+    for e in fs_err::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline"))
+        if let Ok(cmdline) = fs_err::read(format!("/proc/{pid}/cmdline"))
             && cmdline.starts_with(b"sleep\0")
             && String::from_utf8_lossy(&cmdline).contains(marker)
             && bh_sandbox::process_state(pid) != Some('Z')
@@ -137,7 +137,7 @@ fn writes_only_under_writable_roots() {
     );
     assert!(!seen_file.exists());
     assert!(!outside.exists());
-    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "b\n");
+    assert_eq!(fs_err::read_to_string(p.join("a.txt")).unwrap(), "b\n");
     assert!(p.join("sub/d").exists());
     assert!(!outside.exists());
     assert!(!seen_file.exists());
@@ -154,7 +154,7 @@ fn read_only_holes_inside_a_writable_root() {
     assert!(r.out.contains("Read-only file system"), "{}", r.out);
     assert!(r.out.contains("done"));
     assert_eq!(
-        std::fs::read_to_string(p.join(".git/config")).unwrap(),
+        fs_err::read_to_string(p.join(".git/config")).unwrap(),
         "[core]\n"
     );
     assert!(!p.join(".git/hooks").exists());
@@ -165,11 +165,11 @@ fn read_only_holes_inside_a_writable_root() {
 fn a_protected_file_outside_stays_read_only_and_the_rest_of_home_too() {
     let (t, p) = project();
     let home = t.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(home.join(".gitconfig"), "[user]\n").unwrap();
+    fs_err::create_dir_all(&home).unwrap();
+    fs_err::write(home.join(".gitconfig"), "[user]\n").unwrap();
     // The protected file even inside a writable root.
     let inner = p.join(".gitconfig-fake");
-    std::fs::write(&inner, "[user]\n").unwrap();
+    fs_err::write(&inner, "[user]\n").unwrap();
     let mut pol = policy(&p);
     pol.read_only.push(home.join(".gitconfig"));
     pol.read_only.push(inner.clone());
@@ -185,10 +185,10 @@ fn a_protected_file_outside_stays_read_only_and_the_rest_of_home_too() {
     );
     assert!(r.out.contains("done"), "{}", r.out);
     assert_eq!(
-        std::fs::read_to_string(home.join(".gitconfig")).unwrap(),
+        fs_err::read_to_string(home.join(".gitconfig")).unwrap(),
         "[user]\n"
     );
-    assert_eq!(std::fs::read_to_string(&inner).unwrap(), "[user]\n");
+    assert_eq!(fs_err::read_to_string(&inner).unwrap(), "[user]\n");
     assert!(!home.join("new").exists());
 }
 
@@ -199,8 +199,8 @@ fn a_writable_root_inside_a_read_only_folder_stays_writable() {
     let (t, p) = project();
     let state = t.path().join("state");
     let work = state.join("tasks/t1/worktree");
-    std::fs::create_dir_all(work.join(".git")).unwrap();
-    std::fs::write(state.join("config"), "x\n").unwrap();
+    fs_err::create_dir_all(work.join(".git")).unwrap();
+    fs_err::write(state.join("config"), "x\n").unwrap();
     let pol = Policy {
         writable: vec![work.clone()],
         read_only: vec![state.clone(), p.join(".git")],
@@ -218,11 +218,8 @@ fn a_writable_root_inside_a_read_only_folder_stays_writable() {
         ),
     );
     assert!(r.out.contains("done"), "{}", r.out);
-    assert_eq!(std::fs::read_to_string(work.join("f")).unwrap(), "ok\n");
-    assert_eq!(
-        std::fs::read_to_string(state.join("config")).unwrap(),
-        "x\n"
-    );
+    assert_eq!(fs_err::read_to_string(work.join("f")).unwrap(), "ok\n");
+    assert_eq!(fs_err::read_to_string(state.join("config")).unwrap(), "x\n");
     assert!(!state.join("tasks/t1/other").exists());
 }
 
@@ -252,7 +249,7 @@ fn a_symlink_or_a_cwd_under_the_hidden_tmp_cannot_reach_the_read_only_hole() {
     let r = run(&policy(&p), &p, "echo x >> ./.git/config; pwd");
     assert!(r.out.contains("Read-only file system"), "{}", r.out);
     assert_eq!(
-        std::fs::read_to_string(p.join(".git/config")).unwrap(),
+        fs_err::read_to_string(p.join(".git/config")).unwrap(),
         "[core]\n"
     );
 }
@@ -283,11 +280,11 @@ fn a_forking_setsid_daemon_dies_with_the_command() {
     let r = run(&policy(&p), &p, &script);
     assert!(r.out.contains("started"), "{}", r.out);
     assert_eq!(with_marker(&m), Vec::<u32>::new());
-    let size = std::fs::metadata(p.join("log"))
+    let size = fs_err::metadata(p.join("log"))
         .map(|m| m.len())
         .unwrap_or(0);
     // Nothing of the daemon is left to write: the size cannot change.
-    let again = std::fs::metadata(p.join("log"))
+    let again = fs_err::metadata(p.join("log"))
         .map(|m| m.len())
         .unwrap_or(0);
     assert_eq!(size, again);
@@ -350,7 +347,7 @@ fn no_network_cuts_even_loopback_and_network_keeps_it() {
 #[test]
 fn a_build_in_the_project_works() {
     let (_t, p) = project();
-    std::fs::write(p.join("m.c"), "int main(void){return 3;}\n").unwrap();
+    fs_err::write(p.join("m.c"), "int main(void){return 3;}\n").unwrap();
     let have_cc = Command::new("cc").arg("--version").output().is_ok();
     let script = if have_cc {
         "cc -o m m.c && ./m; echo rc=$?"
@@ -382,9 +379,9 @@ fn a_failed_step_is_named() {
     let (_t, p) = project();
     let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let cwd = t.path().join("gone");
-    std::fs::create_dir(&cwd).unwrap();
+    fs_err::create_dir(&cwd).unwrap();
     let sb = Sandbox::new(&policy(&p), &cwd).unwrap();
-    std::fs::remove_dir(&cwd).unwrap();
+    fs_err::remove_dir(&cwd).unwrap();
     let mut cmd = Command::new("true");
     cmd.current_dir(&p);
     let err = sb.spawn(cmd).err().unwrap();

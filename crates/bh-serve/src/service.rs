@@ -243,7 +243,7 @@ impl Service {
         // it on every call, so the server does too.
         check_store(store.dir())?;
         if let Some(p) = &req.project {
-            let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+            let p = fs_err::canonicalize(p).unwrap_or_else(|_| p.clone());
             if p != store.project() {
                 return Err(fail(
                     "refused",
@@ -435,7 +435,7 @@ impl Service {
 /// The store folder is still the current user's and closed to others.
 fn check_store(dir: &Path) -> Result<(), Failure> {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(dir)
+    let meta = fs_err::symlink_metadata(dir)
         .map_err(|e| fail("internal", format!("cannot inspect {}: {e}", dir.display())))?;
     let me = nix::unistd::getuid().as_raw();
     if meta.uid() != me || !meta.is_dir() || meta.mode() & 0o077 != 0 {

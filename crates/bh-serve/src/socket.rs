@@ -1,10 +1,13 @@
 //! Transports: stdio for a spawning parent, and the private per-project Unix
 //! socket (server [`Listener`] and caller [`Client`]).
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use fs_err as fs;
+use fs_err::OpenOptions;
+use fs_err::os::unix::fs::OpenOptionsExt;
+use std::fs::DirBuilder;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -89,7 +92,7 @@ fn check_private(path: &Path, kind: Kind) -> Result<()> {
     check_meta(path, &meta, kind)
 }
 
-fn check_meta(path: &Path, meta: &fs::Metadata, kind: Kind) -> Result<()> {
+fn check_meta(path: &Path, meta: &std::fs::Metadata, kind: Kind) -> Result<()> {
     let (ok, expected) = match kind {
         Kind::Dir => (meta.is_dir(), "directory"),
         Kind::Socket => (meta.file_type().is_socket(), "socket"),
@@ -170,7 +173,9 @@ pub fn serve_stdio(service: &Service, input: impl Read, mut output: impl Write) 
 pub struct Listener {
     listener: UnixListener,
     socket: PathBuf,
-    _lock: Flock<File>,
+    // nix's `Flock` takes a std `File` (opened through fs_err, then `into_file`).
+    #[allow(clippy::disallowed_types)]
+    _lock: Flock<std::fs::File>,
 }
 
 impl Listener {
@@ -193,7 +198,7 @@ impl Listener {
             .metadata()
             .map_err(|e| ServeError::io("cannot inspect", &paths.lock, e))?;
         check_meta(&paths.lock, &meta, Kind::File)?;
-        let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        let lock = match Flock::lock(file.into_file(), FlockArg::LockExclusiveNonblock) {
             Ok(l) => l,
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
                 return Err(ServeError::AlreadyRunning {
@@ -224,7 +229,7 @@ impl Listener {
         let listener = UnixListener::bind(&paths.socket)
             .map_err(|e| ServeError::io("cannot listen on", &paths.socket, e))?;
         // The folder is 0700 already; the socket is closed to others too.
-        fs::set_permissions(&paths.socket, fs::Permissions::from_mode(0o600))
+        fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| ServeError::io("cannot restrict", &paths.socket, e))?;
         Ok(Listener {
             listener,

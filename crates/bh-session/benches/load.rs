@@ -22,7 +22,7 @@ use bh_session::Session;
 use bh_test_support::bench_session::generate;
 
 fn vm_hwm_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    fs_err::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -37,7 +37,7 @@ fn phase(name: &str, file: &Path) -> Result<(), String> {
     match name {
         "serde" => {
             let t = Instant::now();
-            let data = std::fs::read(file).map_err(|e| e.to_string())?;
+            let data = fs_err::read(file).map_err(|e| e.to_string())?;
             let mut objects = 0usize;
             for line in data.split(|&b| b == b'\n') {
                 if line.is_empty() {
@@ -146,7 +146,7 @@ fn main() -> Result<(), String> {
         eprintln!("generating {} ...", file.display());
         generate(&file, mb * 1_000_000).map_err(|e| e.to_string())?;
     }
-    let size = std::fs::metadata(&file).map_err(|e| e.to_string())?.len();
+    let size = fs_err::metadata(&file).map_err(|e| e.to_string())?.len();
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     eprintln!("file: {} ({:.1} MB)", file.display(), size as f64 / 1e6);
 
@@ -173,12 +173,12 @@ fn main() -> Result<(), String> {
                 .map(|d| d.join("core/session-manager.js"))
                 .ok_or("bad pi path")?;
             let script = root.join("pi-open.mjs");
-            std::fs::write(&script, PI_SCRIPT).map_err(|e| e.to_string())?;
+            fs_err::write(&script, PI_SCRIPT).map_err(|e| e.to_string())?;
             let copy = root.join("pi-copy.jsonl");
             let mut rs = Vec::new();
             let mut last = serde_json::Value::Null;
             for _ in 0..runs {
-                std::fs::copy(&file, &copy).map_err(|e| e.to_string())?;
+                fs_err::copy(&file, &copy).map_err(|e| e.to_string())?;
                 let out = Command::new(&node)
                     .arg(&script)
                     .arg(format!("file://{}", sm.display()))
@@ -191,7 +191,7 @@ fn main() -> Result<(), String> {
                 rs.push(r);
                 last = v;
             }
-            let _ = std::fs::remove_file(&copy);
+            let _ = fs_err::remove_file(&copy);
             results.push(("pi", best(&rs), last));
         }
         None => eprintln!("Node or npm not found: skipping the Pi phase"),

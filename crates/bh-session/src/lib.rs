@@ -33,10 +33,10 @@ pub use list::{SessionSummary, list_sessions};
 pub use problem::{Problem, ProblemKind, Severity};
 pub use session::{Entry, Label, Migration, Session};
 pub use stats::{Stats, Totals};
-pub use summary::{Summary, SummaryKind, summarize};
+pub use summary::{Summary, SummaryKind, summarize, summarize_entry};
 pub use write::{
-    SessionWriter, new_entry_id, new_session_id, now_iso, select_leaf, session_dir_for_cwd,
-    session_file_name,
+    SET_LEAF_CUSTOM_TYPE, SessionWriter, new_entry_id, new_session_id, now_iso, select_leaf,
+    session_dir_for_cwd, session_file_name,
 };
 
 /// Header version Pi writes (unchanged through 1.x).

@@ -105,7 +105,7 @@ impl Session {
 /// Every `*.jsonl` session in `dir` with a valid header, newest first.
 /// A missing directory lists nothing.
 pub fn list_sessions(dir: &Path) -> Result<Vec<SessionSummary>> {
-    let rd = match std::fs::read_dir(dir) {
+    let rd = match fs_err::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(SessionError::io(dir, e)),

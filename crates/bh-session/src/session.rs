@@ -136,7 +136,7 @@ impl Session {
     /// Read and index a file. Never writes to it.
     pub fn load(path: impl AsRef<Path>) -> Result<Session> {
         let path = path.as_ref();
-        let data = std::fs::read(path).map_err(|e| SessionError::io(path, e))?;
+        let data = fs_err::read(path).map_err(|e| SessionError::io(path, e))?;
         Ok(Session::parse(data, Some(path.to_path_buf())))
     }
 

@@ -263,12 +263,12 @@ mod tests {
         let mut lines = 0;
         let mut stack = vec![root];
         while let Some(dir) = stack.pop() {
-            for e in std::fs::read_dir(&dir).unwrap() {
+            for e in fs_err::read_dir(&dir).unwrap() {
                 let p = e.unwrap().path();
                 if p.is_dir() {
                     stack.push(p);
                 } else if p.extension().is_some_and(|x| x == "jsonl") {
-                    for line in std::fs::read(&p).unwrap().split(|&b| b == b'\n') {
+                    for line in fs_err::read(&p).unwrap().split(|&b| b == b'\n') {
                         if serde_json::from_slice::<serde_json::Value>(line).is_ok() {
                             check(line, 0);
                             lines += 1;

@@ -1,11 +1,11 @@
 //! Writing sessions the way Pi does: file naming, per-cwd directories, 8-hex
 //! ids, O_EXCL creation and appends under an exclusive file lock.
 
+use fs_err::os::unix::fs::FileExt;
+use fs_err::{File, OpenOptions};
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use bh_protocol::entry::{
@@ -86,7 +86,7 @@ pub fn create_new_file(path: &Path, content: &[u8]) -> Result<()> {
     if let Some(dir) = path.parent()
         && !dir.as_os_str().is_empty()
     {
-        std::fs::create_dir_all(dir).map_err(|e| SessionError::io(dir, e))?;
+        fs_err::create_dir_all(dir).map_err(|e| SessionError::io(dir, e))?;
     }
     let mut f = OpenOptions::new()
         .write(true)

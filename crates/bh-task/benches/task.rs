@@ -8,7 +8,7 @@
 //! cargo bench -p bh-task --bench task -- [--files 10000] [--rounds 7]
 //! ```
 
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;

@@ -17,9 +17,9 @@
 //! no other children of its own while a worker runs (the `bh` CLI runs one
 //! task per process); any such child would be treated as the worker's.
 
+use fs_err::File;
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::fs::File;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -341,7 +341,7 @@ fn reap_available() {
 
 /// Processes whose parent is `parent`, from `/proc`.
 fn children_of(parent: Pid) -> Vec<Pid> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
+    let Ok(entries) = fs_err::read_dir("/proc") else {
         return Vec::new();
     };
     entries

@@ -1,7 +1,8 @@
 //! Promotion by fast-forward, and the clean check it (and preflight) use.
 
-use std::fs;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use fs_err as fs;
+use fs_err::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use bh_git::{GitRunner, Repo, Scope};
@@ -63,7 +64,7 @@ pub(crate) fn promote(
     report: &mut TaskReport,
     candidate: &str,
 ) -> Result<(), PreflightError> {
-    fs::DirBuilder::new()
+    std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&opts.lock_dir)

@@ -3,8 +3,8 @@
 //! validation with isolated configuration, outcome and — on request —
 //! promotion by fast-forward.
 
+use fs_err as fs;
 use std::ffi::OsString;
-use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -246,7 +246,7 @@ pub fn run_task(
             why: "already exists".into(),
         });
     }
-    fs::DirBuilder::new()
+    std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(artifacts)

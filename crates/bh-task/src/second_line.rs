@@ -11,8 +11,8 @@
 //! index and `HEAD`), and the caller's global/system/XDG Git configuration
 //! and attributes files.
 
+use fs_err as fs;
 use std::collections::BTreeMap;
-use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ pub struct Watch {
     areas: BTreeMap<&'static str, BTreeMap<PathBuf, String>>,
 }
 
-fn stat_stamp(m: &fs::Metadata) -> String {
+fn stat_stamp(m: &std::fs::Metadata) -> String {
     format!(
         "{:o} {} {} {}.{} {}.{}",
         m.mode(),
@@ -38,7 +38,7 @@ fn stat_stamp(m: &fs::Metadata) -> String {
     )
 }
 
-fn content_stamp(path: &Path, m: &fs::Metadata) -> String {
+fn content_stamp(path: &Path, m: &std::fs::Metadata) -> String {
     if m.file_type().is_symlink() {
         return format!(
             "link {}",
@@ -62,7 +62,7 @@ fn walk(
     dir: &Path,
     base: &Path,
     skip: &[&str],
-    stamp: &dyn Fn(&Path, &fs::Metadata) -> String,
+    stamp: &dyn Fn(&Path, &std::fs::Metadata) -> String,
     out: &mut BTreeMap<PathBuf, String>,
 ) {
     let Ok(rd) = fs::read_dir(dir) else { return };
@@ -94,7 +94,7 @@ impl Watch {
     ) -> Watch {
         let mut areas = BTreeMap::new();
         let mut tree = BTreeMap::new();
-        let stat = |_: &Path, m: &fs::Metadata| stat_stamp(m);
+        let stat = |_: &Path, m: &std::fs::Metadata| stat_stamp(m);
         walk(checkout, checkout, &[".git"], &stat, &mut tree);
         // The `.git` entry itself (a `gitdir:` file can be re-pointed).
         if let Ok(m) = fs::symlink_metadata(checkout.join(".git"))
@@ -106,7 +106,7 @@ impl Watch {
             );
         }
         areas.insert("the checkout", tree);
-        let content = |p: &Path, m: &fs::Metadata| content_stamp(p, m);
+        let content = |p: &Path, m: &std::fs::Metadata| content_stamp(p, m);
         let mut common = BTreeMap::new();
         walk(
             common_dir,

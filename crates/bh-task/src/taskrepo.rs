@@ -6,8 +6,8 @@
 //! user's repository with `transfer.fsckObjects` — Git's path for untrusted
 //! remotes.
 
+use fs_err as fs;
 use std::ffi::OsString;
-use std::fs;
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -47,7 +47,7 @@ pub fn create(
 
 /// A private home for the worker, with the user's commit identity only.
 pub(crate) fn private_home(repo: &Repo, home: &Path) -> Result<(), PreflightError> {
-    fs::DirBuilder::new()
+    std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(home)

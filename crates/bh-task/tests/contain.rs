@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fs_err as fs;
 use std::ffi::OsString;
-use std::fs;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
@@ -89,11 +89,11 @@ fn timeouts_and_cancellation_stop_the_whole_tree() {
     assert_eq!(out.ending, Ending::TimedOut);
     // The worker was killed, not waited for (if it got as far as starting).
     let pid_file = format!("{}.pid", tmp.path().join("escaped").display());
-    if let Some(pid) = std::fs::read_to_string(&pid_file)
+    if let Some(pid) = fs_err::read_to_string(&pid_file)
         .ok()
         .and_then(|t| t.trim().parse::<i32>().ok())
     {
-        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        let alive = fs_err::read_to_string(format!("/proc/{pid}/stat"))
             .map(|st| !st.contains(") Z "))
             .unwrap_or(false);
         assert!(!alive, "worker {pid} outlived its timeout");

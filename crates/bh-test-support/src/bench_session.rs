@@ -78,15 +78,15 @@ fn usage(rng: &mut Rng) -> serde_json::Value {
 /// Write a Pi-shaped session of about `target` bytes.
 pub fn generate(path: &Path, target: u64) -> std::io::Result<()> {
     if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d)?;
+        fs_err::create_dir_all(d)?;
     }
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut f = std::io::BufWriter::new(fs_err::File::create(path)?);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut written = 0u64;
     let mut n = 0u64;
     let mut parent: Option<String> = None;
     let mut ms: i64 = 1_767_225_600_000;
-    let line = |f: &mut std::io::BufWriter<std::fs::File>,
+    let line = |f: &mut std::io::BufWriter<fs_err::File>,
                 written: &mut u64,
                 v: serde_json::Value|
      -> std::io::Result<()> {

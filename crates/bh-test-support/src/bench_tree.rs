@@ -2,7 +2,7 @@
 //! measure (pseudo-source files in 2 levels of folders, plus an ignored
 //! `node_modules/`), deterministic for a given size.
 
-use std::fs;
+use fs_err as fs;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 

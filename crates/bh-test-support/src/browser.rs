@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::fs::File;
+use fs_err::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -32,14 +32,14 @@ impl Browser {
             std::process::id(),
             SCRIPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
-        std::fs::write(&file, script).unwrap();
+        fs_err::write(&file, script).unwrap();
         let out = Command::new(&self.node)
             .arg(&file)
             .args(args)
             .env("CHROMIUM", &self.chromium)
             .output()
             .unwrap();
-        let _ = std::fs::remove_file(&file);
+        let _ = fs_err::remove_file(&file);
         assert!(
             out.status.success(),
             "browser script failed ({}):\n{}\n{}",
@@ -75,7 +75,7 @@ fn install() -> Option<Browser> {
     let node = which("node")?;
     let npm = which("npm")?;
     let root = target_dir().join("browser");
-    std::fs::create_dir_all(&root).unwrap();
+    fs_err::create_dir_all(&root).unwrap();
     let lock = File::create(root.join(".lock")).unwrap();
     lock.lock().unwrap();
     let pkg: &Path = Path::new("node_modules/playwright-core/package.json");

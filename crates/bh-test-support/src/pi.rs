@@ -14,7 +14,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test support may panic
 
-use std::fs::File;
+use fs_err::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -76,7 +76,7 @@ impl RealPi {
     /// colour, and no session-folder override inherited from the caller.
     pub fn command(&self, scratch: &Path) -> Command {
         let agent = scratch.join("agent");
-        std::fs::create_dir_all(&agent)
+        fs_err::create_dir_all(&agent)
             .unwrap_or_else(|e| panic!("creating {}: {e}", agent.display()));
         let mut cmd = Command::new(&self.node);
         cmd.arg(&self.cli)
@@ -116,7 +116,7 @@ fn install(release: PiRelease) -> Option<RealPi> {
     let system_node = which("node")?;
     let npm = which("npm")?;
     let root = target_dir().join("real-pi");
-    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("creating {}: {e}", root.display()));
+    fs_err::create_dir_all(&root).unwrap_or_else(|e| panic!("creating {}: {e}", root.display()));
     let lock_path = root.join(".lock");
     let lock = File::create(&lock_path)
         .unwrap_or_else(|e| panic!("creating {}: {e}", lock_path.display()));
@@ -161,17 +161,16 @@ fn install(release: PiRelease) -> Option<RealPi> {
     );
     let bin = prefix.join("node_modules/.bin/pi");
     let cli =
-        std::fs::canonicalize(&bin).unwrap_or_else(|e| panic!("resolving {}: {e}", bin.display()));
+        fs_err::canonicalize(&bin).unwrap_or_else(|e| panic!("resolving {}: {e}", bin.display()));
     drop(lock);
     Some(RealPi { release, node, cli })
 }
 
 pub(crate) fn npm_install(npm: &Path, prefix: &Path, spec: &str) {
-    std::fs::create_dir_all(prefix)
-        .unwrap_or_else(|e| panic!("creating {}: {e}", prefix.display()));
+    fs_err::create_dir_all(prefix).unwrap_or_else(|e| panic!("creating {}: {e}", prefix.display()));
     let manifest = prefix.join("package.json");
     if !manifest.exists() {
-        std::fs::write(&manifest, "{\"private\":true}\n")
+        fs_err::write(&manifest, "{\"private\":true}\n")
             .unwrap_or_else(|e| panic!("writing {}: {e}", manifest.display()));
     }
     eprintln!("installing {spec} from npm into {}", prefix.display());
@@ -198,7 +197,7 @@ pub(crate) fn npm_install(npm: &Path, prefix: &Path, spec: &str) {
 }
 
 pub(crate) fn installed_version(pkg_json: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(pkg_json).ok()?;
+    let text = fs_err::read_to_string(pkg_json).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v["version"].as_str().map(str::to_owned)
 }

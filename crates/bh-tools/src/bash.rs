@@ -12,14 +12,14 @@
 //! With the sandbox, every process of the command — background jobs,
 //! `setsid` daemons — ends with the shell (its PID namespace dies).
 
+use fs_err::os::unix::fs::OpenOptionsExt;
+use fs_err::{File, OpenOptions};
 use std::collections::hash_map::RandomState;
 use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -121,7 +121,7 @@ impl Acc {
         let path = self
             .out_dir
             .join(format!("pi-bash-{:016x}.log", h.finish()));
-        let made = std::fs::create_dir_all(&self.out_dir).and_then(|()| {
+        let made = fs_err::create_dir_all(&self.out_dir).and_then(|()| {
             OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -236,7 +236,7 @@ fn git_metadata(root: &std::path::Path, env: &[(OsString, OsString)]) -> Vec<Pat
         }
     }
     let dot_git = root.join(".git");
-    if dot_git.symlink_metadata().is_ok() {
+    if fs_err::symlink_metadata(&dot_git).is_ok() {
         out.push(dot_git);
     }
     out

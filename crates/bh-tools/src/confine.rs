@@ -182,7 +182,7 @@ impl Root {
     /// the user's environment) for the git dir and common dir that serve the
     /// root, which are then refused by identity.
     pub fn open_with_git(path: &Path, runner: &bh_git::GitRunner) -> Result<Self, ConfineError> {
-        let canon = std::fs::canonicalize(path).map_err(|e| {
+        let canon = fs_err::canonicalize(path).map_err(|e| {
             ConfineError::from_errno(
                 Errno::from_raw(e.raw_os_error().unwrap_or(libc_eio())),
                 "open",

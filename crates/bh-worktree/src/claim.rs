@@ -41,14 +41,14 @@ fn break_stale(path: &Path) -> Result<bool> {
     let mut lock_path = path.as_os_str().to_owned();
     lock_path.push(".lock");
     let lock_path = PathBuf::from(lock_path);
-    let lock = std::fs::OpenOptions::new()
+    let lock = fs_err::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&lock_path)
         .map_err(|e| WorktreeError::io(&lock_path, e))?;
     lock.lock().map_err(|e| WorktreeError::io(&lock_path, e))?;
-    let owner = std::fs::read_to_string(path.join("owner")).unwrap_or_default();
+    let owner = fs_err::read_to_string(path.join("owner")).unwrap_or_default();
     let broken = owner_gone(&owner) && retire(path);
     let _ = lock.unlock();
     Ok(broken)
@@ -59,8 +59,8 @@ fn retire(path: &Path) -> bool {
     let mut gone = path.as_os_str().to_owned();
     gone.push(format!(".gone-{}", uuid::Uuid::now_v7().simple()));
     let gone = PathBuf::from(gone);
-    if std::fs::rename(path, &gone).is_ok() {
-        let _ = std::fs::remove_dir_all(&gone);
+    if fs_err::rename(path, &gone).is_ok() {
+        let _ = fs_err::remove_dir_all(&gone);
         true
     } else {
         false
@@ -71,7 +71,7 @@ impl Claim {
     /// Takes the claim at `path` or fails with [`WorktreeError::Busy`].
     pub fn acquire(path: &Path, name: &str, operation: &str) -> Result<Claim> {
         let parent = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(|e| WorktreeError::io(parent, e))?;
+        fs_err::create_dir_all(parent).map_err(|e| WorktreeError::io(parent, e))?;
         for attempt in 0..2 {
             match Self::try_take(path, operation)? {
                 Some(claim) => return Ok(claim),
@@ -79,7 +79,7 @@ impl Claim {
                     if attempt == 0 && break_stale(path)? {
                         continue;
                     }
-                    let owner = std::fs::read_to_string(path.join("owner")).unwrap_or_default();
+                    let owner = fs_err::read_to_string(path.join("owner")).unwrap_or_default();
                     let mut parts = owner.splitn(3, ' ');
                     let pid = parts.next().unwrap_or("?");
                     let what = parts.nth(1).unwrap_or("another operation").trim();
@@ -100,7 +100,7 @@ impl Claim {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(format!(".tmp-{}", uuid::Uuid::now_v7().simple()));
         let tmp = PathBuf::from(tmp);
-        std::fs::create_dir(&tmp).map_err(|e| WorktreeError::io(&tmp, e))?;
+        fs_err::create_dir(&tmp).map_err(|e| WorktreeError::io(&tmp, e))?;
         let pid = std::process::id();
         let owner = format!(
             "{pid} {} {operation} since {}\n",
@@ -108,16 +108,16 @@ impl Claim {
             jiff::Timestamp::now()
         );
         let file = tmp.join("owner");
-        if let Err(e) = std::fs::write(&file, owner) {
-            let _ = std::fs::remove_dir_all(&tmp);
+        if let Err(e) = fs_err::write(&file, owner) {
+            let _ = fs_err::remove_dir_all(&tmp);
             return Err(WorktreeError::io(file, e));
         }
-        match std::fs::rename(&tmp, path) {
+        match fs_err::rename(&tmp, path) {
             Ok(()) => Ok(Some(Claim {
                 path: path.to_path_buf(),
             })),
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&tmp);
+                let _ = fs_err::remove_dir_all(&tmp);
                 // ENOTEMPTY or EEXIST: someone holds it.
                 if path.is_dir() {
                     Ok(None)

@@ -124,7 +124,7 @@ fn create_claimed(
         Some(p) => lexical_absolute(&opts.cwd, p),
         None => project.worktrees_root().join(name),
     };
-    if std::fs::symlink_metadata(&path).is_ok() {
+    if fs_err::symlink_metadata(&path).is_ok() {
         return Err(WorktreeError::Refused(format!(
             "{} already exists",
             path.display()
@@ -194,7 +194,7 @@ fn create_claimed(
     let mut added = false;
     let result = (|| -> Result<()> {
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| WorktreeError::io(parent, e))?;
+            fs_err::create_dir_all(parent).map_err(|e| WorktreeError::io(parent, e))?;
         }
         progress(CreateProgress::AddWorktree);
         let mut cmd = main.cmd(["worktree", "add", "--quiet"]);
@@ -233,8 +233,8 @@ fn create_claimed(
 fn rollback(main: &Repo, path: &Path, added: bool, branch: Option<&str>, created: bool) {
     if added {
         let _ = main.worktree_remove(path, true);
-        if std::fs::symlink_metadata(path).is_ok() {
-            let _ = std::fs::remove_dir_all(path);
+        if fs_err::symlink_metadata(path).is_ok() {
+            let _ = fs_err::remove_dir_all(path);
         }
         let _ = main.cmd(["worktree", "prune"]).optional_locks(true).run();
     }
@@ -250,7 +250,7 @@ fn rollback(main: &Repo, path: &Path, added: bool, branch: Option<&str>, created
 /// (except `.env.local`, which stays per checkout) into the new worktree.
 fn link_env_files(main: &Repo, main_dir: &Path, target: &Path) -> Result<Vec<String>> {
     let mut candidates = Vec::new();
-    let entries = std::fs::read_dir(main_dir).map_err(|e| WorktreeError::io(main_dir, e))?;
+    let entries = fs_err::read_dir(main_dir).map_err(|e| WorktreeError::io(main_dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| WorktreeError::io(main_dir, e))?;
         let Some(file) = entry.file_name().to_str().map(str::to_owned) else {
@@ -259,7 +259,7 @@ fn link_env_files(main: &Repo, main_dir: &Path, target: &Path) -> Result<Vec<Str
         if !file.starts_with(".env") || file == ".env.local" {
             continue;
         }
-        let meta = std::fs::metadata(entry.path()).map_err(|e| WorktreeError::io(entry.path(), e));
+        let meta = fs_err::metadata(entry.path()).map_err(|e| WorktreeError::io(entry.path(), e));
         if meta.map(|m| m.is_file()).unwrap_or(false) {
             candidates.push(file);
         }
@@ -284,10 +284,10 @@ fn link_env_files(main: &Repo, main_dir: &Path, target: &Path) -> Result<Vec<Str
     let mut linked = Vec::new();
     for file in candidates.into_iter().filter(|c| ignored.contains(c)) {
         let link = target.join(&file);
-        if std::fs::symlink_metadata(&link).is_ok() {
+        if fs_err::symlink_metadata(&link).is_ok() {
             continue;
         }
-        std::os::unix::fs::symlink(main_dir.join(&file), &link)
+        fs_err::os::unix::fs::symlink(main_dir.join(&file), &link)
             .map_err(|e| WorktreeError::io(&link, e))?;
         linked.push(file);
     }
@@ -303,9 +303,9 @@ fn run_post_create(
 ) -> Result<()> {
     let commands = &project.config.post_create;
     if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| WorktreeError::io(dir, e))?;
+        fs_err::create_dir_all(dir).map_err(|e| WorktreeError::io(dir, e))?;
     }
-    let file = std::fs::File::create(log).map_err(|e| WorktreeError::io(log, e))?;
+    let file = fs_err::File::create(log).map_err(|e| WorktreeError::io(log, e))?;
     for (index, command) in commands.iter().enumerate() {
         progress(CreateProgress::PostCreate {
             index: index + 1,
@@ -324,8 +324,8 @@ fn run_post_create(
             .env("BH_WORKTREE_PATH", path)
             .env("BH_MAIN_CHECKOUT", &project.main)
             .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
+            .stdout(out.into_file())
+            .stderr(err.into_file())
             .status()
             .map_err(|e| WorktreeError::io(path, e))?;
         if !status.success() {

@@ -273,7 +273,7 @@ fn dispose_claimed(
     let ignored = capture_ignored(&repo, &path, opts, name, &snap.checkpoint)?;
 
     main.worktree_remove(&path, opts.force)?;
-    let _ = std::fs::remove_file(&receipt_path);
+    let _ = fs_err::remove_file(&receipt_path);
 
     let (branch_deleted, branch_kept) =
         match (&branch, receipt.as_ref().filter(|r| r.branch == branch)) {
@@ -359,7 +359,7 @@ fn capture_ignored(
         let rel_path = Path::new(std::ffi::OsStr::from_bytes(rel));
         let src = root.join(rel_path);
         let dst = files_dir.join(rel_path);
-        let meta = match std::fs::symlink_metadata(&src) {
+        let meta = match fs_err::symlink_metadata(&src) {
             Ok(m) => m,
             Err(e) => {
                 skipped.push((shown, e.to_string()));
@@ -367,11 +367,11 @@ fn capture_ignored(
             }
         };
         if let Some(parent) = dst.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| WorktreeError::io(parent, e))?;
+            fs_err::create_dir_all(parent).map_err(|e| WorktreeError::io(parent, e))?;
         }
         if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(&src).map_err(|e| WorktreeError::io(&src, e))?;
-            std::os::unix::fs::symlink(&target, &dst).map_err(|e| WorktreeError::io(&dst, e))?;
+            let target = fs_err::read_link(&src).map_err(|e| WorktreeError::io(&src, e))?;
+            fs_err::os::unix::fs::symlink(&target, &dst).map_err(|e| WorktreeError::io(&dst, e))?;
         } else if !meta.is_file() {
             skipped.push((shown, "not a regular file".into()));
             continue;
@@ -379,7 +379,7 @@ fn capture_ignored(
             skipped.push((shown, format!("larger than {} bytes", opts.max_file_size)));
             continue;
         } else {
-            std::fs::copy(&src, &dst).map_err(|e| WorktreeError::io(&src, e))?;
+            fs_err::copy(&src, &dst).map_err(|e| WorktreeError::io(&src, e))?;
         }
         files.push(shown);
     }

@@ -109,14 +109,14 @@ pub fn discard(target: &Path) -> Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WorktreeError::io(p, e)),
         _ => Ok(()),
     };
-    gone(std::fs::remove_file(target), target)?;
+    gone(fs_err::remove_file(target), target)?;
     let Some(dir) = target.parent() else {
         return Ok(());
     };
     let mut prefix = target.file_name().unwrap_or_default().to_owned();
     prefix.push(".handoff");
     let prefix = prefix.as_encoded_bytes().to_vec();
-    let entries = match std::fs::read_dir(dir) {
+    let entries = match fs_err::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(WorktreeError::io(dir, e)),
@@ -125,11 +125,11 @@ pub fn discard(target: &Path) -> Result<()> {
         let entry = entry.map_err(|e| WorktreeError::io(dir, e))?;
         if entry.file_name().as_encoded_bytes().starts_with(&prefix) {
             let p = entry.path();
-            gone(std::fs::remove_file(&p), &p)?;
+            gone(fs_err::remove_file(&p), &p)?;
         }
     }
     // Only succeeds when nothing else is in it.
-    let _ = std::fs::remove_dir(dir);
+    let _ = fs_err::remove_dir(dir);
     Ok(())
 }
 
@@ -261,7 +261,7 @@ fn enter_claimed(
     let base = dest.base.clone();
 
     // The source: a missing or empty file is a session with no entries.
-    let mut bytes = match std::fs::read(&opts.session) {
+    let mut bytes = match fs_err::read(&opts.session) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(WorktreeError::io(&opts.session, e)),
@@ -357,7 +357,7 @@ fn enter_claimed(
         }
     };
     let cleanup = |e: WorktreeError| {
-        let _ = std::fs::remove_file(&target);
+        let _ = fs_err::remove_file(&target);
         e
     };
 

@@ -36,7 +36,7 @@ pub struct WorktreeInfo {
 pub(crate) fn receipts(project: &Project) -> Result<Vec<Receipt>> {
     let dir = project.admin_dir();
     let mut out = Vec::new();
-    let entries = match std::fs::read_dir(&dir) {
+    let entries = match fs_err::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
         Err(e) => return Err(WorktreeError::io(dir, e)),
@@ -96,7 +96,7 @@ pub(crate) fn same_path(a: &Path, b: &Path) -> bool {
     if a == b {
         return true;
     }
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+    match (fs_err::canonicalize(a), fs_err::canonicalize(b)) {
         (Ok(x), Ok(y)) => x == y,
         _ => false,
     }

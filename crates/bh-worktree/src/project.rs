@@ -96,7 +96,7 @@ impl Project {
                 path: path.to_path_buf(),
             })?;
         let cfg_path = config_path(&main);
-        let config = match std::fs::read_to_string(&cfg_path) {
+        let config = match fs_err::read_to_string(&cfg_path) {
             Ok(text) => toml::from_str(&text).map_err(|e| WorktreeError::Format {
                 path: cfg_path.clone(),
                 message: e.to_string(),

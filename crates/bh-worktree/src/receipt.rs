@@ -78,7 +78,7 @@ impl Receipt {
 
     /// Reads a receipt; `None` when there is none.
     pub fn load(path: &Path) -> Result<Option<Receipt>> {
-        match std::fs::read(path) {
+        match fs_err::read(path) {
             Ok(bytes) => {
                 serde_json::from_slice(&bytes)
                     .map(Some)
@@ -108,13 +108,13 @@ impl Receipt {
 /// Writes `bytes` to `path` atomically (`bh_fs`), creating its folder.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| WorktreeError::io(dir, e))?;
+    fs_err::create_dir_all(dir).map_err(|e| WorktreeError::io(dir, e))?;
     bh_fs::write_atomic(path, bytes, 0o666).map_err(|e| WorktreeError::io(path, e))
 }
 
 /// SHA-256 of a file's bytes, `None` when it does not exist.
 pub(crate) fn file_sha256(path: &Path) -> Result<Option<String>> {
-    match std::fs::read(path) {
+    match fs_err::read(path) {
         Ok(bytes) => Ok(Some(hex::encode(Sha256::digest(&bytes)))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(WorktreeError::io(path, e)),

@@ -2,8 +2,8 @@
 //! with a watch, and the fast path built from the watched changes. The watch
 //! itself is in `watch`, the tree building in `tree`.
 
+use fs_err as fs;
 use std::collections::{BTreeMap, HashMap};
-use std::fs;
 use std::io::{BufRead, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

@@ -141,7 +141,7 @@ fn random_work(seed: u64, steps: usize) {
             6 => {
                 if path.exists() {
                     let mode = fs::metadata(&path).unwrap().permissions().mode() ^ 0o111;
-                    fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+                    fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
                 }
                 "chmod"
             }

@@ -3,9 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fs_err as fs;
+use fs_err::os::unix::fs::symlink;
 use std::ffi::OsString;
-use std::fs;
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use bh_checkpoint::{
@@ -298,7 +298,7 @@ fn restore_replaces_files_folders_and_symlinks_in_every_mode() {
         fs::write(p.join("was-dir/inner.txt"), "inner\n").unwrap();
         fs::write(p.join("was-file"), "file\n").unwrap();
         fs::write(p.join("tool.sh"), "#!/bin/sh\n").unwrap();
-        fs::set_permissions(p.join("tool.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(p.join("tool.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
         symlink("tool.sh", p.join("link")).unwrap();
         let store = f.store();
         let cp = store.snapshot(&req("write")).unwrap().checkpoint;

@@ -42,7 +42,12 @@ pub struct AgentArgs {
     /// Base URL of the provider (any OpenAI-compatible server for unknown providers).
     #[arg(long, value_name = "URL")]
     pub(super) base_url: Option<String>,
-    /// Replay a scripted-provider file instead of calling a model.
+    /// Retries of a model call after a connection error or a retryable HTTP
+    /// status (default 3, at 2 s, 4 s, 8 s, as Pi).
+    #[arg(long, value_name = "N")]
+    pub(super) max_retries: Option<u32>,
+    /// Replay a scripted-provider file instead of calling a model (its format
+    /// ends `bh agent --help`).
     #[arg(long, value_name = "FILE", conflicts_with = "model")]
     pub(super) script: Option<PathBuf>,
     /// Comma-separated tools to offer (default: read,ls,edit,write,bash,grep,find).

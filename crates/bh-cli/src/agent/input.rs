@@ -123,6 +123,11 @@ impl LineInput {
         LineInput { ask: None, answers }
     }
 
+    /// A line editor on a terminal (not lines of a pipe).
+    pub fn is_editor(&self) -> bool {
+        self.ask.is_some()
+    }
+
     /// The next input, showing `prompt`.
     pub async fn read(&mut self, prompt: &str) -> Input {
         match &self.ask {
@@ -145,7 +150,7 @@ impl LineInput {
 /// `fchmod`), since it holds what the user typed.
 fn save_history(rl: &mut Editor<ReplHelper, DefaultHistory>, path: &std::path::Path) {
     if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
+        let _ = fs_err::create_dir_all(dir);
     }
     let _ = rl.save_history(path);
 }

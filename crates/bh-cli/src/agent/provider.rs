@@ -45,13 +45,24 @@ pub(crate) fn build_provider(
     base_url: Option<&str>,
     ctx: &Ctx,
 ) -> Result<Arc<dyn Provider>, CliError> {
+    build_provider_with(model, script, base_url, None, ctx)
+}
+
+/// [`build_provider`] with `--max-retries` (default: Pi's three).
+pub(crate) fn build_provider_with(
+    model: Option<&str>,
+    script: Option<&Path>,
+    base_url: Option<&str>,
+    max_retries: Option<u32>,
+    ctx: &Ctx,
+) -> Result<Arc<dyn Provider>, CliError> {
     let script = match (script, model) {
         (Some(s), _) => Some(ctx.abs(s)),
         (None, Some(m)) => m.strip_prefix("scripted/").map(|f| ctx.abs(Path::new(f))),
         (None, None) => None,
     };
     if let Some(file) = script {
-        let src = std::fs::read_to_string(&file).map_err(|e| {
+        let src = fs_err::read_to_string(&file).map_err(|e| {
             CliError::new(
                 ErrorKind::NotFound,
                 format!("script {}: {e}", file.display()),
@@ -70,7 +81,7 @@ pub(crate) fn build_provider(
     let r: ModelRef = model.parse().map_err(CliError::usage)?;
     // Our own TOML config first (its entries win), then Pi's models.json.
     let mut config = match config_file(ctx) {
-        Some(path) => match std::fs::read_to_string(&path) {
+        Some(path) => match fs_err::read_to_string(&path) {
             Ok(src) => Config::from_toml(&src).map_err(|e| {
                 CliError::new(ErrorKind::Invalid, format!("{}: {e}", path.display()))
             })?,
@@ -86,7 +97,7 @@ pub(crate) fn build_provider(
     };
     if let Ok(dir) = ctx.pi_agent_dir() {
         let models = dir.join("models.json");
-        if let Ok(src) = std::fs::read_to_string(&models) {
+        if let Ok(src) = fs_err::read_to_string(&models) {
             config.add_pi_models_json(&src).map_err(|e| {
                 CliError::new(ErrorKind::Invalid, format!("{}: {e}", models.display()))
             })?;
@@ -112,6 +123,12 @@ pub(crate) fn build_provider(
         api_key: key,
     };
     let spec = config.resolve(&r, &opts).map_err(CliError::usage)?;
-    let p = HttpProvider::new(spec).map_err(CliError::internal)?;
+    let mut p = HttpProvider::new(spec).map_err(CliError::internal)?;
+    if let Some(max_retries) = max_retries {
+        p = p.with_retry(bh_llm::RetryPolicy {
+            max_retries,
+            ..bh_llm::RetryPolicy::default()
+        });
+    }
     Ok(Arc::new(p))
 }

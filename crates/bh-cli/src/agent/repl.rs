@@ -1,5 +1,5 @@
 //! The interactive `bh agent`: a line-based REPL with streamed answers,
-//! `/tree`, `/fork`, `/checkpoints`, `/restore`, `/model`, `/worktree`,
+//! `/tree`, `/fork`, `/checkpoints`, `/restore`, `/rewind`, `/model`, `/worktree`,
 //! `/quit`. Ctrl-C aborts the running turn (or a `/worktree` move being
 //! prepared); a second Ctrl-C ends the command (during a move: once the move
 //! is undone; a third at once). Ending returns from here, so destructors run.
@@ -21,6 +21,7 @@ use super::render::{ToolOutput, outcome_error, print_tree, stream_event};
 use super::{session_error, switch};
 use crate::context::Ctx;
 use crate::error::CliError;
+use crate::progress::SnapshotDisplay;
 
 /// Ctrl-C in the REPL: the running turn's (or `/worktree` move's) token and the presses since the
 /// last prompt (the second press exits).
@@ -35,10 +36,16 @@ struct CtrlC {
 }
 
 const HELP: &str = "\
-/tree [ENTRY]            show the session tree; with ENTRY, continue from that entry
+/tree [ENTRY]            show the session tree; with ENTRY (an id or a unique prefix of
+                         ≥ 4 hex digits), continue from that entry
 /fork [ENTRY]            fork the session (root → ENTRY, default the leaf) and continue in the fork
 /checkpoints             list the project's checkpoints
-/restore ID [PATH…]      restore files from a checkpoint (a pre-restore checkpoint is taken first)
+/restore ID [--exact] [PATH…]
+                         restore files from a checkpoint (a pre-restore checkpoint is taken
+                         first; --exact also deletes files created since)
+/rewind [ENTRY] [--both|--conversation|--files]
+                         go back to ENTRY: the conversation continues from there and/or the
+                         files return to how they were (asks which; alone: lists prompts)
 /model PROVIDER/MODEL    switch models
 /worktree create NAME [--from REV] [--branch B | --detach]
                          create a managed worktree and move the session into it
@@ -74,6 +81,7 @@ const COMMANDS: &[&str] = &[
     "/fork",
     "/checkpoints",
     "/restore",
+    "/rewind",
     "/model",
     "/worktree",
     "/session",
@@ -97,13 +105,21 @@ fn completions(ctx: &Ctx, cwd: Arc<Mutex<PathBuf>>) -> Completions {
             ["/worktree", "enter"] => bh_worktree::list(&runner, &dir)
                 .map(|list| list.into_iter().filter_map(|w| w.name).collect())
                 .unwrap_or_default(),
+            // Only a store that exists: completing never creates one.
             ["/restore"] => {
                 let opts = bh_checkpoint::StoreOptions::new(&state_dir);
-                bh_checkpoint::Store::open_in(&runner, &dir, &opts)
-                    .and_then(|store| store.list())
+                bh_checkpoint::Store::open_existing_in(&runner, &dir, &opts)
+                    .ok()
+                    .flatten()
+                    .and_then(|store| store.list().ok())
                     .map(|list| list.into_iter().map(|c| c.id).collect())
                     .unwrap_or_default()
             }
+            ["/restore", _, ..] => vec!["--exact".to_owned()],
+            ["/rewind", ..] => ["--both", "--conversation", "--files"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
             _ => Vec::new(),
         }
     })
@@ -170,6 +186,7 @@ async fn repl(
         live.agent().session_path().display(),
         live.cwd().display()
     );
+    let mut first_snapshot = FirstSnapshot::watch(live);
     loop {
         if let Ok(mut c) = shown_cwd.lock() {
             live.cwd().clone_into(&mut c);
@@ -230,6 +247,12 @@ async fn repl(
                 }
                 continue;
             }
+            if name == "rewind" {
+                if let Err(e) = super::rewind::command(live, &rest, input).await {
+                    eprintln!("bh: {}", e.message);
+                }
+                continue;
+            }
             match command(live, ctx, args, name, &rest) {
                 Ok(true) => break,
                 Ok(false) => {}
@@ -243,7 +266,15 @@ async fn repl(
         let agent = live.agent_mut();
         agent.reset_limits();
         let mut tool_output = ToolOutput::default();
-        let mut sink = |e| stream_event(e, &mut tool_output);
+        let mut sink = |e: bh_runtime::Event| {
+            let checkpointed = matches!(e, bh_runtime::Event::Checkpoint { .. });
+            if (checkpointed || matches!(e, bh_runtime::Event::Warning { .. }))
+                && let Some(f) = first_snapshot.take()
+            {
+                f.end(checkpointed);
+            }
+            stream_event(e, &mut tool_output)
+        };
         let result = tokio::select! {
             () = quit.cancelled() => return Err(interrupted()),
             r = agent.run(line, &cancel, &mut sink) => r,
@@ -265,6 +296,48 @@ async fn repl(
     Ok(())
 }
 
+/// On a terminal, the first snapshot of a project that has no checkpoint yet
+/// (it hashes every file) shows its progress, until its checkpoint event.
+struct FirstSnapshot {
+    store: Arc<bh_checkpoint::Store>,
+    display: Arc<Mutex<Option<SnapshotDisplay>>>,
+}
+
+impl FirstSnapshot {
+    fn watch(live: &Live) -> Option<FirstSnapshot> {
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let store = live.agent().checkpoint_store()?.clone();
+        if !store.list().is_ok_and(|l| l.is_empty()) {
+            return None;
+        }
+        let display: Arc<Mutex<Option<SnapshotDisplay>>> = Arc::default();
+        let shown = display.clone();
+        store.set_progress(Some(Arc::new(move |step| {
+            if let Ok(mut d) = shown.lock() {
+                d.get_or_insert_with(|| SnapshotDisplay::new(false))
+                    .show(step);
+            }
+        })));
+        Some(FirstSnapshot { store, display })
+    }
+
+    /// Ends the display (the snapshot succeeded or not) and stops watching.
+    fn end(self, ok: bool) {
+        self.store.set_progress(None);
+        if let Some(d) = self.display.lock().ok().and_then(|mut d| d.take()) {
+            d.end(ok);
+        }
+    }
+}
+
+impl Drop for FirstSnapshot {
+    fn drop(&mut self) {
+        self.store.set_progress(None);
+    }
+}
+
 /// One REPL command; `Ok(true)` quits.
 fn command(
     live: &mut Live,
@@ -282,7 +355,12 @@ fn command(
         "session" => println!("{}", agent.session_path().display()),
         "tree" => {
             if let Some(entry) = rest.first() {
-                agent.branch(Some(entry)).map_err(core)?;
+                let session = Session::load(agent.session_path()).map_err(session_error)?;
+                let entry = bh_runtime::resolve_entry(&session, entry)
+                    .map_err(crate::checkpoint::rewind::rewind_error)?
+                    .id
+                    .clone();
+                agent.branch(Some(&entry)).map_err(core)?;
                 println!("continuing from {entry}");
             } else {
                 print_tree(agent.session_path(), agent.leaf())?;
@@ -292,12 +370,18 @@ fn command(
             let session = Session::load(agent.session_path()).map_err(session_error)?;
             let cwd_s = bh_runtime::dir_str(&cwd).map_err(super::runtime_error)?;
             let target = ForkTarget::Dir(session_dir_for_cwd(&ctx.pi_agent_dir()?, &cwd_s));
+            let entry = match rest.first() {
+                Some(e) => Some(
+                    bh_runtime::resolve_entry(&session, e)
+                        .map_err(crate::checkpoint::rewind::rewind_error)?
+                        .id
+                        .clone(),
+                ),
+                None => agent.leaf().map(str::to_owned),
+            };
             let opts = ForkOptions {
                 path_only: true,
-                entry: rest
-                    .first()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| agent.leaf().map(str::to_owned)),
+                entry,
                 cwd: Some(cwd_s),
                 ..ForkOptions::default()
             };
@@ -329,16 +413,18 @@ fn command(
             let Some(store) = agent.checkpoint_store() else {
                 return Err(CliError::usage("checkpoints are off"));
             };
-            let Some(id) = rest.first() else {
-                return Err(CliError::usage("usage: /restore ID [PATH…]"));
-            };
-            let paths: Vec<Vec<u8>> = rest[1..].iter().map(|p| p.as_bytes().to_vec()).collect();
+            let (id, paths, mode) = restore_args(rest)?;
             let out = store
-                .restore(id, &paths, bh_checkpoint::RestoreMode::Additive)
-                .map_err(CliError::internal)?;
+                .restore(id, &paths, mode)
+                .map_err(crate::checkpoint::checkpoint_error)?;
             println!(
-                "restored {} file(s) from {} (undo: /restore {})",
+                "restored {} file(s){} from {} (undo: /restore {} --exact)",
                 out.restored.len(),
+                if out.deleted.is_empty() {
+                    String::new()
+                } else {
+                    format!(", deleted {}", out.deleted.len())
+                },
                 out.checkpoint.id,
                 out.safety.id
             );
@@ -360,4 +446,52 @@ fn command(
         }
     }
     Ok(false)
+}
+
+/// The words after `/restore`: `ID [--exact] [PATH…]`, options anywhere
+/// before a `--` (after it every word is a path).
+fn restore_args<'a>(
+    words: &[&'a str],
+) -> Result<(&'a str, Vec<Vec<u8>>, bh_checkpoint::RestoreMode), CliError> {
+    const USAGE: &str = "usage: /restore ID [--exact] [PATH…]";
+    let mut mode = bh_checkpoint::RestoreMode::Additive;
+    let mut id = None;
+    let mut paths = Vec::new();
+    let mut options = true;
+    for w in words {
+        match *w {
+            "--" if options => options = false,
+            "--exact" if options => mode = bh_checkpoint::RestoreMode::Exact,
+            flag if options && flag.starts_with("--") => {
+                return Err(CliError::usage(format!("unknown option {flag}; {USAGE}")));
+            }
+            word if id.is_none() => id = Some(word),
+            path => paths.push(path.as_bytes().to_vec()),
+        }
+    }
+    let id = id.ok_or_else(|| CliError::usage(USAGE))?;
+    Ok((id, paths, mode))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use bh_checkpoint::RestoreMode;
+
+    #[test]
+    fn restore_reads_exact_as_the_flag_not_a_path() {
+        let (id, paths, mode) = restore_args(&["ab12", "--exact"]).unwrap();
+        assert_eq!((id, paths.len(), mode), ("ab12", 0, RestoreMode::Exact));
+        let (id, paths, mode) = restore_args(&["--exact", "ab12", "src/a.rs"]).unwrap();
+        assert_eq!((id, mode), ("ab12", RestoreMode::Exact));
+        assert_eq!(paths, vec![b"src/a.rs".to_vec()]);
+        let (_, paths, mode) = restore_args(&["ab12", "--", "--exact"]).unwrap();
+        assert_eq!(
+            (paths, mode),
+            (vec![b"--exact".to_vec()], RestoreMode::Additive)
+        );
+        assert!(restore_args(&["ab12", "--exakt"]).is_err());
+        assert!(restore_args(&[]).is_err());
+    }
 }

@@ -99,7 +99,7 @@ pub(super) fn hook_snapshot(
 ) -> Result<Value, Fallback> {
     let failed = |e: &dyn std::fmt::Display| Fallback::Failed(e.to_string());
     let guess = match &project.project {
-        Some(p) => std::fs::canonicalize(ctx.abs(p)),
+        Some(p) => fs_err::canonicalize(ctx.abs(p)),
         None => guess_project(dir),
     }
     .map_err(|e| failed(&e))?;

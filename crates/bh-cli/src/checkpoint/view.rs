@@ -117,7 +117,8 @@ fn split_rest<'a>(
     let Some(first) = rest.first() else {
         return Ok((None, rest));
     };
-    let exists = |p: &Path| ctx.abs(p).symlink_metadata().is_ok();
+    let base = super::path_base(ctx, store);
+    let exists = |p: &Path| fs_err::symlink_metadata(base.join(p)).is_ok();
     let as_id = first
         .to_str()
         .filter(|s| {
@@ -145,7 +146,7 @@ fn split_rest<'a>(
                         ErrorKind::NotFound,
                         format!(
                             "{} is neither a checkpoint nor a path in the working tree (a path that is gone goes after `--`)",
-                            ctx.abs(p).display()
+                            base.join(p).display()
                         ),
                     ));
                 }

@@ -128,7 +128,11 @@ pub(crate) fn dry_run(ctx: &Ctx, path: &Path, plan: &Plan) -> Result<(), CliErro
                 "max_tool_calls": plan.limits.max_tool_calls,
                 "timeout_secs": plan.limits.timeout_secs,
                 "ref": plan.output_ref,
+                "allow_filters": plan.allow_filters,
+                "repo": plan.repo.top_level,
+                "prompt": plan.prompt.text,
             },
+            "key_id": plan.mac.key_id,
         }));
     }
     println!(
@@ -139,13 +143,29 @@ pub(crate) fn dry_run(ctx: &Ctx, path: &Path, plan: &Plan) -> Result<(), CliErro
         "  would continue session {} from entry {}",
         plan.session.id, plan.session.entry
     );
-    println!("  at commit {} in a detached worktree", plan.base.commit);
+    println!(
+        "  at commit {} of {} in a detached worktree",
+        plan.base.commit,
+        crate::display::escape(&plan.repo.top_level.display().to_string())
+    );
+    println!(
+        "  with the prompt: {}",
+        crate::display::escape(&plan.prompt.text)
+    );
     println!(
         "  with model {}, tools {}, at most {} tool calls and {}s",
         plan.model.as_deref().unwrap_or("(none)"),
         plan.tools.join(", "),
         plan.limits.max_tool_calls,
         plan.limits.timeout_secs
+    );
+    println!(
+        "  filter drivers: {}",
+        if plan.allow_filters {
+            "the repository's run (--allow-filters)"
+        } else {
+            "none run"
+        }
     );
     println!("  committing under {}", plan.output_ref);
     println!("pass --yes to run it");

@@ -54,10 +54,13 @@ pub(crate) fn resolve<'a>(
             ErrorKind::NotFound,
             format!("no {what} matches {query:?} (`{list}` shows them)"),
         )),
-        many => Err(CliError::usage(format!(
-            "{what} id prefix {query:?} is ambiguous; candidates: {}",
-            many.join(", ")
-        ))),
+        many => Err(CliError::new(
+            ErrorKind::Ambiguous,
+            format!(
+                "{what} id prefix {query:?} is ambiguous; candidates: {}",
+                many.join(", ")
+            ),
+        )),
     }
 }
 
@@ -100,7 +103,7 @@ mod tests {
     #[test]
     fn ambiguous_short_unknown_and_malformed() {
         let e = resolve("execution", "bh exec list", "19a0b", IDS).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Usage);
+        assert_eq!(e.kind, ErrorKind::Ambiguous);
         assert!(e.message.contains(IDS[0]) && e.message.contains(IDS[1]));
         let e = resolve("execution", "bh exec list", "x19a", IDS).unwrap_err();
         assert!(e.message.contains("too short"), "{}", e.message);

@@ -6,7 +6,7 @@
 
 #![allow(dead_code)]
 
-use std::fs;
+use fs_err as fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};

@@ -62,7 +62,7 @@ async fn cancelling_kills_a_running_bash() {
                 let (c, pid_file) = (c.clone(), pid_file.clone());
                 // Cancel once the command runs (it has written its pid).
                 tokio::spawn(async move {
-                    while std::fs::read_to_string(&pid_file).map_or(true, |t| t.trim().is_empty()) {
+                    while fs_err::read_to_string(&pid_file).map_or(true, |t| t.trim().is_empty()) {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
                     c.cancel();

@@ -152,7 +152,7 @@ async fn bash_output_streams_as_tool_execution_updates_before_the_tool_ends() {
                 && partial_result.content.len() == 1
                 && serde_json::to_value(&partial_result.content[0]).unwrap()["text"] == "a"
             {
-                std::fs::write(&go, "").unwrap();
+                fs_err::write(&go, "").unwrap();
             }
             events.push(serde_json::to_value(&e).unwrap());
         })

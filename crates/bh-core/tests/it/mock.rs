@@ -55,7 +55,7 @@ async fn runs_against_a_mock_openai_server() {
         .unwrap();
     assert_eq!(out.stop, RunStop::Completed, "{out:?}");
     assert_eq!(
-        std::fs::read_to_string(fx.repo.join("m.txt")).unwrap(),
+        fs_err::read_to_string(fx.repo.join("m.txt")).unwrap(),
         "mock\n"
     );
     let msgs = messages(agent.session_path());

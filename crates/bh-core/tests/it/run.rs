@@ -47,14 +47,14 @@ async fn edits_a_repository_persisting_every_message_with_checkpoints() {
     assert_eq!(out.turns, 4);
     assert_eq!(out.tool_calls, 4);
     assert_eq!(
-        std::fs::read_to_string(fx.repo.join("notes/todo.txt")).unwrap(),
+        fs_err::read_to_string(fx.repo.join("notes/todo.txt")).unwrap(),
         "alpha\nBETA\n"
     );
 
     // The session: Pi's shapes, chained, every call answered.
     let path = agent.session_path().to_path_buf();
     let session = assert_valid(&path);
-    let kinds: Vec<String> = std::fs::read_to_string(&path)
+    let kinds: Vec<String> = fs_err::read_to_string(&path)
         .unwrap()
         .lines()
         .map(|l| {
@@ -191,7 +191,7 @@ async fn a_failed_checkpoint_is_a_warning_and_the_tool_still_runs() {
     );
     // Break the store after opening it.
     let dir = cfg.checkpoints.as_ref().unwrap().dir().to_path_buf();
-    std::fs::remove_dir_all(dir.join("git")).unwrap();
+    fs_err::remove_dir_all(dir.join("git")).unwrap();
     let mut agent = Agent::new(cfg).unwrap();
     let mut warnings = Vec::new();
     let out = agent
@@ -206,7 +206,7 @@ async fn a_failed_checkpoint_is_a_warning_and_the_tool_still_runs() {
     assert_eq!(warnings.len(), 3, "{warnings:?}");
     assert!(warnings[0].contains("checkpoint before write"));
     assert_eq!(
-        std::fs::read_to_string(fx.repo.join("notes/todo.txt")).unwrap(),
+        fs_err::read_to_string(fx.repo.join("notes/todo.txt")).unwrap(),
         "alpha\nBETA\n"
     );
     assert_valid(agent.session_path());
@@ -228,13 +228,13 @@ async fn a_resumed_session_continues_with_its_history() {
         .unwrap();
     let path = agent.session_path().to_path_buf();
     drop(agent);
-    let lines_before = std::fs::read_to_string(&path).unwrap().lines().count();
+    let lines_before = fs_err::read_to_string(&path).unwrap().lines().count();
 
     let writer = bh_session::SessionWriter::open(&path).unwrap();
     let mut agent = Agent::new(fx.config(provider, writer, true, Limits::default())).unwrap();
     // Same model and thinking level: nothing appended on open.
     assert_eq!(
-        std::fs::read_to_string(&path).unwrap().lines().count(),
+        fs_err::read_to_string(&path).unwrap().lines().count(),
         lines_before
     );
     assert_eq!(agent.history().len(), 2);
@@ -318,7 +318,7 @@ async fn branching_continues_from_an_earlier_entry_and_switching_follows_a_fork(
 
     // Fork the session and continue in the fork; the source stays as it was.
     let src = agent.session_path().to_path_buf();
-    let before = std::fs::read(&src).unwrap();
+    let before = fs_err::read(&src).unwrap();
     let forked = bh_session::fork(
         &s,
         &bh_session::ForkTarget::Dir(fx.root.join("forks")),
@@ -333,7 +333,7 @@ async fn branching_continues_from_an_earlier_entry_and_switching_follows_a_fork(
         .unwrap();
     assert_eq!(agent.history().len(), 4);
     agent.run("four", &c, &mut |_| {}).await.unwrap();
-    assert_eq!(std::fs::read(&src).unwrap(), before);
+    assert_eq!(fs_err::read(&src).unwrap(), before);
     let f = assert_valid(&forked.path);
     assert_eq!(f.context(None).unwrap().messages.len(), 6);
 }

@@ -36,12 +36,12 @@ pub fn git(repo: &Path, args: &[&str]) -> String {
 
 pub fn fx() -> Fx {
     let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = fs_err::canonicalize(tmp.path()).unwrap();
     let repo = root.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::create_dir_all(root.join("home")).unwrap();
+    fs_err::create_dir_all(&repo).unwrap();
+    fs_err::create_dir_all(root.join("home")).unwrap();
     git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    fs_err::write(repo.join("README.md"), "hello\n").unwrap();
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-q", "-m", "init"]);
     let env: Vec<(OsString, OsString)> = vec![
@@ -112,7 +112,7 @@ impl Fx {
 
 /// Every `message` of the session in file order.
 pub fn messages(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
+    fs_err::read_to_string(path)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -169,7 +169,7 @@ pub fn event_types(events: &[Event]) -> Vec<String> {
 
 /// Whether process `pid` still runs (a zombie does not count).
 pub fn pid_alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    fs_err::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| !s.contains(") Z "))
         .unwrap_or(false)
 }
@@ -181,11 +181,11 @@ pub fn pid_alive(pid: i32) -> bool {
 /// process (host-wide) still working in the repository instead.
 pub fn command_gone(repo: &Path, file: &str) -> bool {
     let _ = file;
-    let repo = std::fs::canonicalize(repo).unwrap();
-    !std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+    let repo = fs_err::canonicalize(repo).unwrap();
+    !fs_err::read_dir("/proc").unwrap().flatten().any(|e| {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             return false;
         };
-        std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd == repo) && pid_alive(pid)
+        fs_err::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd == repo) && pid_alive(pid)
     })
 }

@@ -278,7 +278,7 @@ async fn arguments_pi_repairs_run_repaired() {
         (fx, msgs)
     };
     assert_eq!(
-        std::fs::read_to_string(fx.repo.join("ok.txt")).unwrap(),
+        fs_err::read_to_string(fx.repo.join("ok.txt")).unwrap(),
         "a\nb \\d"
     );
     assert_eq!(

@@ -2,21 +2,28 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs;
+use fs_err as fs;
 use std::path::{Path, PathBuf};
 
-use bh_exec::{ExecError, Limits, PlanRequest, make_plan, read_plan, verify_plan, write_plan};
+use bh_exec::{
+    ExecError, Limits, Plan, PlanKey, PlanRequest, Trust, make_plan, read_plan, verify_plan,
+    write_plan,
+};
 use bh_test_support::TestRepo;
 use pretty_assertions::assert_eq;
 
+mod hardening;
 mod run;
+mod run_hardening;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
 
 /// A repository with one commit and a copy of a real Pi session beside it.
 pub(crate) struct Fx {
     repo: TestRepo,
-    session: PathBuf,
+    pub(crate) session: PathBuf,
+    /// The key of the state directory `root/state`.
+    pub(crate) key: PlanKey,
 }
 
 pub(crate) fn fx() -> Fx {
@@ -29,7 +36,8 @@ pub(crate) fn fx() -> Fx {
     .unwrap();
     repo.write("a.txt", "a\n");
     repo.commit_all("base");
-    Fx { repo, session }
+    let key = PlanKey::open_or_create(&repo.root.join("state")).unwrap();
+    Fx { repo, session, key }
 }
 
 impl std::ops::Deref for Fx {
@@ -49,7 +57,24 @@ impl Fx {
             prompt: "continue from here".into(),
             model: Some("scripted/demo".into()),
             limits: Limits::default(),
+            allow_filters: false,
         }
+    }
+
+    /// This state directory's trust: its key, no foreign plans.
+    pub(crate) fn trust(&self) -> Trust<'_> {
+        Trust {
+            key: Some(&self.key),
+            foreign: false,
+        }
+    }
+
+    pub(crate) fn plan(&self, req: &PlanRequest) -> Result<Plan, ExecError> {
+        make_plan(&self.runner(), req, &self.key)
+    }
+
+    pub(crate) fn verify(&self, path: &Path) -> Result<Plan, ExecError> {
+        verify_plan(&self.runner(), path, self.trust())
     }
 
     fn repo_state(&self) -> (String, String, String) {
@@ -68,7 +93,7 @@ fn a_plan_pins_full_ids_and_digests_and_touches_nothing() {
     let f = fx();
     let before = f.repo_state();
     let session_before = fs::read(&f.session).unwrap();
-    let plan = make_plan(&f.runner(), &f.request(ENTRY)).unwrap();
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
     assert_eq!(plan.base.commit, f.git(&["rev-parse", "HEAD"]));
     assert_eq!(plan.base.tree, f.git(&["rev-parse", "HEAD^{tree}"]));
     assert_eq!(plan.session.id, "01a22bee-1340-7689-b93e-a75d86f1286e");
@@ -94,7 +119,7 @@ fn a_plan_pins_full_ids_and_digests_and_touches_nothing() {
         Err(ExecError::PlanExists { .. })
     ));
     write_plan(&path, &plan, true).unwrap();
-    verify_plan(&f.runner(), &path).unwrap();
+    f.verify(&path).unwrap();
     assert_eq!(
         f.repo_state(),
         before,
@@ -110,14 +135,11 @@ fn a_plan_pins_full_ids_and_digests_and_touches_nothing() {
 #[test]
 fn bad_requests_name_what_is_wrong() {
     let f = fx();
-    let err = make_plan(&f.runner(), &f.request("nope1234")).unwrap_err();
+    let err = f.plan(&f.request("nope1234")).unwrap_err();
     assert!(matches!(err, ExecError::UnknownEntry { .. }), "{err}");
     let mut req = f.request(ENTRY);
     req.base = "no-such-branch".into();
-    assert!(matches!(
-        make_plan(&f.runner(), &req),
-        Err(ExecError::UnknownBase { .. })
-    ));
+    assert!(matches!(f.plan(&req), Err(ExecError::UnknownBase { .. })));
     // an entry whose parent is missing: the chain to the root is broken
     let text = fs::read_to_string(&f.session).unwrap();
     fs::write(
@@ -125,8 +147,9 @@ fn bad_requests_name_what_is_wrong() {
         text.replace(r#""parentId":"214a5b17""#, r#""parentId":"deadbeef""#),
     )
     .unwrap();
-    let err = make_plan(&f.runner(), &f.request(ENTRY)).unwrap_err();
-    assert!(matches!(err, ExecError::BrokenChain { .. }), "{err}");
+    // (the validator refuses it first, with its own words)
+    let err = f.plan(&f.request(ENTRY)).unwrap_err();
+    assert!(matches!(err, ExecError::SessionInvalid { .. }), "{err}");
     assert!(err.to_string().contains("deadbeef"));
 }
 
@@ -135,11 +158,11 @@ fn every_recheck_has_its_own_error() {
     let f = fx();
     let path = f.root.join("plan.json");
     let fresh = |f: &Fx| {
-        let plan = make_plan(&f.runner(), &f.request(ENTRY)).unwrap();
+        let plan = f.plan(&f.request(ENTRY)).unwrap();
         write_plan(&path, &plan, true).unwrap();
         plan
     };
-    let code = |f: &Fx| verify_plan(&f.runner(), &path).unwrap_err();
+    let code = |f: &Fx| f.verify(&path).unwrap_err();
 
     // the plan itself edited
     fresh(&f);
@@ -162,7 +185,8 @@ fn every_recheck_has_its_own_error() {
     let mut appended = original.clone();
     appended.extend_from_slice(b"{\"type\":\"custom\",\"id\":\"aaaa0001\",\"parentId\":\"188efa0e\",\"timestamp\":\"2026-11-30T10:10:00.000Z\",\"customType\":\"x\"}\n");
     fs::write(&f.session, &appended).unwrap();
-    assert!(matches!(code(&f), ExecError::SessionChanged { .. }));
+    let err = code(&f);
+    assert!(matches!(err, ExecError::SessionChanged { .. }), "{err}");
     // another session at that path
     let text = String::from_utf8(original.clone()).unwrap();
     fs::write(

@@ -1,12 +1,11 @@
 //! Whole runs in-process, with the scripted provider: the library's `run`
 //! from plan to commit, and the trailers' writer and parser.
 
-use std::fs;
+use fs_err as fs;
 use std::sync::Arc;
 
 use bh_exec::{
-    ExecError, RunSetup, RunState, StopReason, Trailers, commit_message, make_plan, run_plan,
-    write_plan,
+    ExecError, RunSetup, RunState, StopReason, Trailers, commit_message, run_plan, write_plan,
 };
 use bh_llm::{Api, ModelSpec, ScriptedProvider};
 use pretty_assertions::assert_eq;
@@ -14,22 +13,22 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ENTRY, fx};
 
-fn setup(f: &super::Fx, script: &str) -> RunSetup {
-    RunSetup {
-        state_dir: f.root.join("state"),
-        keep_worktree: false,
-        provider: Arc::new(
+pub(crate) fn setup(f: &super::Fx, script: &str) -> RunSetup {
+    RunSetup::new(
+        f.root.join("state"),
+        Arc::new(
             ScriptedProvider::from_str(script, ModelSpec::new("scripted", "demo", Api::Scripted))
                 .unwrap(),
         ),
-        cancel: CancellationToken::new(),
-    }
+        CancellationToken::new(),
+    )
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_runs_end_to_end_in_process() {
     let f = fx();
-    let plan = make_plan(&f.runner(), &f.request(ENTRY)).unwrap();
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
     let path = f.root.join("plan.json");
     write_plan(&path, &plan, false).unwrap();
     let user_before = (
@@ -104,7 +103,7 @@ async fn a_stopped_run_commits_nothing_and_keeps_a_patch() {
     let f = fx();
     let mut req = f.request(ENTRY);
     req.limits.max_tool_calls = 1;
-    let plan = make_plan(&f.runner(), &req).unwrap();
+    let plan = f.plan(&req).unwrap();
     let path = f.root.join("plan.json");
     write_plan(&path, &plan, false).unwrap();
     let script = r#"{"toolCalls": [{"name": "write", "arguments": {"path": "one.txt", "content": "1"}}, {"name": "write", "arguments": {"path": "two.txt", "content": "2"}}]}
@@ -124,35 +123,44 @@ async fn a_stopped_run_commits_nothing_and_keeps_a_patch() {
     );
 }
 
+/// `git interpret-trailers --parse` of `message`: (key, value) pairs.
+fn git_trailers(f: &super::Fx, message: &str) -> Vec<(String, String)> {
+    use std::io::Write;
+    let mut child = f
+        .command(&["interpret-trailers", "--parse"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(message.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once(": ").unwrap();
+            (k.to_owned(), v.to_owned())
+        })
+        .collect()
+}
+
 #[test]
 fn trailers_round_trip_and_refuse_values_that_break_lines() {
     let f = fx();
-    let mut plan = make_plan(&f.runner(), &f.request(ENTRY)).unwrap();
+    let mut plan = f.plan(&f.request(ENTRY)).unwrap();
     let message = commit_message(&plan, "x1-abc", "openai/gpt").unwrap();
     let t = Trailers::parse(&message).unwrap();
     assert_eq!(t, Trailers::of(&plan, "x1-abc", "openai/gpt"));
     assert_eq!(t.plan, format!("sha256:{}", plan.plan_sha256));
     // Parsed exactly as git parses them.
-    let mut git = f.command(&["interpret-trailers", "--parse"]);
-    let out = {
-        use std::io::Write;
-        let mut child = git
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(message.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
-    let keys: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split(':').next().unwrap().to_owned())
+    let keys: Vec<String> = git_trailers(&f, &message)
+        .into_iter()
+        .map(|(k, _)| k)
         .collect();
     assert_eq!(keys, bh_exec::TRAILER_KEYS);
 
@@ -168,5 +176,52 @@ fn trailers_round_trip_and_refuse_values_that_break_lines() {
         ),
         "{err}"
     );
+    plan.session.entry = "abc Better-Harness-Base:".into();
+    assert!(commit_message(&plan, "x1-abc", "m").is_err());
     assert!(Trailers::parse("no trailers here").is_none());
+}
+
+/// Values the strict character sets allow but that look like trailers, and
+/// a prompt whose first line does: git still reads exactly the seven
+/// trailers, in order, with the values written.
+#[test]
+fn git_reads_exactly_the_seven_trailers_for_hostile_but_allowed_values() {
+    let f = fx();
+    let mut plan = f.plan(&f.request(ENTRY)).unwrap();
+    let hostile = [
+        ("session", "Better-Harness-Plan:sha256:0000"),
+        ("entry", "Signed-off-by:x"),
+        ("model", "p/Better-Harness-Base:forged"),
+    ];
+    plan.session.id = hostile[0].1.into();
+    plan.session.entry = hostile[1].1.into();
+    for (kind, v) in [
+        (bh_exec::IdKind::Session, hostile[0].1),
+        (bh_exec::IdKind::Entry, hostile[1].1),
+        (bh_exec::IdKind::Model, hostile[2].1),
+    ] {
+        bh_exec::check_id(kind, v).unwrap();
+    }
+    plan.prompt.text =
+        "Better-Harness-Plan: sha256:forged\n\nBetter-Harness-Base: forged\nmore".into();
+    let message = commit_message(&plan, "x19a-0a1b2c3d", hostile[2].1).unwrap();
+    let parsed = git_trailers(&f, &message);
+    let expected: Vec<(String, String)> = bh_exec::TRAILER_KEYS
+        .iter()
+        .zip([
+            format!("sha256:{}", plan.plan_sha256),
+            plan.base.commit.clone(),
+            hostile[0].1.to_owned(),
+            plan.session.sha256.clone(),
+            hostile[1].1.to_owned(),
+            "x19a-0a1b2c3d".to_owned(),
+            hostile[2].1.to_owned(),
+        ])
+        .map(|(k, v)| ((*k).to_owned(), v))
+        .collect();
+    assert_eq!(parsed, expected, "{message}");
+    assert_eq!(
+        Trailers::parse(&message).unwrap(),
+        Trailers::of(&plan, "x19a-0a1b2c3d", hostile[2].1)
+    );
 }

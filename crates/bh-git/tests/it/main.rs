@@ -3,8 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fs_err as fs;
 use std::ffi::OsString;
-use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -214,7 +214,7 @@ fn hooks_never_run() {
     let hook = hooks.join("pre-commit");
     fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
     use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     f.write(b"a.txt", "a\n");
     f.plain(&["add", "a.txt"]);
     // plain git runs the hook …

@@ -26,7 +26,7 @@ pub fn fixture(name: &str) -> String {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name);
-    std::fs::read_to_string(p).unwrap()
+    fs_err::read_to_string(p).unwrap()
 }
 
 /// The model of the Pi corpus (`models.json` "fake" provider).

@@ -483,7 +483,13 @@ async fn connection_refused_is_retried_then_error() {
     let p = http(fake_model(&format!("http://{addr}")), fast_retry(2));
     let (events, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "error");
-    assert!(msg.error_message.unwrap().starts_with("Connection error"));
+    let error = msg.error_message.unwrap();
+    assert!(error.starts_with("Connection error"), "{error}");
+    // The cause chain, not just reqwest's "error sending request".
+    assert!(
+        error.to_ascii_lowercase().contains("connection refused"),
+        "{error}"
+    );
     assert_eq!(
         events
             .iter()

@@ -43,7 +43,7 @@ fn scripted(src: &str) -> Arc<dyn Provider> {
 }
 
 fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
+    fs_err::read_to_string(path)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -115,14 +115,14 @@ async fn a_live_agent_moves_into_a_worktree_works_there_and_comes_back() {
         .unwrap();
     assert_eq!(out.stop, bh_core::RunStop::Completed);
     let source = live.agent().session_path().to_path_buf();
-    let before = std::fs::read(&source).unwrap();
+    let before = fs_err::read(&source).unwrap();
 
     let moved = live.enter_worktree("feat", &cancel).await.unwrap();
     assert!(matches!(moved.consumed, ConsumeOutcome::Verified { .. }));
-    assert_eq!(live.cwd(), std::fs::canonicalize(&wt).unwrap());
+    assert_eq!(live.cwd(), fs_err::canonicalize(&wt).unwrap());
     let target = live.agent().session_path().to_path_buf();
     assert_ne!(target, source);
-    assert_eq!(std::fs::read(&source).unwrap(), before, "source untouched");
+    assert_eq!(fs_err::read(&source).unwrap(), before, "source untouched");
     assert_eq!(count(&target, VERIFIED), 1);
     assert_eq!(lines(&target)[0]["cwd"], wt.to_str().unwrap());
 
@@ -147,7 +147,7 @@ async fn a_live_agent_moves_into_a_worktree_works_there_and_comes_back() {
     // Dispose: dirty work is refused before anything moves.
     let err = live.dispose_worktree(false, &cancel).await.unwrap_err();
     assert!(matches!(err, RelocateError::DisposeRefused { .. }), "{err}");
-    assert_eq!(live.cwd(), std::fs::canonicalize(&wt).unwrap());
+    assert_eq!(live.cwd(), fs_err::canonicalize(&wt).unwrap());
     assert_eq!(live.agent().session_path(), target);
 
     // Forced: back in the main checkout, the worktree gone.
@@ -167,7 +167,7 @@ async fn a_cancelled_or_failed_move_changes_nothing() {
     let ok = CancellationToken::new();
     live.agent_mut().run("hi", &ok, &mut |_| {}).await.unwrap();
     let source = live.agent().session_path().to_path_buf();
-    let before = std::fs::read(&source).unwrap();
+    let before = fs_err::read(&source).unwrap();
     let sessions = f.agent_dir.join("sessions");
     let count_files = || walk(&sessions).len();
     let files = count_files();
@@ -181,7 +181,7 @@ async fn a_cancelled_or_failed_move_changes_nothing() {
     );
     assert_eq!(live.cwd(), f.t.dir);
     assert_eq!(live.agent().session_path(), source);
-    assert_eq!(std::fs::read(&source).unwrap(), before);
+    assert_eq!(fs_err::read(&source).unwrap(), before);
     assert_eq!(count_files(), files, "the prepared session was deleted");
 
     let err = live.enter_worktree("nope", &ok).await.unwrap_err();
@@ -195,7 +195,7 @@ async fn a_cancelled_or_failed_move_changes_nothing() {
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(rd) = fs_err::read_dir(dir) else {
         return out;
     };
     for e in rd {
@@ -221,9 +221,9 @@ fn a_session_of_another_directory_needs_an_explicit_cwd() {
     .unwrap();
     assert_eq!(opened.cwd, f.t.dir);
     drop(opened);
-    let before = std::fs::read(&file).unwrap();
+    let before = fs_err::read(&file).unwrap();
     let other = f.t.root.join("other");
-    std::fs::create_dir_all(&other).unwrap();
+    fs_err::create_dir_all(&other).unwrap();
     let err = open_session(
         &runner,
         &f.request(SessionChoice::Open(file.clone()), &other),
@@ -236,13 +236,13 @@ fn a_session_of_another_directory_needs_an_explicit_cwd() {
         }
         e => panic!("{e}"),
     }
-    assert_eq!(std::fs::read(&file).unwrap(), before);
+    assert_eq!(fs_err::read(&file).unwrap(), before);
     let mut req = f.request(SessionChoice::Open(file.clone()), &other);
     req.cwd = Some(f.t.dir.clone());
     assert_eq!(open_session(&runner, &req).unwrap().cwd, f.t.dir);
     // A header cwd that no longer exists is refused the same way.
     let gone = f.t.root.join("gone.jsonl");
-    std::fs::write(
+    fs_err::write(
         &gone,
         "{\"type\":\"session\",\"version\":3,\"id\":\"g\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/nonexistent/dir\"}\n",
     )
@@ -255,7 +255,7 @@ fn a_session_of_another_directory_needs_an_explicit_cwd() {
 fn a_store_that_cannot_be_opened_turns_checkpoints_off_with_a_warning() {
     let f = fixture();
     // The state dir is a file: the store cannot be created.
-    std::fs::write(&f.state, "not a folder").unwrap();
+    fs_err::write(&f.state, "not a folder").unwrap();
     let opts = RuntimeOptions::new(&f.state, Profile::Interactive);
     let rt = Runtime::open(&f.t.runner(), &f.t.dir, &opts).unwrap();
     assert!(rt.checkpoints.is_none());

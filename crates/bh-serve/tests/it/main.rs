@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs;
+use fs_err as fs;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,9 +132,9 @@ fn client_talks_to_a_live_server_and_refuses_an_open_folder() {
         let a = c.request(json!({"op": "snapshot", "tool": "x"})).unwrap();
         let b = c.request(json!({"op": "ping"})).unwrap();
         drop(c);
-        fs::set_permissions(&p2.dir, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(&p2.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let refused = Client::connect(&p2, Duration::from_secs(30));
-        fs::set_permissions(&p2.dir, fs::Permissions::from_mode(0o700)).unwrap();
+        fs::set_permissions(&p2.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         let mut c = Client::connect(&p2, Duration::from_secs(30)).unwrap();
         c.request(json!({"op": "shutdown"})).unwrap();
         (a, b, refused.err().map(|e| e.to_string()))

@@ -41,7 +41,7 @@ fn every_fixture_loads_and_is_never_modified() {
     for rel in all_fixtures() {
         let path = fixtures_dir().join(&rel);
         let before = digest(&path);
-        let raw = std::fs::read(&path).unwrap();
+        let raw = fs_err::read(&path).unwrap();
         let s = Session::load(&path).unwrap();
         assert_eq!(s.bytes(), &raw[..], "{}", rel.display());
         // Touch everything that reads.
@@ -164,7 +164,7 @@ fn session_name_matches_real_pi() {
 #[test]
 fn pi_1x_files_match_real_pi_1_6() {
     let dir = fixtures_dir().join("handmade-1x");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
+    let mut files: Vec<_> = fs_err::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
@@ -175,7 +175,7 @@ fn pi_1x_files_match_real_pi_1_6() {
         let exp_path = fixtures_dir()
             .join("expected-pi-1.6.0")
             .join(rel.with_extension("json"));
-        let exp: Value = serde_json::from_slice(&std::fs::read(&exp_path).unwrap()).unwrap();
+        let exp: Value = serde_json::from_slice(&fs_err::read(&exp_path).unwrap()).unwrap();
         let before = digest(&path);
         let s = Session::load(&path).unwrap();
         assert!(s.is_valid(), "{:?}", s.problems());

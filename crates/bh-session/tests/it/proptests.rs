@@ -59,7 +59,7 @@ proptest! {
     #[test]
     fn truncating_a_file_anywhere_reports_a_line(cut in 0usize..2000) {
         let path = crate::support::scenario("s07-extension-entries");
-        let data = std::fs::read(path).unwrap();
+        let data = fs_err::read(path).unwrap();
         let cut = cut.min(data.len());
         let s = Session::parse(data[..cut].to_vec(), None);
         if cut > 0 && data[cut - 1] != b'\n' && s.header().is_some() {

@@ -19,7 +19,7 @@ pub fn all_fixtures() -> Vec<PathBuf> {
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
+    for e in fs_err::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.is_dir() {
             walk(&p, out);
@@ -36,7 +36,7 @@ pub fn fixture(rel: &str) -> PathBuf {
 /// The single session file of a scenario folder (first one when several).
 pub fn scenario(name: &str) -> PathBuf {
     let dir = fixtures_dir().join("pi-0.73.1").join(name);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let mut files: Vec<PathBuf> = fs_err::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
@@ -46,7 +46,7 @@ pub fn scenario(name: &str) -> PathBuf {
 }
 
 pub fn digest(path: &Path) -> String {
-    hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+    hex::encode(Sha256::digest(fs_err::read(path).unwrap()))
 }
 
 /// What the real Pi 0.73.1 reported for a fixture (tests/fixtures/expected).
@@ -54,14 +54,14 @@ pub fn expected(rel: &Path) -> serde_json::Value {
     let p = fixtures_dir()
         .join("expected")
         .join(rel.with_extension("json"));
-    serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+    serde_json::from_slice(&fs_err::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
         .unwrap()
 }
 
 /// Write `text` to a new file in `dir` and return its path.
 pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
+    fs_err::write(&p, text).unwrap();
     p
 }
 

@@ -80,13 +80,13 @@ fn new_session_is_created_with_o_excl_and_loads() {
     assert!(!header.contains("parentSession"));
 
     // O_EXCL: the same path again is refused and the file is untouched.
-    let before = std::fs::read(&path).unwrap();
+    let before = fs_err::read(&path).unwrap();
     let h = SessionHeader::new("x", "2026-01-01T00:00:00.000Z", "/w", None);
     match SessionWriter::create(&path, &h) {
         Err(SessionError::Exists { .. }) => {}
         other => panic!("expected Exists, got {other:?}"),
     }
-    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(fs_err::read(&path).unwrap(), before);
 }
 
 #[test]
@@ -145,7 +145,7 @@ fn append_after_a_torn_line_starts_a_new_line() {
     let path = write_file(dir.path(), "s.jsonl", &text);
     let mut w = SessionWriter::open(&path).unwrap();
     let id = w.append_custom("after", None).unwrap();
-    let data = std::fs::read(&path).unwrap();
+    let data = fs_err::read(&path).unwrap();
     assert!(data.starts_with(text.as_bytes()), "existing bytes kept");
     let s = Session::load(&path).unwrap();
     // The torn line stays where it was (now a malformed middle line), the new entry loads.
@@ -162,7 +162,7 @@ fn open_refuses_a_file_without_header() {
         SessionWriter::open(&path),
         Err(SessionError::NotASession { .. })
     ));
-    assert_eq!(std::fs::read(&path).unwrap(), b"garbage\n");
+    assert_eq!(fs_err::read(&path).unwrap(), b"garbage\n");
 }
 
 #[test]
@@ -170,14 +170,14 @@ fn select_leaf_appends_under_the_entry() {
     let dir = tempfile::tempdir().unwrap();
     let src = scenario("s07-extension-entries");
     let path = dir.path().join("copy.jsonl");
-    std::fs::copy(&src, &path).unwrap();
-    let before = std::fs::read(&path).unwrap();
+    fs_err::copy(&src, &path).unwrap();
+    let before = fs_err::read(&path).unwrap();
     let want = Session::load(&path)
         .unwrap()
         .context(Some("bc9ba822"))
         .unwrap();
     let new_id = select_leaf(&path, "bc9ba822").unwrap();
-    let after = std::fs::read(&path).unwrap();
+    let after = fs_err::read(&path).unwrap();
     assert!(after.starts_with(&before), "append only");
     let s = Session::load(&path).unwrap();
     assert_eq!(s.leaf().unwrap().id, new_id);

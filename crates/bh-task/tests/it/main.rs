@@ -2,11 +2,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs;
-
 use bh_git::{Repo, Scope};
 use bh_task::{FrozenScope, ScopeSpec, TaskError, Verdict, validate_candidate, validate_worktree};
 use bh_test_support::TestRepo;
+use fs_err as fs;
 use pretty_assertions::assert_eq;
 
 /// A repository with `src/`, docs, a lock file, CI and tool folders at its base.
@@ -141,7 +140,7 @@ fn protected_paths_lose_whatever_the_scope_says() {
 fn symlinks_gitlinks_and_merges_are_refused() {
     let f = fx();
     let base = f.git(&["rev-parse", "HEAD"]);
-    std::os::unix::fs::symlink("/etc/passwd", f.dir.join("src/escape")).unwrap();
+    fs_err::os::unix::fs::symlink("/etc/passwd", f.dir.join("src/escape")).unwrap();
     f.commit("symlink");
     let sub = f.commit("empty");
     f.git(&[

@@ -17,14 +17,14 @@ pub const SECRET: &str = "TOP-SECRET-7f3a9c";
 impl Sandbox {
     pub fn new() -> Self {
         let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let base = fs_err::canonicalize(tmp.path()).unwrap();
         let root = base.join("root");
         let outside = base.join("outside");
         let out = base.join("out");
-        std::fs::create_dir_all(&root).unwrap();
-        std::fs::create_dir_all(outside.join("dir")).unwrap();
-        std::fs::write(outside.join("secret.txt"), format!("{SECRET}\n")).unwrap();
-        std::fs::write(
+        fs_err::create_dir_all(&root).unwrap();
+        fs_err::create_dir_all(outside.join("dir")).unwrap();
+        fs_err::write(outside.join("secret.txt"), format!("{SECRET}\n")).unwrap();
+        fs_err::write(
             outside.join("dir/hidden-outside.txt"),
             format!("{SECRET} inner\n"),
         )
@@ -43,12 +43,12 @@ impl Sandbox {
 
     pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
         let p = self.root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, content).unwrap();
+        fs_err::create_dir_all(p.parent().unwrap()).unwrap();
+        fs_err::write(p, content).unwrap();
     }
 
     pub fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.root.join(rel)).unwrap()
+        fs_err::read_to_string(self.root.join(rel)).unwrap()
     }
 }
 
@@ -60,11 +60,11 @@ pub fn call(tb: &Toolbox, name: &str, args: Value) -> ToolResult {
 pub fn snapshot(dir: &Path) -> Vec<(PathBuf, String, Vec<u8>, i128)> {
     let mut out = Vec::new();
     fn rec(base: &Path, dir: &Path, out: &mut Vec<(PathBuf, String, Vec<u8>, i128)>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+        let mut entries: Vec<_> = fs_err::read_dir(dir).unwrap().flatten().collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let p = e.path();
-            let md = std::fs::symlink_metadata(&p).unwrap();
+            let md = fs_err::symlink_metadata(&p).unwrap();
             let mtime = md
                 .modified()
                 .unwrap()
@@ -73,7 +73,7 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, String, Vec<u8>, i128)> {
                 .as_nanos() as i128;
             let rel = p.strip_prefix(base).unwrap().to_path_buf();
             if md.file_type().is_symlink() {
-                let t = std::fs::read_link(&p).unwrap();
+                let t = fs_err::read_link(&p).unwrap();
                 out.push((
                     rel,
                     "link".into(),
@@ -84,7 +84,7 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, String, Vec<u8>, i128)> {
                 out.push((rel, "dir".into(), Vec::new(), mtime));
                 rec(base, &p, out);
             } else {
-                out.push((rel, "file".into(), std::fs::read(&p).unwrap(), mtime));
+                out.push((rel, "file".into(), fs_err::read(&p).unwrap(), mtime));
             }
         }
     }

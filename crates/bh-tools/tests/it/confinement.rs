@@ -1,7 +1,7 @@
 //! Every confinement case, for every tool that takes a path, with `openat2`
 //! and with the `O_NOFOLLOW` walk.
 
-use std::os::unix::fs::symlink;
+use fs_err::os::unix::fs::symlink;
 
 use bh_tools::{Profile, Toolbox};
 use serde_json::{Value, json};
@@ -101,7 +101,7 @@ fn symlinks_anywhere_are_refused() {
         sb.write("real/ok.txt", "ok\n");
         symlink("real", sb.root.join("in_dir")).unwrap();
         symlink("real/ok.txt", sb.root.join("in_file")).unwrap();
-        std::fs::create_dir_all(sb.root.join("deep/er")).unwrap();
+        fs_err::create_dir_all(sb.root.join("deep/er")).unwrap();
         symlink(&sb.outside, sb.root.join("deep/er/hop")).unwrap();
         for p in [
             "out_dir",
@@ -310,7 +310,7 @@ fn swapped_symlink_between_check_and_use() {
 #[test]
 fn hard_links_are_never_modified() {
     both_modes(|sb, tb| {
-        std::fs::hard_link(sb.outside.join("secret.txt"), sb.root.join("hl.txt")).unwrap();
+        fs_err::hard_link(sb.outside.join("secret.txt"), sb.root.join("hl.txt")).unwrap();
         let before = snapshot(&sb.outside);
         let r = call(tb, "write", json!({"path": "hl.txt", "content": "PWNED"}));
         assert!(
@@ -325,7 +325,7 @@ fn hard_links_are_never_modified() {
         );
         assert!(r.is_error, "{r:?}");
         assert_eq!(snapshot(&sb.outside), before);
-        std::fs::remove_file(sb.root.join("hl.txt")).unwrap();
+        fs_err::remove_file(sb.root.join("hl.txt")).unwrap();
     });
 }
 

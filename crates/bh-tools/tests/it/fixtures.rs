@@ -88,9 +88,9 @@ fn s13_output_truncation() {
     sb.write("big.txt", big);
     check(&sb, "s13-output-truncation", &[]);
     // The full output was saved.
-    let logs: Vec<_> = std::fs::read_dir(&sb.out).unwrap().flatten().collect();
+    let logs: Vec<_> = fs_err::read_dir(&sb.out).unwrap().flatten().collect();
     assert_eq!(logs.len(), 1);
-    let full = std::fs::read_to_string(logs[0].path()).unwrap();
+    let full = fs_err::read_to_string(logs[0].path()).unwrap();
     let expected: String = (1..=3000).map(|i| format!("{i}\n")).collect();
     assert_eq!(full, expected);
 }
@@ -105,7 +105,7 @@ fn s14_grep_find_ls() {
     sb.write("src/hello.py", "print('hello')\n");
     sb.write("big.txt", "x\n");
     sb.write("pixel.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
-    std::fs::create_dir_all(sb.root.join(".git")).unwrap();
+    fs_err::create_dir_all(sb.root.join(".git")).unwrap();
     check(&sb, "s14-all-builtin-tools", &["ls"]);
     // Divergence from Pi: `.git` is never listed (no tool can open it).
     let tb = sb.toolbox(Profile::Interactive);

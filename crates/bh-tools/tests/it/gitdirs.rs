@@ -80,12 +80,12 @@ fn check_both_modes(root: &Path, out: &Path, git_dir: &Path, paths: &[String], a
 #[test]
 fn bare_repository_with_worktrees_layout() {
     let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let base = fs_err::canonicalize(tmp.path()).unwrap();
     let project = base.join("project");
-    std::fs::create_dir_all(&project).unwrap();
+    fs_err::create_dir_all(&project).unwrap();
     git(&project, &["init", "-q", "--bare", ".bare"]);
-    std::fs::write(project.join(".git"), "gitdir: ./.bare\n").unwrap();
-    std::fs::write(project.join("README.md"), "readme\n").unwrap();
+    fs_err::write(project.join(".git"), "gitdir: ./.bare\n").unwrap();
+    fs_err::write(project.join("README.md"), "readme\n").unwrap();
     git(&project, &["config", "core.bare", "false"]);
     git(&project, &["add", "README.md"]);
     git(&project, &["commit", "-qm", "x"]);
@@ -113,17 +113,17 @@ fn bare_repository_with_worktrees_layout() {
         base.join("out"),
     ))
     .unwrap();
-    std::fs::rename(&bare, project.join("renamed")).unwrap();
+    fs_err::rename(&bare, project.join("renamed")).unwrap();
     all_refuse(&tb, &project.join("renamed"), "renamed/config");
 }
 
 #[test]
 fn dotfiles_layout_with_the_git_dir_inside_the_work_tree() {
     let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let base = fs_err::canonicalize(tmp.path()).unwrap();
     let home = base.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(home.join(".bashrc"), "alias ll='ls -l'\n").unwrap();
+    fs_err::create_dir_all(&home).unwrap();
+    fs_err::write(home.join(".bashrc"), "alias ll='ls -l'\n").unwrap();
     git(&home, &["init", "-q", "--bare", ".dotfiles"]);
     let dotfiles = home.join(".dotfiles");
     let with_tree = |args: &[&str]| {

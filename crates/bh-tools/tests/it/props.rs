@@ -1,7 +1,7 @@
 //! Generated hostile paths and symlink layouts against every path-taking
 //! tool: nothing outside the root is read or written.
 
-use std::os::unix::fs::symlink;
+use fs_err::os::unix::fs::symlink;
 use std::path::PathBuf;
 
 use bh_tools::Profile;
@@ -98,7 +98,7 @@ proptest! {
         sb.write(".git/config", "[core]\n");
         for (i, (dir, t)) in links.iter().enumerate() {
             let parent = sb.root.join(dir);
-            std::fs::create_dir_all(&parent).unwrap();
+            fs_err::create_dir_all(&parent).unwrap();
             let dest: PathBuf = match t {
                 Target::OutsideDir => sb.outside.clone(),
                 Target::OutsideFile => sb.outside.join("secret.txt"),
@@ -118,7 +118,7 @@ proptest! {
         }
         let base = sb.root.parent().unwrap().to_path_buf();
         let before = snapshot(&sb.outside);
-        let base_names: Vec<_> = std::fs::read_dir(&base).unwrap().flatten().map(|e| e.file_name()).collect();
+        let base_names: Vec<_> = fs_err::read_dir(&base).unwrap().flatten().map(|e| e.file_name()).collect();
         // Paths aimed at the generated links, plus the free-form ones.
         let mut all: Vec<(u8, Vec<String>)> = paths.clone();
         if !links.is_empty() {
@@ -157,9 +157,9 @@ proptest! {
             }
         }
         prop_assert_eq!(snapshot(&sb.outside), before);
-        let after: Vec<_> = std::fs::read_dir(&base).unwrap().flatten().map(|e| e.file_name()).collect();
+        let after: Vec<_> = fs_err::read_dir(&base).unwrap().flatten().map(|e| e.file_name()).collect();
         prop_assert_eq!(after, base_names);
-        prop_assert_eq!(std::fs::read_to_string(sb.root.join(".git/config")).unwrap(), "[core]\n");
+        prop_assert_eq!(fs_err::read_to_string(sb.root.join(".git/config")).unwrap(), "[core]\n");
         prop_assert!(!sb.root.join(".git").join("PWNED").exists());
     }
 }

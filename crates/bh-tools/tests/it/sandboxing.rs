@@ -32,16 +32,16 @@ struct Fixture {
 impl Fixture {
     fn new() -> Self {
         let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let base = fs_err::canonicalize(tmp.path()).unwrap();
         Fixture { _tmp: tmp, base }
     }
 
     /// A repository with one commit at `base/name`.
     fn repo(&self, name: &str) -> PathBuf {
         let p = self.base.join(name);
-        std::fs::create_dir_all(&p).unwrap();
+        fs_err::create_dir_all(&p).unwrap();
         git(&p, &["init", "-q", "-b", "main"]);
-        std::fs::write(p.join("a.txt"), "a\n").unwrap();
+        fs_err::write(p.join("a.txt"), "a\n").unwrap();
         git(&p, &["add", "."]);
         git(&p, &["commit", "-qm", "one"]);
         p
@@ -63,7 +63,7 @@ fn bash(tb: &Toolbox, command: &str) -> String {
 fn git_config_is_read_only_while_edits_and_builds_work() {
     let f = Fixture::new();
     let p = f.repo("project");
-    let before = std::fs::read(p.join(".git/config")).unwrap();
+    let before = fs_err::read(p.join(".git/config")).unwrap();
     let tb = f.toolbox(&p, BashSandbox::default());
     let out = bash(
         &tb,
@@ -73,9 +73,9 @@ fn git_config_is_read_only_while_edits_and_builds_work() {
     );
     assert!(out.contains("Read-only file system"), "{out}");
     assert!(out.contains("built"), "{out}");
-    assert_eq!(std::fs::read(p.join(".git/config")).unwrap(), before);
+    assert_eq!(fs_err::read(p.join(".git/config")).unwrap(), before);
     assert!(!p.join(".git/hooks/pre-commit").exists());
-    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "b\n");
+    assert_eq!(fs_err::read_to_string(p.join("a.txt")).unwrap(), "b\n");
 }
 
 #[test]
@@ -106,9 +106,9 @@ fn the_resolved_git_dir_of_a_linked_worktree_is_read_only() {
         &["worktree", "add", "-q", "--detach", wt.to_str().unwrap()],
     );
     let admin = main.join(".git/worktrees/wt");
-    let head = std::fs::read(admin.join("HEAD")).unwrap();
-    let config = std::fs::read(main.join(".git/config")).unwrap();
-    let dot_git = std::fs::read(wt.join(".git")).unwrap();
+    let head = fs_err::read(admin.join("HEAD")).unwrap();
+    let config = fs_err::read(main.join(".git/config")).unwrap();
+    let dot_git = fs_err::read(wt.join(".git")).unwrap();
     let tb = f.toolbox(&wt, BashSandbox::default());
     let out = bash(
         &tb,
@@ -122,10 +122,10 @@ fn the_resolved_git_dir_of_a_linked_worktree_is_read_only() {
         out.contains("Read-only file system") || out.contains("Permission denied"),
         "{out}"
     );
-    assert_eq!(std::fs::read(admin.join("HEAD")).unwrap(), head);
-    assert_eq!(std::fs::read(main.join(".git/config")).unwrap(), config);
-    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), dot_git);
-    assert_eq!(std::fs::read_to_string(wt.join("a.txt")).unwrap(), "b\n");
+    assert_eq!(fs_err::read(admin.join("HEAD")).unwrap(), head);
+    assert_eq!(fs_err::read(main.join(".git/config")).unwrap(), config);
+    assert_eq!(fs_err::read(wt.join(".git")).unwrap(), dot_git);
+    assert_eq!(fs_err::read_to_string(wt.join("a.txt")).unwrap(), "b\n");
 }
 
 #[test]
@@ -135,7 +135,7 @@ fn a_git_dir_not_named_dot_git_is_found_and_kept_read_only() {
     let f = Fixture::new();
     let src = f.repo("src");
     let project = f.base.join("project");
-    std::fs::create_dir_all(&project).unwrap();
+    fs_err::create_dir_all(&project).unwrap();
     git(
         &f.base,
         &[
@@ -146,18 +146,18 @@ fn a_git_dir_not_named_dot_git_is_found_and_kept_read_only() {
             project.join(".bare").to_str().unwrap(),
         ],
     );
-    std::fs::write(project.join(".git"), "gitdir: ./.bare\n").unwrap();
-    let config = std::fs::read(project.join(".bare/config")).unwrap();
+    fs_err::write(project.join(".git"), "gitdir: ./.bare\n").unwrap();
+    let config = fs_err::read(project.join(".bare/config")).unwrap();
     let tb = f.toolbox(&project, BashSandbox::default());
     let out = bash(
         &tb,
         "echo '[core]' >> .bare/config; mkdir .bare/hooks 2>&1; echo x > .bare/hooks/post-checkout; echo ok > notes.txt",
     );
     assert!(out.contains("Read-only file system"), "{out}");
-    assert_eq!(std::fs::read(project.join(".bare/config")).unwrap(), config);
+    assert_eq!(fs_err::read(project.join(".bare/config")).unwrap(), config);
     assert!(!project.join(".bare/hooks/post-checkout").exists());
     assert_eq!(
-        std::fs::read_to_string(project.join("notes.txt")).unwrap(),
+        fs_err::read_to_string(project.join("notes.txt")).unwrap(),
         "ok\n"
     );
 }
@@ -168,11 +168,11 @@ fn a_protected_gitconfig_stays_read_only_even_inside_the_project() {
     let p = f.repo("project");
     // A fake home inside the project (the worst case) and one outside.
     let inner = p.join("home/.gitconfig");
-    std::fs::create_dir_all(inner.parent().unwrap()).unwrap();
-    std::fs::write(&inner, "[user]\n").unwrap();
+    fs_err::create_dir_all(inner.parent().unwrap()).unwrap();
+    fs_err::write(&inner, "[user]\n").unwrap();
     let outer_home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let outer = outer_home.path().join(".gitconfig");
-    std::fs::write(&outer, "[user]\n").unwrap();
+    fs_err::write(&outer, "[user]\n").unwrap();
     let sb = BashSandbox {
         protected: vec![inner.clone(), outer.clone()],
         ..BashSandbox::default()
@@ -187,8 +187,8 @@ fn a_protected_gitconfig_stays_read_only_even_inside_the_project() {
         ),
     );
     assert!(out.contains("done"), "{out}");
-    assert_eq!(std::fs::read_to_string(&inner).unwrap(), "[user]\n");
-    assert_eq!(std::fs::read_to_string(&outer).unwrap(), "[user]\n");
+    assert_eq!(fs_err::read_to_string(&inner).unwrap(), "[user]\n");
+    assert_eq!(fs_err::read_to_string(&outer).unwrap(), "[user]\n");
 }
 
 #[test]
@@ -213,9 +213,9 @@ fn read_only_mode_refuses_project_edits_but_allow_write_dirs_work() {
         out.contains("a.txt: Permission denied") || out.contains("a.txt: Read-only file system"),
         "{out}"
     );
-    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "a\n");
+    assert_eq!(fs_err::read_to_string(p.join("a.txt")).unwrap(), "a\n");
     assert_eq!(
-        std::fs::read_to_string(cache.path().join("c")).unwrap(),
+        fs_err::read_to_string(cache.path().join("c")).unwrap(),
         "c\n"
     );
 }
@@ -233,7 +233,7 @@ fn sandbox_off_is_really_off() {
     let tb = f.toolbox(&p, sb);
     bash(&tb, "echo '# off' >> .git/config");
     assert!(
-        std::fs::read_to_string(p.join(".git/config"))
+        fs_err::read_to_string(p.join(".git/config"))
             .unwrap()
             .ends_with("# off\n")
     );

@@ -213,7 +213,7 @@ fn ls_sorted_with_dirs_and_dotfiles() {
     sb.write(".env", "");
     sb.write("sub/x", "");
     sb.write("sub/.GIT/config", "");
-    std::fs::create_dir_all(sb.root.join("empty")).unwrap();
+    fs_err::create_dir_all(sb.root.join("empty")).unwrap();
     let r = call(&tb, "ls", json!({}));
     assert_eq!(r.text_content(), ".env\nA.md\nb.txt\nempty/\nsub/");
     assert_eq!(
@@ -368,14 +368,14 @@ fn bash_exit_codes_output_and_no_output() {
 /// `sleep` processes (host-wide) whose arguments contain `marker`: the
 /// sandboxed shell's own pids are those of its PID namespace.
 fn alive_with(marker: &str) -> usize {
-    std::fs::read_dir("/proc")
+    fs_err::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+            fs_err::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
                 c.starts_with(b"sleep\0") && String::from_utf8_lossy(&c).contains(marker)
-            }) && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            }) && !fs_err::read_to_string(format!("/proc/{pid}/stat"))
                 .map(|s| s.contains(") Z "))
                 .unwrap_or(true)
         })
@@ -418,7 +418,7 @@ fn bash_cancel_and_background_cleanup() {
     let m = marker();
     // Cancel once the command runs (it has written its pid).
     let t = std::thread::spawn(move || {
-        while std::fs::read_to_string(&pid_file).map_or(true, |t| t.trim().is_empty()) {
+        while fs_err::read_to_string(&pid_file).map_or(true, |t| t.trim().is_empty()) {
             std::thread::sleep(Duration::from_millis(10));
         }
         c2.cancel();
@@ -475,7 +475,7 @@ fn bash_streams_its_output_while_it_runs() {
         "printf a; while [ ! -e go ]; do sleep 0.01; done; printf b",
         &|u| {
             if u.text_content() == "a" {
-                std::fs::write(&go, "").unwrap();
+                fs_err::write(&go, "").unwrap();
             }
         },
     );

@@ -97,7 +97,7 @@ fn consumers_waiting_on_the_record_lock_append_once_when_it_is_released() {
     let before = fs::read(&target).unwrap();
     // Another consumer holds the record's lock: every verdict waits for it
     // and nothing is written meanwhile.
-    let held = std::fs::File::open(handoff_path(&target)).unwrap();
+    let held = fs_err::File::open(handoff_path(&target)).unwrap();
     held.lock().unwrap();
     let n = 4;
     let barrier = Arc::new(Barrier::new(n + 1));

@@ -2,8 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use fs_err as fs;
 use std::ffi::OsString;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Barrier};
@@ -515,7 +515,7 @@ fn dispose_checkpoints_everything_first_and_it_can_be_restored() {
         let dst = wt.join(rel);
         fs::create_dir_all(dst.parent().unwrap()).unwrap();
         if fs::symlink_metadata(&src).unwrap().file_type().is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(&src).unwrap(), &dst).unwrap();
+            fs_err::os::unix::fs::symlink(fs::read_link(&src).unwrap(), &dst).unwrap();
         } else {
             fs::copy(&src, &dst).unwrap();
         }
@@ -818,7 +818,7 @@ fn a_handoff_claimed_by_a_process_that_died_is_recovered_once() {
     // It claimed the record and died before appending the verdict.
     let pid = dead_pid();
     let abandoned = with_suffix(&out.target, &format!(".handoff.claimed-{pid}-x.json"));
-    std::fs::rename(handoff_path(&out.target), &abandoned).unwrap();
+    fs_err::rename(handoff_path(&out.target), &abandoned).unwrap();
     assert!(matches!(
         consume(&f.runner(), &out.target).unwrap(),
         ConsumeOutcome::Verified { .. }
@@ -833,7 +833,7 @@ fn a_handoff_claimed_by_a_process_that_died_is_recovered_once() {
     // It appended the verdict and died before marking the record consumed:
     // recovering finishes the bookkeeping without a second verdict.
     let consumed = with_suffix(&out.target, ".handoff.consumed.json");
-    std::fs::rename(&consumed, &abandoned).unwrap();
+    fs_err::rename(&consumed, &abandoned).unwrap();
     assert_eq!(
         consume(&f.runner(), &out.target).unwrap(),
         ConsumeOutcome::NotPending
@@ -846,7 +846,7 @@ fn a_handoff_claimed_by_a_process_that_died_is_recovered_once() {
         &out.target,
         &format!(".handoff.claimed-{}-y.json", std::process::id()),
     );
-    std::fs::rename(&consumed, &live).unwrap();
+    fs_err::rename(&consumed, &live).unwrap();
     assert_eq!(
         consume(&f.runner(), &out.target).unwrap(),
         ConsumeOutcome::NotPending

@@ -150,7 +150,7 @@ mod tests {
         assert_eq!(read_regular(&file, 5).unwrap().unwrap(), b"12345");
         assert!(read_regular(&file, 4).unwrap().is_none());
         let link = dir.path().join("l");
-        std::os::unix::fs::symlink(&file, &link).unwrap();
+        fs_err::os::unix::fs::symlink(&file, &link).unwrap();
         assert!(read_regular(&link, 100).unwrap().is_none());
         let fifo = dir.path().join("p");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();

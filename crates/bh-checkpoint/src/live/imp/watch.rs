@@ -1,9 +1,9 @@
 //! The watch over the project: which folders a snapshot can see, and the
 //! files the events since the last snapshot name.
 
+use fs_err as fs;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
-use std::fs;
 use std::io::{BufRead, Write};
 use std::os::unix::ffi::OsStrExt;
 

@@ -1,0 +1,198 @@
+//! Progress on long work: shown on a terminal (a pseudo-terminal from
+//! util-linux `script`), never in a pipe nor with `--json`, where only the
+//! normal output appears. A first snapshot of a tree of 600 files, and
+//! `exec run` (checks, worktree, model turns, tool calls, commit). Skipped,
+//! saying why, where `script` is missing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use assert_cmd::prelude::*;
+
+const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
+
+const SCRIPT: &str = "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"hello.txt\", \"content\": \"hello\\n\"}}]}\n{\"text\": \"Done.\"}\n";
+
+fn script_bin() -> Option<&'static str> {
+    ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs_err::canonicalize(tmp.path()).unwrap();
+        Env { _tmp: tmp, root }
+    }
+
+    fn envs(&self, cmd: &mut Command) {
+        cmd.current_dir(&self.root)
+            .env("HOME", &self.root)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("BH_STATE_DIR", self.root.join("state"))
+            .env("PI_CODING_AGENT_DIR", self.root.join("pi"))
+            .env("TERM", "xterm")
+            .env_remove("XDG_STATE_HOME")
+            .stdin(Stdio::null());
+    }
+
+    /// `bh ARGS` on a pseudo-terminal: everything it showed (stdout and
+    /// stderr share the terminal).
+    fn on_tty(&self, args: &[&str]) -> String {
+        let bh = assert_cmd::cargo::cargo_bin("bh");
+        let line = std::iter::once(bh.display().to_string())
+            .chain(args.iter().map(|a| (*a).to_owned()))
+            .map(|a| format!("'{a}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut cmd = Command::new(script_bin().unwrap());
+        cmd.arg("-qfec").arg(line).arg("/dev/null");
+        self.envs(&mut cmd);
+        let out = cmd.output().unwrap();
+        let screen = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{screen}");
+        screen
+    }
+
+    /// `bh ARGS` with stdout and stderr pipes.
+    fn piped(&self, args: &[&str]) -> (String, String) {
+        let mut cmd = Command::cargo_bin("bh").unwrap();
+        cmd.args(args);
+        self.envs(&mut cmd);
+        let out = cmd.output().unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "{stdout}{stderr}");
+        (stdout, stderr)
+    }
+
+    fn git(&self, dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &self.root)
+            .env("GIT_AUTHOR_NAME", "U")
+            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
+            .env("GIT_COMMITTER_NAME", "U")
+            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+}
+
+/// The progress display's marks: the spinner's line erase and the done mark.
+fn has_progress(text: &str) -> bool {
+    text.contains("\x1b[2K") || text.contains('✓')
+}
+
+#[test]
+fn a_first_snapshot_shows_its_progress_on_a_terminal_only() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let env = Env::new();
+    for project in ["a", "b", "c"] {
+        let dir = env.root.join(project);
+        fs_err::create_dir_all(&dir).unwrap();
+        for i in 0..600 {
+            fs_err::write(dir.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+        }
+    }
+    let screen = env.on_tty(&["checkpoint", "snapshot", "--project", "a"]);
+    assert!(screen.contains("hashing new files: 600/600"), "{screen}");
+    assert!(screen.contains("✓ writing the checkpoint"), "{screen}");
+    assert!(screen.contains("created checkpoint"), "{screen}");
+    // A later snapshot is quick: no display.
+    fs_err::write(env.root.join("a/new.txt"), "new\n").unwrap();
+    let screen = env.on_tty(&["checkpoint", "snapshot", "--project", "a"]);
+    assert!(!has_progress(&screen), "{screen}");
+    // In a pipe, and with --json on a terminal: only the normal output.
+    let (stdout, stderr) = env.piped(&["checkpoint", "snapshot", "--project", "b"]);
+    assert_eq!(stderr, "");
+    assert!(stdout.starts_with("created checkpoint "), "{stdout}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let screen = env.on_tty(&["--json", "checkpoint", "snapshot", "--project", "c"]);
+    assert!(!has_progress(&screen), "{screen}");
+    assert!(!screen.contains("hashing"), "{screen}");
+}
+
+#[test]
+fn exec_run_shows_its_phases_and_tool_calls_on_a_terminal_only() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let env = Env::new();
+    let repo = env.root.join("repo");
+    fs_err::create_dir_all(&repo).unwrap();
+    env.git(&repo, &["init", "-q", "-b", "main"]);
+    fs_err::write(repo.join("a.txt"), "a\n").unwrap();
+    env.git(&repo, &["add", "-A"]);
+    env.git(&repo, &["commit", "-q", "-m", "base"]);
+    fs_err::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE),
+        env.root.join("s.jsonl"),
+    )
+    .unwrap();
+    fs_err::write(env.root.join("turns.jsonl"), SCRIPT).unwrap();
+    let model = format!("scripted/{}", env.root.join("turns.jsonl").display());
+    let plan = |prompt: &str, out: &str| {
+        env.piped(&[
+            "exec",
+            "plan",
+            "--repo",
+            "repo",
+            "--base",
+            "main",
+            "--session",
+            "s.jsonl",
+            "--entry",
+            "188efa0e",
+            "--prompt",
+            prompt,
+            "--model",
+            &model,
+            "--out",
+            out,
+        ]);
+    };
+    plan("Add a greeting file", "p1.json");
+    let screen = env.on_tty(&["exec", "run", "--plan", "p1.json", "--yes"]);
+    for phase in [
+        "✓ checking the plan",
+        "✓ creating the worktree",
+        "✓ model turn 1",
+        "write hello.txt",
+        "✓ model turn 2",
+        "✓ recording the result",
+    ] {
+        assert!(screen.contains(phase), "{phase:?} missing:\n{screen}");
+    }
+    assert!(screen.contains(": committed"), "{screen}");
+    // In a pipe: the result lines only.
+    plan("Add another greeting file", "p2.json");
+    let (stdout, stderr) = env.piped(&["exec", "run", "--plan", "p2.json", "--yes"]);
+    assert!(
+        !has_progress(&stderr) && !stderr.contains("model turn"),
+        "{stderr}"
+    );
+    assert!(
+        !has_progress(&stdout) && !stdout.contains("model turn"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(": committed"), "{stdout}");
+}

@@ -1,0 +1,141 @@
+//! Runs under attack: the session swapped between verification and fork,
+//! and a repository whose attributes name a filter driver.
+
+use fs_err as fs;
+
+use bh_exec::{RunState, run_plan, write_plan};
+use pretty_assertions::assert_eq;
+
+use super::run::setup;
+use super::{ENTRY, fx};
+
+const DONE: &str = "{\"text\": \"Done.\"}\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_forked_is_the_session_verified() {
+    let f = fx();
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let verified = fs::read_to_string(&f.session).unwrap();
+    let swapped = verified.replace("First turn", "SWAPPED turn");
+    assert_ne!(swapped, verified);
+    let mut s = setup(&f, DONE);
+    let file = f.session.clone();
+    // Between verification and the fork (before the worktree exists), the
+    // session file is replaced.
+    s.after_verify = Some(Box::new(move || {
+        fs::write(&file, &swapped).unwrap();
+    }));
+    let result = run_plan(&f.runner(), &path, &s).await.unwrap();
+    assert_eq!(result.state, RunState::NoChanges, "{result:?}");
+    let forked = fs::read_to_string(&result.forked_session).unwrap();
+    assert!(forked.contains("First turn"), "{forked}");
+    assert!(!forked.contains("SWAPPED"), "{forked}");
+    // The plan copy in the execution folder is the plan verified.
+    let copy: bh_exec::Plan =
+        serde_json::from_slice(&fs::read(result.execution_dir.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(copy, plan);
+}
+
+/// A repository whose attributes send `*.dat` through a driver whose smudge
+/// and clean commands leave marker files.
+fn filtered_fixture() -> (super::Fx, std::path::PathBuf, std::path::PathBuf) {
+    let f = fx();
+    f.write(".gitattributes", "*.dat filter=marker\n");
+    f.write("x.dat", "data\n");
+    f.commit_all("filtered");
+    let smudged = f.root.join("smudge-ran");
+    let cleaned = f.root.join("clean-ran");
+    f.git(&[
+        "config",
+        "filter.marker.smudge",
+        &format!("touch '{}'; cat", smudged.display()),
+    ]);
+    f.git(&[
+        "config",
+        "filter.marker.clean",
+        &format!("touch '{}'; cat", cleaned.display()),
+    ]);
+    f.git(&["config", "filter.marker.required", "true"]);
+    (f, smudged, cleaned)
+}
+
+const EDIT_DAT: &str = r#"{"toolCalls": [{"name": "write", "arguments": {"path": "x.dat", "content": "new\n"}}]}
+{"text": "Done."}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filter_drivers_do_not_run_unless_the_plan_allows_them() {
+    let (f, smudged, cleaned) = filtered_fixture();
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
+    assert!(!plan.allow_filters);
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let result = run_plan(&f.runner(), &path, &setup(&f, EDIT_DAT))
+        .await
+        .unwrap();
+    assert_eq!(result.state, RunState::Committed, "{result:?}");
+    assert_eq!(result.changed_paths, vec!["M x.dat"]);
+    assert!(!smudged.exists(), "the smudge filter ran");
+    assert!(!cleaned.exists(), "the clean filter ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filter_drivers_run_when_the_plan_allows_them() {
+    let (f, smudged, cleaned) = filtered_fixture();
+    let mut req = f.request(ENTRY);
+    req.allow_filters = true;
+    let plan = f.plan(&req).unwrap();
+    assert!(plan.allow_filters);
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let result = run_plan(&f.runner(), &path, &setup(&f, EDIT_DAT))
+        .await
+        .unwrap();
+    assert_eq!(result.state, RunState::Committed, "{result:?}");
+    assert!(smudged.exists(), "the smudge filter did not run");
+    assert!(cleaned.exists(), "the clean filter did not run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_that_cannot_be_switched_off_refuses_the_run_before_anything_is_made() {
+    let (f, smudged, _) = filtered_fixture();
+    f.git(&[
+        "config",
+        "filter.a=b.smudge",
+        &format!("touch '{}'; cat", smudged.display()),
+    ]);
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let err = run_plan(&f.runner(), &path, &setup(&f, DONE))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, bh_exec::ExecError::FilterName { name } if name == "a=b"),
+        "{err}"
+    );
+    assert!(!f.root.join("state/executions").exists());
+    assert!(!smudged.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_replaced_after_the_caller_checked_it_is_refused() {
+    let f = fx();
+    let first = f.plan(&f.request(ENTRY)).unwrap();
+    let mut req = f.request(ENTRY);
+    req.prompt = "another authentic plan".into();
+    let second = f.plan(&req).unwrap();
+    let path = f.root.join("plan.json");
+    // The caller checked `first`; the file now holds `second`.
+    write_plan(&path, &second, false).unwrap();
+    let mut s = setup(&f, DONE);
+    s.expect_plan_sha256 = Some(first.plan_sha256.clone());
+    let err = run_plan(&f.runner(), &path, &s).await.unwrap_err();
+    assert!(
+        matches!(err, bh_exec::ExecError::PlanTampered { .. }),
+        "{err}"
+    );
+    assert!(!f.root.join("state/executions").exists());
+}
