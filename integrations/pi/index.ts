@@ -11,6 +11,7 @@
 //   BH_PI_REWIND                `files` or `conversation`: what /tree and /fork
 //                               rewind when there is no UI to ask (default: conversation)
 import { spawn, execFile } from "node:child_process";
+import { existsSync } from "node:fs";
 import { rm } from "node:fs/promises";
 
 type Json = any;
@@ -138,7 +139,9 @@ export default function betterHarness(pi: Json) {
 		ensure(ctx);
 		// A session prepared by `bh worktree enter`: consume its handoff once.
 		const file = ctx.sessionManager.getSessionFile?.();
-		if (!file) return;
+		// A new session's file does not exist yet (Pi writes it lazily); a
+		// prepared one always does.
+		if (!file || !existsSync(file)) return;
 		try {
 			const out = await bh(["worktree", "consume", file], ctx.cwd);
 			if (out?.status === "verified") say(ctx, `arrived in worktree ${ctx.cwd} (handoff consumed)`);
