@@ -11,6 +11,8 @@
 //   BH_PI_REWIND                `files` or `conversation`: what /tree and /fork
 //                               rewind when there is no UI to ask (default: conversation)
 import { spawn, execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { rm } from "node:fs/promises";
 
 type Json = any;
 
@@ -137,7 +139,9 @@ export default function betterHarness(pi: Json) {
 		ensure(ctx);
 		// A session prepared by `bh worktree enter`: consume its handoff once.
 		const file = ctx.sessionManager.getSessionFile?.();
-		if (!file) return;
+		// A new session's file does not exist yet (Pi writes it lazily); a
+		// prepared one always does.
+		if (!file || !existsSync(file)) return;
 		try {
 			const out = await bh(["worktree", "consume", file], ctx.cwd);
 			if (out?.status === "verified") say(ctx, `arrived in worktree ${ctx.cwd} (handoff consumed)`);
@@ -294,7 +298,11 @@ export default function betterHarness(pi: Json) {
 			try {
 				if (sub === "list") {
 					const out = await bh(["worktree", "list"], ctx.cwd);
-					return say(ctx, JSON.stringify(out, null, 2));
+					const lines = (out?.worktrees || []).map(
+						(w: Json) =>
+							`${w.main ? "(main)" : (w.name ?? "(unmanaged)")}  ${w.branch ?? "(detached)"}  ${w.state ?? "-"}${w.dirty ? `  ${w.dirty} dirty` : ""}  ${w.path}`,
+					);
+					return say(ctx, lines.join("\n") || "no worktrees");
 				}
 				if (sub === "create" && rest.length) {
 					const extra = file ? ["--session", file] : [];
@@ -303,7 +311,11 @@ export default function betterHarness(pi: Json) {
 				}
 				if (sub === "dispose" && rest.length) {
 					const out = await bh(["worktree", "dispose", ...rest], ctx.cwd);
-					return say(ctx, `worktree ${rest[0]} disposed${out?.checkpoint ? ` (checkpoint ${out.checkpoint})` : ""}`);
+					const kept = out?.branch_kept ?? out?.branchKept;
+					return say(
+						ctx,
+						`worktree ${rest[0]} disposed${out?.checkpoint?.id ? ` (checkpoint ${out.checkpoint.id})` : ""}${kept ? `; branch kept: ${kept}` : ""}`,
+					);
 				}
 				if (sub === "enter" && rest.length === 1) {
 					if (!file) return say(ctx, "/worktree enter needs a saved session", "warning");
@@ -348,7 +360,11 @@ export default function betterHarness(pi: Json) {
 				const p = planned.plan;
 				const summary = `continue entry ${p.session.entry} at ${p.base.commit.slice(0, 12)} with "${prompt}" into ${p.output_ref}`;
 				const go = yes || (ctx.hasUI ? await ctx.ui.confirm("Run this execution?", summary) : false);
-				if (!go) return say(ctx, `execution planned, not run (${summary}); plan ${plan}`);
+				if (!go) {
+					// Cancelled: nothing is left behind (the plan was the only file).
+					await rm(plan, { force: true });
+					return say(ctx, `execution cancelled, nothing run or written (${summary})`);
+				}
 				const ran = await bh(["exec", "run", "--plan", plan, "--yes"], ctx.cwd);
 				const r = ran.result;
 				say(ctx, `execution ${r.state}: commit ${r.commit ?? "-"} on ${r.ref ?? "-"}`);

@@ -144,7 +144,12 @@ pub fn read_batch_object(p: &mut GitProcess) -> std::io::Result<Option<(String, 
     let mut header = String::new();
     p.stdout.read_line(&mut header)?;
     let odd = || std::io::Error::other(format!("{} said {header:?}", p.argv()));
-    let parts: Vec<&str> = header.trim_end().split(' ').collect();
+    // The name asked for may hold spaces (`<tree>:<path>`).
+    let line = header.trim_end_matches('\n');
+    if line.ends_with(" missing") || line.ends_with(" ambiguous") {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = line.split(' ').collect();
     match parts.as_slice() {
         [_, "missing"] | [_, "ambiguous"] => Ok(None),
         [oid, kind, size] => {

@@ -1,6 +1,6 @@
 //! `enter`: carry a Pi session into a worktree's cwd, ending in one visible
 //! orientation entry, plus a handoff record consumed exactly once by
-//! [`consume`](crate::consume) (`handoff.rs`).
+//! [`crate::consume()`].
 
 use std::path::{Path, PathBuf};
 
@@ -10,18 +10,19 @@ use bh_session::{
     ForkOptions, ForkTarget, Session, SessionWriter, fork, new_session_id, now_iso,
     session_dir_for_cwd,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::claim::Claim;
 use crate::error::{Result, WorktreeError};
-use crate::handoff::{Handoff, handoff_path};
 use crate::list::{same_path, short_branch};
 use crate::project::{Project, validate_name};
 use crate::receipt::{Receipt, State, file_sha256};
 
 /// `customType` of the orientation entry `enter` appends.
 pub const ORIENTATION_TYPE: &str = "better-harness-transition";
+/// `customType` of the entry [`consume`] appends.
+pub const VERIFICATION_TYPE: &str = "better-harness-transition-verification";
 
 /// How many left-behind paths the orientation names.
 const LEFT_BEHIND_SHOWN: usize = 20;
@@ -57,6 +58,85 @@ pub struct EnterOutcome {
     pub orientation_id: String,
     pub left_behind: Vec<String>,
     pub left_behind_count: Option<u64>,
+}
+
+/// The handoff record `<target>.handoff.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Handoff {
+    pub version: u32,
+    pub operation_id: String,
+    pub name: String,
+    pub worktree: PathBuf,
+    pub common_dir: PathBuf,
+    pub target_session: PathBuf,
+    pub source_session: PathBuf,
+    pub source_cwd: String,
+    /// `None` for an unmanaged worktree.
+    pub receipt: Option<PathBuf>,
+    pub receipt_sha256: Option<String>,
+    pub orientation_id: String,
+    pub created_at: String,
+}
+
+/// What [`consume`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "status")]
+pub enum ConsumeOutcome {
+    /// No pending handoff (none was made, or another caller consumed it).
+    NotPending,
+    /// Every check held; a `custom` entry records it.
+    Verified { entry_id: String },
+    /// Something did not hold; a visible `custom_message` says what.
+    Caveat {
+        entry_id: String,
+        problems: Vec<String>,
+    },
+}
+
+pub fn handoff_path(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_owned();
+    name.push(".handoff.json");
+    target.with_file_name(name)
+}
+
+/// Deletes a prepared target session that will not be used (a cancelled or
+/// failed switch): the file, its handoff record (pending, claimed or
+/// consumed), and its session folder when that is left empty. Missing files
+/// are not an error.
+pub fn discard(target: &Path) -> Result<()> {
+    let gone = |r: std::io::Result<()>, p: &Path| match r {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WorktreeError::io(p, e)),
+        _ => Ok(()),
+    };
+    gone(fs_err::remove_file(target), target)?;
+    let Some(dir) = target.parent() else {
+        return Ok(());
+    };
+    let mut prefix = target.file_name().unwrap_or_default().to_owned();
+    prefix.push(".handoff");
+    let prefix = prefix.as_encoded_bytes().to_vec();
+    let entries = match fs_err::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(WorktreeError::io(dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| WorktreeError::io(dir, e))?;
+        if entry.file_name().as_encoded_bytes().starts_with(&prefix) {
+            let p = entry.path();
+            gone(fs_err::remove_file(&p), &p)?;
+        }
+    }
+    // Only succeeds when nothing else is in it.
+    let _ = fs_err::remove_dir(dir);
+    Ok(())
+}
+
+pub(crate) fn sibling(target: &Path, suffix: &str) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_owned();
+    name.push(suffix);
+    target.with_file_name(name)
 }
 
 pub fn enter(runner: &GitRunner, opts: &EnterOptions) -> Result<EnterOutcome> {

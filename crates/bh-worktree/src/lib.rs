@@ -13,7 +13,9 @@
 //!   provisioning state, dirty and unpushed counts.
 //! * [`enter()`] forks a Pi session into the worktree's cwd and ends it in one
 //!   visible orientation entry; a handoff record next to the target is
-//!   consumed exactly once by [`consume()`]. [`enter_main()`] carries a session
+//!   consumed exactly once by [`consume()`]: a verdict (reads only), then one
+//!   append under the record's lock, so concurrent opens append one verdict
+//!   and a failure leaves the handoff pending. [`enter_main()`] carries a session
 //!   back into the main checkout the same way; [`discard()`] deletes a prepared
 //!   target (and its handoff) when the switch is cancelled or fails.
 //! * [`dispose()`] checkpoints everything (non-ignored files through
@@ -27,21 +29,24 @@
 //! the state dir, Pi's agent dir and the environment of post-create commands.
 
 mod claim;
+mod consume;
 mod create;
 mod dispose;
 mod enter;
 mod error;
-mod handoff;
 mod list;
 mod project;
 mod receipt;
 
 pub use claim::Claim;
+pub use consume::consume;
 pub use create::{CreateOptions, CreateOutcome, CreateProgress, create, create_with_progress};
 pub use dispose::{DisposeOptions, DisposeOutcome, IgnoredCapture, check_dispose, dispose};
-pub use enter::{EnterOptions, EnterOutcome, ORIENTATION_TYPE, enter, enter_main};
+pub use enter::{
+    ConsumeOutcome, EnterOptions, EnterOutcome, Handoff, ORIENTATION_TYPE, VERIFICATION_TYPE,
+    discard, enter, enter_main, handoff_path,
+};
 pub use error::{Result, WorktreeError};
-pub use handoff::{ConsumeOutcome, Handoff, VERIFICATION_TYPE, consume, discard, handoff_path};
 pub use list::{WorktreeInfo, list};
 pub use project::{Config, Project, validate_name};
 pub use receipt::{Receipt, Stage, State};

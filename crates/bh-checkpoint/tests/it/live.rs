@@ -364,3 +364,38 @@ fn ignore_rules_changed_between_ordinary_snapshots_are_seen() {
     check(&live, &reference, "gen/out.txt changed");
     assert_eq!(live.stats().fast, fast + 1, "{:?}", live.stats());
 }
+
+#[test]
+fn uncached_deep_directories_with_spaces_are_read_in_one_go_and_agree() {
+    let f = fx();
+    let p = &f.project;
+    fs::create_dir_all(p.join("dir one/sub two/deep three")).unwrap();
+    fs::write(p.join("dir one/sub two/deep three/f.txt"), "f\n").unwrap();
+    fs::write(p.join("dir one/sub two/g.txt"), "g\n").unwrap();
+    fs::write(p.join("dir one/plain"), "a file\n").unwrap();
+    fs::write(p.join("dir one/x: y"), "colon\n").unwrap();
+    // Empty folders: watched, but not in any tree yet.
+    fs::create_dir_all(p.join("dir one/new dir/x")).unwrap();
+    let live = LiveStore::new(Arc::new(f.store()));
+    let reference = reference(&f);
+    check(&live, &reference, "first");
+    check(&live, &reference, "armed");
+    // Nothing cached yet: every level is read from the base at once.
+    let fast = live.stats().fast;
+    fs::write(p.join("dir one/sub two/deep three/f.txt"), "f2\n").unwrap();
+    fs::write(p.join("dir one/sub two/g.txt"), "g2\n").unwrap();
+    fs::write(p.join("dir one/new dir/x/y.txt"), "y\n").unwrap();
+    fs::write(p.join("dir one/x: y"), "colon 2\n").unwrap();
+    check(&live, &reference, "deep edits, a new nested directory");
+    assert_eq!(live.stats().fast, fast + 1, "{:?}", live.stats());
+    // Cached now; a sibling not cached.
+    fs::remove_file(p.join("dir one/sub two/deep three/f.txt")).unwrap();
+    check(&live, &reference, "a directory emptied");
+    assert_eq!(live.stats().fast, fast + 2, "{:?}", live.stats());
+    // A file that became a directory: the slow way, same result.
+    fs::remove_file(p.join("dir one/plain")).unwrap();
+    fs::create_dir(p.join("dir one/plain")).unwrap();
+    fs::write(p.join("dir one/plain/inside.txt"), "in\n").unwrap();
+    check(&live, &reference, "a file became a directory");
+    check(&live, &reference, "after");
+}

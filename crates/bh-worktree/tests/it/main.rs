@@ -20,6 +20,8 @@ use bh_worktree::{
 };
 use serde_json::json;
 
+mod consume;
+
 struct Fx {
     _tmp: tempfile::TempDir,
     root: PathBuf,

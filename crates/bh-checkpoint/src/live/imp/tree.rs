@@ -8,57 +8,110 @@ use super::objects::write_loose;
 use super::{Change, Live, MAX_CACHED_ENTRIES, Miss, TreeEntries, miss, parse_tree, read_object};
 
 impl Live {
-    /// The entries of many `(directory, tree id)`s, the ones not cached
-    /// asked for all at once. Cached entries are taken out of the cache:
-    /// the caller puts back the directory's next version.
-    pub(super) fn read_trees(
+    /// A cached directory's entries if they are those of tree `oid`; taken
+    /// out of the cache either way (the caller puts back the directory's
+    /// next version).
+    fn take_cached(&mut self, dir: &[u8], oid: &str) -> Option<TreeEntries> {
+        let (cached, entries) = self.trees.remove(dir)?;
+        self.cached_entries -= entries.len();
+        (cached == oid).then_some(entries)
+    }
+
+    /// Each directory of `levels` (`seen` holds them all) as it is in the
+    /// base tree (empty when new).
+    /// Taken from the cache when the parent's entry names the cached
+    /// version; the rest are asked of `cat-file` in one pipelined round as
+    /// `<base>:<dir>`, whatever their depth — a directory not cached
+    /// usually has ancestors that are not either, and a round per level is
+    /// a hand-off to git per level, each waiting for the scheduler on a
+    /// loaded machine. Every directory is then checked against its parent's
+    /// entry, wherever either came from.
+    fn load_base(
         &mut self,
-        wanted: &[(Vec<u8>, String)],
-    ) -> std::result::Result<Vec<TreeEntries>, Miss> {
-        let mut out: Vec<Option<TreeEntries>> = Vec::with_capacity(wanted.len());
-        let mut missing = Vec::new();
-        for (i, (dir, oid)) in wanted.iter().enumerate() {
-            match self.trees.remove(dir) {
-                Some((cached, entries)) if cached == *oid => {
-                    self.cached_entries -= entries.len();
-                    out.push(Some(entries));
-                }
-                other => {
-                    if let Some((_, entries)) = other {
-                        self.cached_entries -= entries.len();
+        base: Option<&str>,
+        levels: &[Vec<Vec<u8>>],
+        seen: &HashSet<Vec<u8>>,
+    ) -> std::result::Result<HashMap<Vec<u8>, TreeEntries>, Miss> {
+        let mut trees: HashMap<Vec<u8>, TreeEntries> = HashMap::new();
+        let mut oid_of: HashMap<Vec<u8>, String> = HashMap::new();
+        if let Some(root) = base {
+            oid_of.insert(Vec::new(), root.to_owned());
+            let mut fetch: Vec<Vec<u8>> = Vec::new();
+            let mut fetching: HashSet<&[u8]> = HashSet::new();
+            for dir in levels.iter().flatten() {
+                let parent_fetched = !dir.is_empty() && fetching.contains(parent_of(dir));
+                let cached = match (parent_fetched, oid_of.get(dir).cloned()) {
+                    (false, Some(oid)) => self.take_cached(dir, &oid),
+                    // New in this snapshot: its (loaded) parent has no such entry.
+                    (false, None) => continue,
+                    (true, _) => None,
+                };
+                match cached {
+                    Some(entries) => {
+                        note_children(dir, &entries, seen, &mut oid_of);
+                        trees.insert(dir.clone(), entries);
                     }
-                    out.push(None);
-                    missing.push(i);
+                    None => {
+                        fetch.push(dir.clone());
+                        fetching.insert(dir);
+                    }
                 }
             }
-        }
-        if !missing.is_empty() {
+            // One round: requests bounded in bytes so that they always fit
+            // in the pipe while git may be blocked writing answers.
             let h = self.helpers()?;
-            // Requests are 41 bytes: a chunk cannot fill the request pipe
-            // while git waits for its answers to be read.
-            for chunk in missing.chunks(512) {
-                for &i in chunk {
-                    h.cat.stdin.write_all(wanted[i].1.as_bytes())?;
-                    h.cat.stdin.write_all(b"\n")?;
-                }
-                h.cat.stdin.flush()?;
-                for &i in chunk {
-                    let oid = &wanted[i].1;
-                    let Some((_, kind, body)) = read_object(&mut h.cat)? else {
-                        return Err(miss(format!("tree {oid} missing")));
-                    };
-                    if kind != "tree" {
-                        return Err(miss(format!("{oid} is a {kind}")));
+            let mut rest = fetch.as_slice();
+            while !rest.is_empty() {
+                let mut request = Vec::new();
+                let mut n = 0;
+                while n < rest.len() && (n == 0 || request.len() + rest[n].len() < 16 << 10) {
+                    request.extend_from_slice(root.as_bytes());
+                    if !rest[n].is_empty() {
+                        request.push(b':');
+                        request.extend_from_slice(&rest[n]);
                     }
-                    out[i] = Some(
-                        parse_tree(&body).ok_or_else(|| miss(format!("tree {oid} unreadable")))?,
-                    );
+                    request.push(b'\n');
+                    n += 1;
                 }
+                h.cat.stdin.write_all(&request)?;
+                h.cat.stdin.flush()?;
+                for dir in &rest[..n] {
+                    match read_object(&mut h.cat)? {
+                        None if dir.is_empty() => return Err(miss(format!("tree {root} missing"))),
+                        // Not in the base: a new directory.
+                        None => {}
+                        Some((oid, kind, body)) => {
+                            if kind != "tree" {
+                                return Err(miss("a file became a directory"));
+                            }
+                            let entries = parse_tree(&body)
+                                .ok_or_else(|| miss(format!("tree {oid} unreadable")))?;
+                            oid_of.insert(dir.clone(), oid);
+                            trees.insert(dir.clone(), entries);
+                        }
+                    }
+                }
+                rest = &rest[n..];
             }
         }
-        out.into_iter()
-            .map(|e| e.ok_or_else(|| miss("tree not read")))
-            .collect()
+        for dir in levels.iter().flatten() {
+            trees.entry(dir.clone()).or_default();
+        }
+        // Every directory agrees with its parent's entry: a tree of that id,
+        // or no entry and a new (empty) directory.
+        for dir in levels.iter().skip(1).flatten() {
+            let name = &dir[dir.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..];
+            let entry = trees.get(parent_of(dir)).and_then(|t| t.get(name));
+            match (entry, oid_of.get(dir)) {
+                (Some((0o040000, o)), Some(oid)) if o == oid => {}
+                (None, None) => {}
+                (Some((0o040000, _)), _) | (None, Some(_)) => {
+                    return Err(miss("a directory's tree disagrees with its parent"));
+                }
+                (Some(_), _) => return Err(miss("a file became a directory")),
+            }
+        }
+        Ok(trees)
     }
 
     pub(super) fn remember_tree(&mut self, dir: Vec<u8>, oid: String, entries: TreeEntries) {
@@ -75,9 +128,9 @@ impl Live {
 
     /// `base` (a tree id, `None` = empty) with `changes` applied; `None`
     /// when it ends up empty. Only the directories on changed paths are
-    /// read and written, level by level: one pipelined `cat-file` round
-    /// per depth going down (for trees not cached), the new trees written
-    /// in-process coming up.
+    /// read and written: one pipelined `cat-file` round going down for all
+    /// trees not cached ([`Live::load_base`]), the new trees written
+    /// in-process coming up, level by level.
     /// Records `(status, path)` of every real change.
     pub(super) fn build_tree(
         &mut self,
@@ -104,33 +157,7 @@ impl Live {
             }
         }
         // Going down: each directory's entries in the base (empty if new).
-        let mut trees: HashMap<Vec<u8>, TreeEntries> = HashMap::new();
-        let mut oid_of: HashMap<Vec<u8>, String> = HashMap::new();
-        if let Some(root) = base {
-            oid_of.insert(Vec::new(), root.to_owned());
-        }
-        for level in &levels {
-            let known: Vec<(Vec<u8>, String)> = level
-                .iter()
-                .filter_map(|d| oid_of.get(d).map(|o| (d.clone(), o.clone())))
-                .collect();
-            let read = self.read_trees(&known)?;
-            for ((dir, _), entries) in known.into_iter().zip(read) {
-                trees.insert(dir, entries);
-            }
-            for dir in level {
-                let entries = trees.entry(dir.clone()).or_default();
-                for (name, (mode, oid)) in entries.iter() {
-                    let child = join(dir, name);
-                    if seen.contains(&child) {
-                        if *mode != 0o040000 {
-                            return Err(miss("a file became a directory"));
-                        }
-                        oid_of.insert(child, oid.clone());
-                    }
-                }
-            }
-        }
+        let mut trees = self.load_base(base, &levels, &seen)?;
         // File changes, each in its directory.
         for (path, change) in changes {
             let (dir, name) = match path.iter().rposition(|b| *b == b'/') {
@@ -206,6 +233,27 @@ impl Live {
             "commit",
             &body,
         )?)
+    }
+}
+
+/// The directory holding `dir` ("" for a top-level one).
+fn parent_of(dir: &[u8]) -> &[u8] {
+    &dir[..dir.iter().rposition(|b| *b == b'/').unwrap_or(0)]
+}
+
+/// The base ids of `dir`'s subdirectories on changed paths.
+fn note_children(
+    dir: &[u8],
+    entries: &TreeEntries,
+    seen: &HashSet<Vec<u8>>,
+    oid_of: &mut HashMap<Vec<u8>, String>,
+) {
+    for (name, (mode, oid)) in entries {
+        let child = join(dir, name);
+        // A non-tree entry is refused by `load_base`'s check.
+        if *mode == 0o040000 && seen.contains(&child) {
+            oid_of.insert(child, oid.clone());
+        }
     }
 }
 

@@ -1,0 +1,128 @@
+//! `consume` in two steps: a verdict that writes nothing, then one append
+//! under the record's lock. A failure between them leaves the handoff
+//! pending; a verdict already in the session is never appended twice.
+
+use super::*;
+
+fn verdicts(target: &Path) -> usize {
+    Session::load(target)
+        .unwrap()
+        .entries()
+        .iter()
+        .filter(|e| e.custom_type.as_deref() == Some(VERIFICATION_TYPE))
+        .count()
+}
+
+/// Every `<target>.handoff*` sibling's name suffix, sorted.
+fn records(target: &Path) -> Vec<String> {
+    let name = target.file_name().unwrap().to_str().unwrap().to_owned();
+    let mut out: Vec<String> = fs::read_dir(target.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().into_string().unwrap();
+            n.strip_prefix(&format!("{name}.handoff"))
+                .map(str::to_owned)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_failed_append_leaves_the_handoff_pending_for_the_next_open() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("p")).unwrap();
+    let (src, _) = source_session(&f, 2);
+    let out = enter(&f.runner(), &enter_opts(&f, "p", &src, None)).unwrap();
+    let target = out.target.clone();
+    // The session cannot be appended to (a folder stands where it was).
+    let aside = with_suffix(&target, ".aside");
+    fs::rename(&target, &aside).unwrap();
+    fs::create_dir(&target).unwrap();
+    let err = consume(&f.runner(), &target).unwrap_err();
+    assert!(
+        err.to_string().contains(target.to_str().unwrap()),
+        "the error names the session: {err}"
+    );
+    assert_eq!(records(&target), vec![".json".to_owned()], "still pending");
+    // Same process, next open: the handoff was not lost.
+    fs::remove_dir(&target).unwrap();
+    fs::rename(&aside, &target).unwrap();
+    assert!(matches!(
+        consume(&f.runner(), &target).unwrap(),
+        ConsumeOutcome::Verified { .. }
+    ));
+    assert_eq!(verdicts(&target), 1);
+    assert_eq!(records(&target), vec![".consumed.json".to_owned()]);
+    assert_eq!(
+        consume(&f.runner(), &target).unwrap(),
+        ConsumeOutcome::NotPending
+    );
+}
+
+#[test]
+fn a_verdict_appended_before_a_crash_is_not_appended_again() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("c")).unwrap();
+    let (src, _) = source_session(&f, 2);
+    let out = enter(&f.runner(), &enter_opts(&f, "c", &src, None)).unwrap();
+    let target = out.target.clone();
+    assert!(matches!(
+        consume(&f.runner(), &target).unwrap(),
+        ConsumeOutcome::Verified { .. }
+    ));
+    // The consumer appended its verdict and died before renaming the record.
+    fs::rename(
+        with_suffix(&target, ".handoff.consumed.json"),
+        handoff_path(&target),
+    )
+    .unwrap();
+    let before = fs::read(&target).unwrap();
+    assert_eq!(
+        consume(&f.runner(), &target).unwrap(),
+        ConsumeOutcome::NotPending
+    );
+    assert_eq!(fs::read(&target).unwrap(), before, "nothing appended");
+    assert_eq!(verdicts(&target), 1);
+    assert_eq!(records(&target), vec![".consumed.json".to_owned()]);
+}
+
+#[test]
+fn consumers_waiting_on_the_record_lock_append_once_when_it_is_released() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("l")).unwrap();
+    let (src, _) = source_session(&f, 2);
+    let out = enter(&f.runner(), &enter_opts(&f, "l", &src, None)).unwrap();
+    let target = out.target.clone();
+    let before = fs::read(&target).unwrap();
+    // Another consumer holds the record's lock: every verdict waits for it
+    // and nothing is written meanwhile.
+    let held = fs_err::File::open(handoff_path(&target)).unwrap();
+    held.lock().unwrap();
+    let n = 4;
+    let barrier = Arc::new(Barrier::new(n + 1));
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            let b = barrier.clone();
+            let runner = f.runner();
+            let target = target.clone();
+            std::thread::spawn(move || {
+                b.wait();
+                consume(&runner, &target).unwrap()
+            })
+        })
+        .collect();
+    barrier.wait();
+    assert_eq!(fs::read(&target).unwrap(), before);
+    assert_eq!(records(&target), vec![".json".to_owned()]);
+    held.unlock().unwrap();
+    drop(held);
+    let results: Vec<ConsumeOutcome> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let verified = results
+        .iter()
+        .filter(|r| matches!(r, ConsumeOutcome::Verified { .. }))
+        .count();
+    assert_eq!(verified, 1, "{results:?}");
+    assert_eq!(verdicts(&target), 1);
+    assert_eq!(records(&target), vec![".consumed.json".to_owned()]);
+}
