@@ -44,6 +44,7 @@ use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind};
 
 mod args;
+mod first_snapshot;
 mod headless;
 mod input;
 mod provider;

@@ -1,7 +1,7 @@
 //! Progress on long work: shown on a terminal (a pseudo-terminal from
 //! util-linux `script`), never in a pipe nor with `--json`, where only the
-//! normal output appears. A first snapshot of a tree of 600 files, and
-//! `exec run` (checks, worktree, model turns, tool calls, commit). Skipped,
+//! normal output appears. A first snapshot of a tree of 600 files (by hand
+//! and before `bh agent -p`'s first mutating call), and `exec run` (checks, worktree, model turns, tool calls, commit). Skipped,
 //! saying why, where `script` is missing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -128,6 +128,63 @@ fn a_first_snapshot_shows_its_progress_on_a_terminal_only() {
     let screen = env.on_tty(&["--json", "checkpoint", "snapshot", "--project", "c"]);
     assert!(!has_progress(&screen), "{screen}");
     assert!(!screen.contains("hashing"), "{screen}");
+}
+
+#[test]
+fn the_agents_first_snapshot_shows_its_progress_on_a_terminal_only() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let env = Env::new();
+    for project in ["a", "b", "c"] {
+        let dir = env.root.join(project);
+        fs_err::create_dir_all(&dir).unwrap();
+        for i in 0..600 {
+            fs_err::write(dir.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+        }
+    }
+    fs_err::write(env.root.join("turns.jsonl"), SCRIPT).unwrap();
+    let model = format!("scripted/{}", env.root.join("turns.jsonl").display());
+    let agent = |project: &'static str| {
+        ["-C", project, "agent", "--model", "MODEL", "-p", "go"].map(|a| {
+            if a == "MODEL" {
+                model.clone()
+            } else {
+                a.to_owned()
+            }
+        })
+    };
+    let args = agent("a");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let screen = env.on_tty(&args);
+    assert!(screen.contains("hashing new files: 600/600"), "{screen}");
+    assert!(screen.contains("✓ writing the checkpoint"), "{screen}");
+    assert!(screen.contains("Done."), "{screen}");
+    assert_eq!(
+        fs_err::read_to_string(env.root.join("a/hello.txt")).unwrap(),
+        "hello\n"
+    );
+    // The project now has a checkpoint: the next run shows no display.
+    let screen = env.on_tty(&args);
+    assert!(!has_progress(&screen), "{screen}");
+    // In a pipe, and with --json on a terminal: no display.
+    let args = agent("b");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (stdout, stderr) = env.piped(&args);
+    assert!(
+        !has_progress(&stderr) && !stderr.contains("hashing"),
+        "{stderr}"
+    );
+    assert_eq!(stdout.trim(), "Done.");
+    let mut args = agent("c").to_vec();
+    args.insert(0, "--json".to_owned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let screen = env.on_tty(&args);
+    assert!(
+        !has_progress(&screen) && !screen.contains("hashing"),
+        "{screen}"
+    );
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! `bh agent -p PROMPT`: one user turn per prompt, events as JSON lines or
 //! streamed text; the first Ctrl-C aborts the turn, a second one ends the
-//! command at once (exit 8) — by returning, so destructors run.
+//! command at once (exit 8) — by returning, so destructors run. On a
+//! terminal (not `--json`), a project's first snapshot shows its progress.
 
 use bh_core::Agent;
 use tokio_util::sync::CancellationToken;
 
+use super::first_snapshot::FirstSnapshot;
 use super::render::{Printer, final_text, outcome_error};
 use crate::error::{CliError, ErrorKind};
 
@@ -16,9 +18,22 @@ pub(super) async fn run(
     let cancel = CancellationToken::new();
     let quit = CancellationToken::new();
     let signals = watch_ctrl_c(cancel.clone(), quit.clone());
+    let mut first_snapshot = if printer.json {
+        None
+    } else {
+        FirstSnapshot::watch(agent)
+    };
     let result = async {
         for prompt in prompts {
-            let mut sink = |e| printer.event(e);
+            let mut sink = |e: bh_core::Event| {
+                let checkpointed = matches!(e, bh_core::Event::Checkpoint { .. });
+                if (checkpointed || matches!(e, bh_core::Event::Warning { .. }))
+                    && let Some(f) = first_snapshot.take()
+                {
+                    f.end(checkpointed);
+                }
+                printer.event(e)
+            };
             let out = tokio::select! {
                 biased;
                 () = quit.cancelled() => return Err(interrupted()),

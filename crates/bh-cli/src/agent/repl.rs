@@ -14,6 +14,7 @@ use bh_session::{ForkOptions, ForkTarget, Session, SessionWriter, session_dir_fo
 use tokio_util::sync::CancellationToken;
 
 use super::args::AgentArgs;
+use super::first_snapshot::FirstSnapshot;
 use super::headless::interrupted;
 use super::input::{Completions, Input, LineInput};
 use super::provider::build_provider;
@@ -21,7 +22,6 @@ use super::render::{ToolOutput, outcome_error, print_tree, stream_event};
 use super::{session_error, switch};
 use crate::context::Ctx;
 use crate::error::CliError;
-use crate::progress::SnapshotDisplay;
 
 /// Ctrl-C in the REPL: the running turn's (or `/worktree` move's) token and the presses since the
 /// last prompt (the second press exits).
@@ -186,7 +186,7 @@ async fn repl(
         live.agent().session_path().display(),
         live.cwd().display()
     );
-    let mut first_snapshot = FirstSnapshot::watch(live);
+    let mut first_snapshot = FirstSnapshot::watch(live.agent());
     loop {
         if let Ok(mut c) = shown_cwd.lock() {
             live.cwd().clone_into(&mut c);
@@ -294,48 +294,6 @@ async fn repl(
     }
     eprintln!("session: {}", live.agent().session_path().display());
     Ok(())
-}
-
-/// On a terminal, the first snapshot of a project that has no checkpoint yet
-/// (it hashes every file) shows its progress, until its checkpoint event.
-struct FirstSnapshot {
-    store: Arc<bh_checkpoint::Store>,
-    display: Arc<Mutex<Option<SnapshotDisplay>>>,
-}
-
-impl FirstSnapshot {
-    fn watch(live: &Live) -> Option<FirstSnapshot> {
-        if !std::io::stderr().is_terminal() {
-            return None;
-        }
-        let store = live.agent().checkpoint_store()?.clone();
-        if !store.list().is_ok_and(|l| l.is_empty()) {
-            return None;
-        }
-        let display: Arc<Mutex<Option<SnapshotDisplay>>> = Arc::default();
-        let shown = display.clone();
-        store.set_progress(Some(Arc::new(move |step| {
-            if let Ok(mut d) = shown.lock() {
-                d.get_or_insert_with(|| SnapshotDisplay::new(false))
-                    .show(step);
-            }
-        })));
-        Some(FirstSnapshot { store, display })
-    }
-
-    /// Ends the display (the snapshot succeeded or not) and stops watching.
-    fn end(self, ok: bool) {
-        self.store.set_progress(None);
-        if let Some(d) = self.display.lock().ok().and_then(|mut d| d.take()) {
-            d.end(ok);
-        }
-    }
-}
-
-impl Drop for FirstSnapshot {
-    fn drop(&mut self) {
-        self.store.set_progress(None);
-    }
 }
 
 /// One REPL command; `Ok(true)` quits.
