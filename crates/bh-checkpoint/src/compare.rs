@@ -9,12 +9,9 @@ use serde::Serialize;
 
 use crate::diff::{DiffEntry, DiffText};
 use crate::error::{CheckpointError, Result};
-use crate::meta::Checkpoint;
+use crate::meta::{Checkpoint, CheckpointKind};
 use crate::paths::check_relative;
 use crate::store::Store;
-
-/// The `kind` of the checkpoint a restore takes of the state it replaces.
-pub const PRE_RESTORE: &str = "pre-restore";
 
 /// Two checkpoints and what changed from the first to the second.
 #[derive(Debug, Clone, Serialize)]
@@ -156,7 +153,7 @@ pub(crate) fn resolve_in(list: Vec<Checkpoint>, id: &str) -> Result<Checkpoint> 
     if id == "latest" || id == "last" {
         return list
             .into_iter()
-            .find(|c| c.kind != PRE_RESTORE)
+            .find(|c| c.kind != CheckpointKind::PreRestore)
             .ok_or_else(|| CheckpointError::UnknownCheckpoint { id: id.to_owned() });
     }
     let wanted = id.to_ascii_lowercase();

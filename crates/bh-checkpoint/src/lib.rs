@@ -31,11 +31,11 @@ mod store;
 mod trust;
 mod user;
 
-pub use compare::{CompareOutcome, PRE_RESTORE};
+pub use compare::CompareOutcome;
 pub use diff::{DiffEntry, DiffOutcome, DiffText};
 pub use error::{CheckpointError, ErrorClass, Result};
 pub use live::{LiveStats, LiveStore};
-pub use meta::{Checkpoint, Skipped, SnapshotRequest};
+pub use meta::{Checkpoint, CheckpointKind, Skipped, SnapshotRequest};
 pub use paths::project_relative;
 pub use prune::{PruneOutcome, PrunePolicy};
 pub use restore::{RestoreMode, RestoreOutcome};

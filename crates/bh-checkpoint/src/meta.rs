@@ -27,8 +27,51 @@ pub struct Checkpoint {
     pub files_changed: u64,
     /// Files that were not captured (too large, unreadable, nested repository …).
     pub skipped: u64,
-    /// `snapshot` or `pre-restore`.
-    pub kind: String,
+    /// Why it was taken; `snapshot` or `pre-restore` in JSON.
+    pub kind: CheckpointKind,
+}
+
+/// Why a checkpoint was taken (its `Bh-Kind` trailer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckpointKind {
+    /// Before a tool call, or by hand.
+    Snapshot,
+    /// The state a restore was about to replace (what undoes the restore).
+    PreRestore,
+    /// A kind this version does not know (written by a newer one), kept as
+    /// read so a store stays listable.
+    Other(String),
+}
+
+impl CheckpointKind {
+    /// The trailer and JSON value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            CheckpointKind::Snapshot => "snapshot",
+            CheckpointKind::PreRestore => "pre-restore",
+            CheckpointKind::Other(s) => s,
+        }
+    }
+
+    fn parse(value: &str) -> CheckpointKind {
+        match value {
+            "snapshot" => CheckpointKind::Snapshot,
+            "pre-restore" => CheckpointKind::PreRestore,
+            other => CheckpointKind::Other(other.to_owned()),
+        }
+    }
+}
+
+impl std::fmt::Display for CheckpointKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for CheckpointKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 /// A path a snapshot did not capture, and why.
@@ -56,7 +99,7 @@ pub(crate) struct NewMeta<'a> {
     pub entry: Option<&'a str>,
     pub files_changed: u64,
     pub skipped: &'a [Skipped],
-    pub kind: &'a str,
+    pub kind: CheckpointKind,
 }
 
 impl<'a> NewMeta<'a> {
@@ -68,7 +111,7 @@ impl<'a> NewMeta<'a> {
         time_ms: i64,
         files_changed: u64,
         skipped: &'a [Skipped],
-        kind: &'a str,
+        kind: CheckpointKind,
     ) -> NewMeta<'a> {
         NewMeta {
             seq,
@@ -112,7 +155,7 @@ pub(crate) fn message(meta: &NewMeta<'_>) -> String {
     }
     msg.push_str(&format!("Bh-Seq: {}\n", meta.seq));
     msg.push_str(&format!("Bh-Time: {}\n", meta.time_ms));
-    msg.push_str(&format!("Bh-Kind: {}\n", clean(meta.kind)));
+    msg.push_str(&format!("Bh-Kind: {}\n", clean(meta.kind.as_str())));
     msg.push_str(&format!("Bh-Tool: {}\n", clean(meta.tool)));
     if let Some(s) = meta.session {
         msg.push_str(&format!("Bh-Session: {}\n", clean(s)));
@@ -138,7 +181,7 @@ pub(crate) fn from_new(commit: &str, tree: &str, meta: &NewMeta<'_>) -> Option<C
         entry: meta.entry.map(clean),
         files_changed: meta.files_changed,
         skipped: meta.skipped.len() as u64,
-        kind: clean(meta.kind),
+        kind: meta.kind.clone(),
     })
 }
 
@@ -155,7 +198,7 @@ pub(crate) fn parse(commit: &str, tree: &str, trailers: &str) -> Option<Checkpoi
         entry: None,
         files_changed: 0,
         skipped: 0,
-        kind: "snapshot".to_owned(),
+        kind: CheckpointKind::Snapshot,
     };
     let mut seen_seq = false;
     for line in trailers.lines() {
@@ -169,7 +212,7 @@ pub(crate) fn parse(commit: &str, tree: &str, trailers: &str) -> Option<Checkpoi
                 seen_seq = true;
             }
             "Bh-Time" => cp.time_ms = value.parse().ok()?,
-            "Bh-Kind" => cp.kind = value.to_owned(),
+            "Bh-Kind" => cp.kind = CheckpointKind::parse(value),
             "Bh-Tool" => cp.tool = value.to_owned(),
             "Bh-Session" => cp.session = Some(value.to_owned()),
             "Bh-Entry" => cp.entry = Some(value.to_owned()),
@@ -238,7 +281,7 @@ mod tests {
             entry: None,
             files_changed: 3,
             skipped: &skipped,
-            kind: "snapshot",
+            kind: CheckpointKind::Snapshot,
         });
         let trailers: String = msg
             .lines()
@@ -253,6 +296,38 @@ mod tests {
         assert_eq!(cp.files_changed, 3);
         assert_eq!(cp.skipped, 1);
         assert_eq!(cp.id, "a".repeat(12));
+        assert_eq!(cp.kind, CheckpointKind::Snapshot);
+    }
+
+    #[test]
+    fn kinds_round_trip_and_an_unknown_one_is_kept() {
+        for (kind, text) in [
+            (CheckpointKind::Snapshot, "snapshot"),
+            (CheckpointKind::PreRestore, "pre-restore"),
+        ] {
+            let msg = message(&NewMeta {
+                seq: 1,
+                time_ms: 0,
+                tool: "t",
+                session: None,
+                entry: None,
+                files_changed: 0,
+                skipped: &[],
+                kind: kind.clone(),
+            });
+            assert!(msg.contains(&format!("Bh-Kind: {text}\n")), "{msg}");
+            let cp = parse(&"a".repeat(40), &"b".repeat(40), &msg).unwrap();
+            assert_eq!(cp.kind, kind);
+            assert_eq!(serde_json::to_value(&cp).unwrap()["kind"], text);
+        }
+        let cp = parse(
+            &"a".repeat(40),
+            &"b".repeat(40),
+            "Bh-Seq: 1\nBh-Kind: later\n",
+        )
+        .unwrap();
+        assert_eq!(cp.kind, CheckpointKind::Other("later".into()));
+        assert_eq!(cp.kind.to_string(), "later");
     }
 
     #[test]
@@ -282,7 +357,7 @@ mod tests {
             entry: None,
             files_changed: 0,
             skipped: &skipped,
-            kind: "snapshot",
+            kind: CheckpointKind::Snapshot,
         });
         let back = skipped_paths(&msg);
         assert_eq!(back.len(), raw.len() + 1500);

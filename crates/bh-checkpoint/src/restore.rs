@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use crate::apply::Writer;
 use crate::error::{CheckpointError, Result};
-use crate::meta::SnapshotRequest;
 use crate::meta::{self, Checkpoint};
+use crate::meta::{CheckpointKind, SnapshotRequest};
 use crate::paths::{check_relative, fs_path};
 use crate::store::Store;
 
@@ -65,7 +65,7 @@ impl Store {
                     session: None,
                     entry: None,
                 },
-                "pre-restore",
+                CheckpointKind::PreRestore,
             )?
             .checkpoint;
         let shadow = self.shadow();

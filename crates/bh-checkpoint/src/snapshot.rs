@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::diff::DiffEntry;
 use crate::error::{CheckpointError, Result};
-use crate::meta::{self, Checkpoint, NewMeta, Skipped, SnapshotRequest};
+use crate::meta::{self, Checkpoint, CheckpointKind, NewMeta, Skipped, SnapshotRequest};
 use crate::paths::fs_path;
 use crate::store::{EMPTY_TREE, Store, now_ms, trim_line, write_atomic};
 
@@ -76,7 +76,7 @@ impl Store {
     pub fn snapshot(&self, request: &SnapshotRequest) -> Result<SnapshotOutcome> {
         let _lock = self.lock()?;
         self.clean_stale_locks()?;
-        self.snapshot_locked(request, "snapshot")
+        self.snapshot_locked(request, CheckpointKind::Snapshot)
     }
 
     /// [`snapshot`](Self::snapshot), reporting its phases to `progress`.
@@ -87,13 +87,13 @@ impl Store {
     ) -> Result<SnapshotOutcome> {
         let _lock = self.lock()?;
         self.clean_stale_locks()?;
-        self.snapshot_locked_with(request, "snapshot", progress)
+        self.snapshot_locked_with(request, CheckpointKind::Snapshot, progress)
     }
 
     pub(crate) fn snapshot_locked(
         &self,
         request: &SnapshotRequest,
-        kind: &str,
+        kind: CheckpointKind,
     ) -> Result<SnapshotOutcome> {
         match self.observer.get() {
             Some(observer) => self.snapshot_locked_with(request, kind, &*observer),
@@ -104,7 +104,7 @@ impl Store {
     fn snapshot_locked_with(
         &self,
         request: &SnapshotRequest,
-        kind: &str,
+        kind: CheckpointKind,
         progress: OnProgress<'_>,
     ) -> Result<SnapshotOutcome> {
         // Reading the last checkpoint is independent of staging: overlap them.

@@ -5,7 +5,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use bh_checkpoint::{
-    CheckpointError, ErrorClass, PrunePolicy, RestoreMode, SnapshotRequest, Store, StoreOptions,
+    CheckpointError, CheckpointKind, ErrorClass, PrunePolicy, RestoreMode, SnapshotRequest, Store,
+    StoreOptions,
 };
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -312,8 +313,8 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             }
             for cp in &list {
                 let mut note = Vec::new();
-                if cp.kind != "snapshot" {
-                    note.push(cp.kind.clone());
+                if cp.kind != CheckpointKind::Snapshot {
+                    note.push(cp.kind.to_string());
                 }
                 if let Some(s) = &cp.session {
                     note.push(format!("session {s}"));

@@ -134,7 +134,9 @@ pub fn files_checkpoint(
     };
     let mut best: Option<Checkpoint> = None;
     let mut consider = |cp: Checkpoint| {
-        if cp.kind != bh_checkpoint::PRE_RESTORE && best.as_ref().is_none_or(|b| cp.seq < b.seq) {
+        if cp.kind != bh_checkpoint::CheckpointKind::PreRestore
+            && best.as_ref().is_none_or(|b| cp.seq < b.seq)
+        {
             best = Some(cp);
         }
     };

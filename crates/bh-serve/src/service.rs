@@ -424,7 +424,7 @@ impl Service {
         Ok(list
             .into_iter()
             .filter(|c| {
-                c.kind == "snapshot"
+                c.kind == bh_checkpoint::CheckpointKind::Snapshot
                     && c.session.as_deref() == Some(session)
                     && c.entry.as_deref().is_some_and(|e| after.contains(e))
             })

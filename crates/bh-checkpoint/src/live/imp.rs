@@ -18,7 +18,7 @@ mod tree;
 mod watch;
 
 use crate::diff::DiffEntry;
-use crate::meta::{self, Checkpoint, NewMeta};
+use crate::meta::{self, Checkpoint, CheckpointKind, NewMeta};
 use crate::paths::fs_path;
 use crate::store::{EMPTY_TREE, now_ms};
 use watch::read_ignored;
@@ -170,7 +170,9 @@ impl Live {
             self.arm().ok()
         };
         self.stats.full += 1;
-        let outcome = self.store.snapshot_locked(request, "snapshot")?;
+        let outcome = self
+            .store
+            .snapshot_locked(request, CheckpointKind::Snapshot)?;
         if let Some(watch) = arming {
             self.armed = Some(Armed {
                 watch,
@@ -285,7 +287,7 @@ impl Live {
             time_ms,
             changed.len() as u64,
             &[],
-            "snapshot",
+            CheckpointKind::Snapshot,
         );
         let commit = self.write_commit(&tree, &meta::message(&new), time_ms)?;
         let checkpoint =

@@ -102,7 +102,7 @@ fn snapshot_before_each_tool_then_undo_the_damage() {
     assert!(!f.project.join("b.txt").exists());
     let list = store.list().unwrap();
     assert_eq!(list.len(), 2);
-    assert_eq!(list[0].kind, "pre-restore");
+    assert_eq!(list[0].kind, bh_checkpoint::CheckpointKind::PreRestore);
     assert_eq!(list[0].commit, out.safety.commit);
     assert!(list[0].seq > list[1].seq);
 }

@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use bh_checkpoint::{CompareOutcome, DiffText, PRE_RESTORE, Store};
+use bh_checkpoint::{CheckpointKind, CompareOutcome, DiffText, Store};
 use serde_json::json;
 
 use super::{checkpoint_error, rel_paths};
@@ -23,12 +23,13 @@ pub(crate) fn note_latest(store: &Store, id: &str, json: bool) {
     let Ok(list) = store.list() else { return };
     let skipped: Vec<&str> = list
         .iter()
-        .take_while(|c| c.kind == PRE_RESTORE)
+        .take_while(|c| c.kind == CheckpointKind::PreRestore)
         .map(|c| c.id.as_str())
         .collect();
-    if let (Some(newest), Some(latest)) =
-        (skipped.first(), list.iter().find(|c| c.kind != PRE_RESTORE))
-    {
+    if let (Some(newest), Some(latest)) = (
+        skipped.first(),
+        list.iter().find(|c| c.kind != CheckpointKind::PreRestore),
+    ) {
         eprintln!(
             "bh: note: `latest` is checkpoint {}; it skips the newer pre-restore checkpoint{} {} (undo points of restores: name them by id)",
             latest.id,
