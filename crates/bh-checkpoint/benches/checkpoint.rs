@@ -318,13 +318,13 @@ fn orchestrate(args: &[String]) -> Result<()> {
 
     // Make the project a clean checkout: the naive shadow becomes its .git.
     let commit = {
-        let tree = Command::new("git")
+        let tree = bh_test_support::git_command()
             .args(["write-tree"])
             .env("GIT_DIR", &naive_dir)
             .env("GIT_WORK_TREE", &project)
             .output()?;
         let tree = String::from_utf8_lossy(&tree.stdout).trim().to_owned();
-        let c = Command::new("git")
+        let c = bh_test_support::git_command()
             .args(["commit-tree", &tree, "-m", "initial"])
             .env("GIT_DIR", &naive_dir)
             .env("GIT_AUTHOR_NAME", "b")

@@ -288,7 +288,7 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<()> {
-    let st = Command::new("git")
+    let st = bh_test_support::git_command()
         .current_dir(dir)
         .args(args)
         .env("GIT_CONFIG_NOSYSTEM", "1")

@@ -71,7 +71,7 @@ fn generate(project: &Path, files: usize, total_mib: u64, deps: usize) -> Result
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<()> {
-    let st = Command::new("git")
+    let st = bh_test_support::git_command()
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -168,7 +168,7 @@ fn main() -> Result<()> {
         c
     };
     let status = || {
-        let mut c = Command::new("git");
+        let mut c = bh_test_support::git_command();
         c.args(["status", "--porcelain=v2", "-uall"])
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")

@@ -29,7 +29,7 @@ struct Env {
 }
 
 fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
+    let out = bh_test_support::git_command()
         .current_dir(repo)
         .args(args)
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -255,7 +255,7 @@ fn headless_json_run_edits_the_repo_with_checkpoints_in_a_valid_session() {
     let before_edit = store.resolve(cps[1]).unwrap();
     assert_eq!(ls(&before_edit.commit), "alpha\nbeta\n");
     let before_write = store.resolve(cps[0]).unwrap();
-    let out = Command::new("git")
+    let out = bh_test_support::git_command()
         .args(["--git-dir", store.dir().join("git").to_str().unwrap()])
         .args([
             "cat-file",
@@ -1036,7 +1036,7 @@ fn worktree_create_edit_and_dispose_move_one_continuous_session() {
         })
         .collect();
     assert_eq!(stores.len(), 1, "{stores:?}");
-    let shown = Command::new("git")
+    let shown = bh_test_support::git_command()
         .arg("--git-dir")
         .arg(stores[0].join("git"))
         .args(["show", "refs/bh/last:notes/wt.txt"])

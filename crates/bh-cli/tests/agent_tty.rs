@@ -124,7 +124,7 @@ fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
     fs_err::create_dir_all(&repo).unwrap();
     fs_err::create_dir_all(root.join("home")).unwrap();
     let git = |args: &[&str]| {
-        let ok = Command::new("git")
+        let ok = bh_test_support::git_command()
             .args(args)
             .current_dir(&repo)
             .env("GIT_CONFIG_NOSYSTEM", "1")

@@ -64,7 +64,7 @@ impl Env {
 
     /// Plain git in the project, as the user runs it.
     fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
+        let out = bh_test_support::git_command()
             .args(args)
             .current_dir(&self.project)
             .env("HOME", &self.home)
@@ -499,7 +499,7 @@ fn symlinks_and_exec_bits_round_trip() {
 fn nested_repos_unreadable_and_large_files_never_fail_a_snapshot() {
     let env = Env::git_project();
     // an empty nested repository (no commit) and one with a commit
-    Command::new("git")
+    bh_test_support::git_command()
         .args(["init", "-q"])
         .current_dir({
             let d = env.project.join("empty-nested");
@@ -524,7 +524,7 @@ fn nested_repos_unreadable_and_large_files_never_fail_a_snapshot() {
         ],
     ] {
         assert!(
-            Command::new("git")
+            bh_test_support::git_command()
                 .args(args)
                 .current_dir(&nested)
                 .env("HOME", &env.home)
@@ -853,7 +853,7 @@ fn prune_by_count_and_age_then_repack() {
 
 fn fsck(env: &Env) {
     let store = env.store_dir();
-    let out = Command::new("git")
+    let out = bh_test_support::git_command()
         .args([
             "--git-dir",
             store.join("git").to_str().unwrap(),

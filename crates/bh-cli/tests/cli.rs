@@ -31,7 +31,7 @@ fn version_names_the_commit_it_was_built_from() {
         "{text}"
     );
     // In a checkout, the commit is HEAD's (read from .git by the build script).
-    let head = Command::new("git")
+    let head = bh_test_support::git_command()
         .args(["rev-parse", "HEAD"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("GIT_CONFIG_NOSYSTEM", "1")

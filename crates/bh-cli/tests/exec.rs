@@ -21,7 +21,7 @@ fn plan_then_verify_and_tamper() {
     let repo = root.join("repo");
     fs::create_dir_all(&repo).unwrap();
     let git = |args: &[&str]| {
-        let out = Command::new("git")
+        let out = bh_test_support::git_command()
             .args(args)
             .current_dir(&repo)
             .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -174,7 +174,7 @@ impl Exec {
     }
 
     fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
+        let out = bh_test_support::git_command()
             .args(args)
             .current_dir(&self.repo)
             .env("GIT_CONFIG_NOSYSTEM", "1")

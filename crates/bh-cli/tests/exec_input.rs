@@ -26,7 +26,7 @@ impl Env {
         let repo = root.join("repo");
         fs::create_dir_all(&repo).unwrap();
         let git = |args: &[&str]| {
-            let out = Command::new("git")
+            let out = bh_test_support::git_command()
                 .args(args)
                 .current_dir(&repo)
                 .env("GIT_CONFIG_NOSYSTEM", "1")

@@ -22,7 +22,7 @@ struct Env {
 }
 
 fn git_in(dir: &Path, home: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
+    let out = bh_test_support::git_command()
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")

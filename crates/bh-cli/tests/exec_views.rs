@@ -44,7 +44,7 @@ impl Env {
     }
 
     fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
+        let out = bh_test_support::git_command()
             .args(args)
             .current_dir(&self.repo)
             .env("GIT_CONFIG_NOSYSTEM", "1")

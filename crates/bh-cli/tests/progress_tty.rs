@@ -77,7 +77,7 @@ impl Env {
     }
 
     fn git(&self, dir: &Path, args: &[&str]) {
-        let ok = Command::new("git")
+        let ok = bh_test_support::git_command()
             .args(args)
             .current_dir(dir)
             .env("GIT_CONFIG_NOSYSTEM", "1")

@@ -28,7 +28,7 @@ struct Env {
 }
 
 fn git(repo: &Path, args: &[&str]) {
-    let ok = Command::new("git")
+    let ok = bh_test_support::git_command()
         .current_dir(repo)
         .args(args)
         .env("GIT_CONFIG_NOSYSTEM", "1")

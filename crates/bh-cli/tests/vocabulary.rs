@@ -22,7 +22,7 @@ struct Env {
 }
 
 fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
+    let out = bh_test_support::git_command()
         .current_dir(dir)
         .args(args)
         .env("GIT_CONFIG_NOSYSTEM", "1")

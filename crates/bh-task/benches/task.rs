@@ -101,12 +101,14 @@ fn main() -> Result<()> {
     let head = git(&repo, &["rev-parse", "HEAD"])?;
     let (mut log, mut validate) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        log.push(time(Command::new("git").current_dir(&repo).args([
-            "log",
-            "--name-status",
-            "--no-renames",
-            &format!("{base}..{head}"),
-        ]))?);
+        log.push(time(
+            bh_test_support::git_command().current_dir(&repo).args([
+                "log",
+                "--name-status",
+                "--no-renames",
+                &format!("{base}..{head}"),
+            ]),
+        )?);
         validate.push(time(Command::new(&exe).args([
             "op".as_ref(),
             "validate".as_ref(),

@@ -17,6 +17,20 @@ pub mod browser;
 pub mod mock_openai;
 pub mod pi;
 
+/// Plain `git` for a test's or a benchmark's own fixtures, with no inherited
+/// `GIT_*` variable: tests run from a hook, `git rebase -x` or `git bisect run`
+/// inherit `GIT_DIR` (and friends), which would point a fixture's `git init` or
+/// `git commit` at the developer's own repository. Callers add what they need.
+pub fn git_command() -> Command {
+    let mut cmd = Command::new("git");
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(|k| k.starts_with("GIT_")) {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
 /// A temp folder holding `repo/` (the repository) and `home/` (its `$HOME`).
 pub struct TestRepo {
     _tmp: tempfile::TempDir,
@@ -127,7 +141,7 @@ impl Default for TestRepo {
 
 /// Plain git in `dir` with `home` as `$HOME`; panics on failure.
 pub fn git_in(dir: &Path, home: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
+    let out = git_command()
         .args(args)
         .current_dir(dir)
         .env("HOME", home)
@@ -160,7 +174,7 @@ pub fn process_runner() -> GitRunner {
 /// For benchmarks: plain git in `dir` with no system or global config and a
 /// fixed identity; a failure is an error carrying git's stderr.
 pub fn git_isolated(dir: &Path, args: &[&str]) -> std::io::Result<String> {
-    let out = Command::new("git")
+    let out = git_command()
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")

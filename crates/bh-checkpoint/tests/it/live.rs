@@ -2,7 +2,6 @@
 //! snapshots an ordinary store takes of the same work tree.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 
 use bh_checkpoint::LiveStore;
 use std::sync::Arc;
@@ -20,7 +19,7 @@ fn reference(f: &Fx) -> Store {
 }
 
 fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
+    let out = bh_test_support::git_command()
         .args(["-c", "user.name=t", "-c", "user.email=t@t"])
         .args(args)
         .current_dir(dir)
@@ -36,7 +35,7 @@ fn check(live: &LiveStore, reference: &Store, step: &str) {
     let b = reference.snapshot(&req("edit")).unwrap();
     if a.checkpoint.tree != b.checkpoint.tree {
         let ls = |store: &Store, tree: &str| {
-            let out = Command::new("git")
+            let out = bh_test_support::git_command()
                 .arg(format!("--git-dir={}", store.dir().join("git").display()))
                 .args(["ls-tree", "-r", tree])
                 .output()
@@ -194,7 +193,7 @@ fn random_work(seed: u64, steps: usize) {
     fs::write(p.join("src/after.txt"), "after\n").unwrap();
     check(&live, &reference, "after the ignore change");
 
-    let fsck = Command::new("git")
+    let fsck = bh_test_support::git_command()
         .arg(format!(
             "--git-dir={}",
             live.store().dir().join("git").display()

@@ -227,7 +227,7 @@ fn a_project_path_of_any_bytes_works_everywhere() {
     let name = std::ffi::OsStr::from_bytes(b"f\nile\xfe");
     fs::write(project.join("sub").join(name), "one\n").unwrap();
     let git = |args: &[&str]| {
-        let ok = std::process::Command::new("git")
+        let ok = bh_test_support::git_command()
             .args(["-c", "user.name=u", "-c", "user.email=u@x"])
             .args(args)
             .current_dir(&project)

@@ -1,6 +1,5 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use bh_checkpoint::{Store, StoreOptions};
@@ -19,7 +18,7 @@ pub struct Fx {
 }
 
 pub fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
+    let out = bh_test_support::git_command()
         .current_dir(repo)
         .args(args)
         .env("GIT_CONFIG_NOSYSTEM", "1")

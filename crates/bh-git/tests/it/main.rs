@@ -7,7 +7,6 @@ use fs_err as fs;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use bh_git::parse::{self, StatusEntry};
 use bh_git::{GitError, GitRunner, Scope};
@@ -149,7 +148,7 @@ fn inherited_git_variables_are_scrubbed() {
     f.write(b"a.txt", "a\n");
     let decoy = f.root.join("decoy");
     fs::create_dir_all(&decoy).unwrap();
-    Command::new("git")
+    bh_test_support::git_command()
         .args(["init", "-q"])
         .current_dir(&decoy)
         .status()

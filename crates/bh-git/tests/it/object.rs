@@ -2,13 +2,13 @@
 //! `git mktree` and `git commit-tree` write, and it parses what git stores.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use bh_git::object::{self, MODE_SYMLINK, MODE_TREE};
 use pretty_assertions::assert_eq;
 
 fn git(dir: &std::path::Path, args: &[&str], input: &[u8], env: &[(&str, &str)]) -> Vec<u8> {
-    let mut child = Command::new("git")
+    let mut child = bh_test_support::git_command()
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")

@@ -3,7 +3,6 @@
 //! other names, are as closed to the tools as `.git` is.
 
 use std::path::Path;
-use std::process::Command;
 
 use bh_tools::{Profile, Toolbox, ToolboxOptions};
 use serde_json::{Value, json};
@@ -11,7 +10,7 @@ use serde_json::{Value, json};
 use crate::common::snapshot;
 
 fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
+    let out = bh_test_support::git_command()
         .args([
             "-c",
             "user.name=u",

@@ -4,13 +4,12 @@
 //! ordinary edits and a build in the project work.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use bh_tools::{BashSandbox, Profile, SandboxMode, Toolbox, ToolboxOptions};
 use serde_json::json;
 
 fn git(dir: &Path, args: &[&str]) {
-    let st = Command::new("git")
+    let st = bh_test_support::git_command()
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")

@@ -55,7 +55,7 @@ fn fx() -> Fx {
 
 impl Fx {
     fn git_in(&self, dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
+        let out = bh_test_support::git_command()
             .args(args)
             .current_dir(dir)
             .env("HOME", &self.home)
@@ -135,7 +135,7 @@ impl Fx {
     }
 
     fn branch_exists(&self, b: &str) -> bool {
-        Command::new("git")
+        bh_test_support::git_command()
             .args([
                 "rev-parse",
                 "--verify",
