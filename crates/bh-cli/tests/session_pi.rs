@@ -311,6 +311,11 @@ fn write_new_session(agent: &Path, cwd: &Path) -> Vec<PathBuf> {
             stop_reason: "toolUse".into(),
             timestamp: 1_767_225_601_000,
             error_message: None,
+            response_id: None,
+            response_model: None,
+            raw_stop_reason: None,
+            duration_ms: None,
+            thinking_level: None,
             extra: Default::default(),
         })
         .unwrap();
@@ -457,7 +462,7 @@ fn real_pi_loads_the_executor_fork() {
     let repo = root.join("repo");
     fs_err::create_dir_all(&repo).unwrap();
     let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
+        let out = bh_test_support::git_command()
             .args(args)
             .current_dir(&repo)
             .env("GIT_CONFIG_NOSYSTEM", "1")

@@ -175,6 +175,11 @@ impl Agent {
             stop_reason: "aborted".into(),
             timestamp: now_ms(),
             error_message: Some(reason.to_owned()),
+            response_id: None,
+            response_model: None,
+            raw_stop_reason: None,
+            duration_ms: None,
+            thinking_level: None,
             extra: Default::default(),
         }
     }
@@ -516,7 +521,7 @@ impl Agent {
         let value = to_value(msg)?;
         let entry = self.persist(msg)?;
         sink(Event::MessageEnd { message: value });
-        self.history.push(Message::Assistant(msg.clone()));
+        self.history.push(Message::Assistant(Box::new(msg.clone())));
         Ok(entry)
     }
 }

@@ -47,6 +47,11 @@ pub async fn collect(mut stream: EventStream) -> AssistantMessage {
         stop_reason: StopReason::Error.as_str().into(),
         timestamp: crate::turn::now_ms(),
         error_message: Some("stream ended without a message".into()),
+        response_id: None,
+        response_model: None,
+        raw_stop_reason: None,
+        duration_ms: None,
+        thinking_level: None,
         extra: Default::default(),
     })
 }

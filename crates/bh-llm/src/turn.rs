@@ -313,21 +313,10 @@ impl Turn {
             .into_iter()
             .map(|s| block_to_protocol(s.block))
             .collect();
-        let mut extra = BTreeMap::new();
-        if let Some(id) = self.response_id {
-            extra.insert("responseId".to_owned(), Value::String(id));
-        }
-        if let Some(m) = self.response_model {
-            extra.insert("responseModel".to_owned(), Value::String(m));
-        }
-        if let Some(r) = self.raw_stop_reason {
-            extra.insert("rawStopReason".to_owned(), Value::String(r));
-        }
         // Pi 1.6: how long the response took, in whole milliseconds.
-        if self.timestamp >= self.started_ms {
-            let ms = u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
-            extra.insert("durationMs".to_owned(), Value::from(ms));
-        }
+        let duration_ms = (self.timestamp >= self.started_ms).then(|| {
+            Value::from(u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX))
+        });
         let msg = AssistantMessage {
             role: "assistant".to_owned(),
             content,
@@ -337,8 +326,13 @@ impl Turn {
             usage: self.usage,
             stop_reason: self.stop_reason.as_str().to_owned(),
             timestamp: self.timestamp,
+            response_id: self.response_id.map(Value::String),
+            response_model: self.response_model.map(Value::String),
+            raw_stop_reason: self.raw_stop_reason.map(Value::String),
             error_message: self.error_message,
-            extra,
+            duration_ms,
+            thinking_level: None,
+            extra: BTreeMap::new(),
         };
         let _ = self.tx.send(StreamEvent::Done(Box::new(msg.clone())));
         msg

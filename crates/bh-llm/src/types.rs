@@ -79,10 +79,7 @@ impl ModelCost {
             (self.cache_write * short_write + self.input * 2.0 * long_write) / 1_000_000.0;
         usage.cost.total =
             usage.cost.input + usage.cost.output + usage.cost.cache_read + usage.cost.cache_write;
-        usage.cost.extra.insert(
-            "totalFromProvider".to_owned(),
-            serde_json::Value::Bool(false),
-        );
+        usage.cost.total_from_provider = Some(false);
     }
 }
 
@@ -179,7 +176,9 @@ impl ThinkingLevel {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     User(UserMessage),
-    Assistant(AssistantMessage),
+    /// Boxed: an assistant message is three times the size of the others, and the
+    /// history holds one slot per message.
+    Assistant(Box<AssistantMessage>),
     ToolResult(ToolResultMessage),
 }
 

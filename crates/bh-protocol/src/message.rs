@@ -105,6 +105,10 @@ pub struct Cost {
     pub cache_write: f64,
     #[serde(default, serialize_with = "js_number")]
     pub total: f64,
+    /// Pi 1.6's `totalFromProvider` (a field, not an `extra` entry: every
+    /// message has it, and a one-entry map costs a B-tree node per message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_from_provider: Option<bool>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
@@ -154,7 +158,9 @@ impl UserMessage {
 
 /// An assistant turn, in the key order Pi writes: after `timestamp` come `responseId`,
 /// `responseModel`, `rawStopReason` (Pi 1.6, set while streaming), then `errorMessage`, then
-/// any other key.
+/// the other keys in name order, among them `durationMs` and `thinkingLevel` (set by Pi 1.6's
+/// loop when the response ends). The keys Pi 1.6 writes are fields, so that a message holds
+/// no map (a B-tree node each) unless it carries a key this version does not know.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantMessage {
@@ -166,14 +172,28 @@ pub struct AssistantMessage {
     pub usage: Usage,
     pub stop_reason: String,
     pub timestamp: i64,
+    #[serde(default, deserialize_with = "present")]
+    pub response_id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    pub response_model: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    pub raw_stop_reason: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// How long the response took, in whole milliseconds (Pi 1.6).
+    #[serde(default, deserialize_with = "present")]
+    pub duration_ms: Option<Value>,
+    /// The thinking level the response was asked with (Pi 1.6).
+    #[serde(default, deserialize_with = "present")]
+    pub thinking_level: Option<Value>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
 
-/// Keys Pi 1.6 sets on an assistant message while it streams, in its order.
-const STREAMED_KEYS: [&str; 3] = ["responseId", "responseModel", "rawStopReason"];
+/// A key that is present keeps its value, `null` included (a missing key is `None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
 
 impl Serialize for AssistantMessage {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -187,18 +207,34 @@ impl Serialize for AssistantMessage {
         m.serialize_entry("usage", &self.usage)?;
         m.serialize_entry("stopReason", &self.stop_reason)?;
         m.serialize_entry("timestamp", &self.timestamp)?;
-        for k in STREAMED_KEYS {
-            if let Some(v) = self.extra.get(k) {
+        let streamed = [
+            ("responseId", &self.response_id),
+            ("responseModel", &self.response_model),
+            ("rawStopReason", &self.raw_stop_reason),
+        ];
+        for (k, v) in streamed {
+            if let Some(v) = v {
                 m.serialize_entry(k, v)?;
             }
         }
         if let Some(e) = &self.error_message {
             m.serialize_entry("errorMessage", e)?;
         }
-        for (k, v) in &self.extra {
-            if !STREAMED_KEYS.contains(&k.as_str()) && k != "errorMessage" {
+        // The other keys in name order, `durationMs` and `thinkingLevel` in their places.
+        let mut rest = self.extra.iter().map(|(k, v)| (k.as_str(), v)).peekable();
+        for (k, v) in [
+            ("durationMs", &self.duration_ms),
+            ("thinkingLevel", &self.thinking_level),
+        ] {
+            while let Some((ek, ev)) = rest.next_if(|(ek, _)| *ek < k) {
+                m.serialize_entry(ek, ev)?;
+            }
+            if let Some(v) = v {
                 m.serialize_entry(k, v)?;
             }
+        }
+        for (ek, ev) in rest {
+            m.serialize_entry(ek, ev)?;
         }
         m.end()
     }
@@ -321,6 +357,18 @@ mod tests {
             let m: AssistantMessage = serde_json::from_str(line).unwrap();
             assert_eq!(serde_json::to_string(&m).unwrap(), line);
         }
+        // Pi 1.6's keys are fields: a message with none of the unknown ones holds no map.
+        let m: AssistantMessage = serde_json::from_str(cut).unwrap();
+        assert!(m.extra.is_empty() && m.usage.cost.extra.is_empty(), "{m:?}");
+        assert_eq!(m.usage.cost.total_from_provider, Some(false));
+        // Unknown keys keep their name order around durationMs and thinkingLevel.
+        let odd = cut.replace(
+            r#""durationMs":112,"thinkingLevel":"off"}"#,
+            r#""aFirst":1,"durationMs":112,"newKey":[2],"thinkingLevel":"off","zLast":null}"#,
+        );
+        let m: AssistantMessage = serde_json::from_str(&odd).unwrap();
+        assert_eq!(m.extra.len(), 3);
+        assert_eq!(serde_json::to_string(&m).unwrap(), odd);
     }
 
     #[test]
@@ -331,6 +379,7 @@ mod tests {
             cache_read: 3.0,
             cache_write: 1e300,
             total: f64::NAN,
+            total_from_provider: None,
             extra: BTreeMap::new(),
         };
         assert_eq!(

@@ -134,8 +134,7 @@ impl Agent {
             m
         });
         // Pi 1.6's agent loop records the thinking level each response was asked with.
-        msg.extra
-            .insert("thinkingLevel".into(), Value::from(self.thinking.as_str()));
+        msg.thinking_level = Some(Value::from(self.thinking.as_str()));
         (msg, retries)
     }
 }

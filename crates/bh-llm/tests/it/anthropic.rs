@@ -180,7 +180,7 @@ async fn history_round_trip_and_invariants() {
     let mut req = request("read it");
     req.thinking = ThinkingLevel::Medium;
     let (_, a1) = run(&p, req.clone()).await;
-    req.messages.to_mut().push(Message::Assistant(a1));
+    req.messages.to_mut().push(Message::Assistant(Box::new(a1)));
     req.messages.to_mut().push(
         Message::from_agent_message(&json!({"role": "toolResult", "toolCallId": "toolu_02",
             "toolName": "ls", "content": [{"type": "text", "text": "a.txt"}], "isError": false, "timestamp": 3}))

@@ -430,7 +430,7 @@ async fn multi_turn_history_requests_keep_invariants() {
     let p = http(fake_model(&server.base), fast_retry(0));
     let mut req = request("start");
     let (_, a1) = run(&p, req.clone()).await;
-    req.messages.to_mut().push(Message::Assistant(a1));
+    req.messages.to_mut().push(Message::Assistant(Box::new(a1)));
     // only one result: the other must be synthesised
     req.messages.to_mut().push(
         Message::from_agent_message(&json!({"role": "toolResult", "toolCallId": "call_1",
