@@ -79,7 +79,7 @@ impl ModelCost {
             (self.cache_write * short_write + self.input * 2.0 * long_write) / 1_000_000.0;
         usage.cost.total =
             usage.cost.input + usage.cost.output + usage.cost.cache_read + usage.cost.cache_write;
-        usage.cost.total_from_provider = Some(false);
+        usage.cost.total_from_provider = Some(serde_json::Value::Bool(false));
     }
 }
 

@@ -107,8 +107,12 @@ pub struct Cost {
     pub total: f64,
     /// Pi 1.6's `totalFromProvider` (a field, not an `extra` entry: every
     /// message has it, and a one-entry map costs a B-tree node per message).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_from_provider: Option<bool>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub total_from_provider: Option<Value>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
@@ -360,7 +364,7 @@ mod tests {
         // Pi 1.6's keys are fields: a message with none of the unknown ones holds no map.
         let m: AssistantMessage = serde_json::from_str(cut).unwrap();
         assert!(m.extra.is_empty() && m.usage.cost.extra.is_empty(), "{m:?}");
-        assert_eq!(m.usage.cost.total_from_provider, Some(false));
+        assert_eq!(m.usage.cost.total_from_provider, Some(Value::Bool(false)));
         // Unknown keys keep their name order around durationMs and thinkingLevel.
         let odd = cut.replace(
             r#""durationMs":112,"thinkingLevel":"off"}"#,
@@ -369,6 +373,16 @@ mod tests {
         let m: AssistantMessage = serde_json::from_str(&odd).unwrap();
         assert_eq!(m.extra.len(), 3);
         assert_eq!(serde_json::to_string(&m).unwrap(), odd);
+        // A key present as null stays (a missing one stays missing).
+        let nulls = odd
+            .replace(r#""claude-sonnet-4-5-20250929""#, "null")
+            .replace(
+                r#""totalFromProvider":false"#,
+                r#""totalFromProvider":null"#,
+            );
+        let m: AssistantMessage = serde_json::from_str(&nulls).unwrap();
+        assert_eq!(m.response_model, Some(Value::Null));
+        assert_eq!(serde_json::to_string(&m).unwrap(), nulls);
     }
 
     #[test]
