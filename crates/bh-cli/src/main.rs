@@ -231,9 +231,12 @@ fn real_main() -> ExitCode {
             Command::Demo(args) => demo::run(args, &ctx),
             Command::Worktree(cmd) => worktree::run(cmd, &ctx),
             Command::Completions { shell } => {
-                let mut out = std::io::stdout().lock();
-                clap_complete::generate(shell, &mut bh_command(), "bh", &mut out);
-                Ok(())
+                // Rendered first: clap_complete panics on a failed write (`| head`).
+                let mut script = Vec::new();
+                clap_complete::generate(shell, &mut bh_command(), "bh", &mut script);
+                std::io::Write::write_all(&mut std::io::stdout().lock(), &script).map_err(|e| {
+                    error::CliError::internal(format!("cannot write the completion script: {e}"))
+                })
             }
             Command::Man => clap_mangen::Man::new(bh_command())
                 .render(&mut std::io::stdout().lock())

@@ -114,6 +114,38 @@ fn a_reader_that_goes_away_ends_the_command_quietly() {
 }
 
 #[test]
+fn generated_texts_end_quietly_when_the_reader_is_gone() {
+    // The reader is gone before bh writes a byte (`bh completions bash | true`).
+    for args in [
+        &["completions", "bash"][..],
+        &["completions", "zsh"],
+        &["man"],
+        &["--help"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = bh()
+            .args(args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(
+            out.stderr.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            matches!(out.status.code(), Some(141) | Some(0)),
+            "{args:?}: {out:?}"
+        );
+        if args[0] != "--help" {
+            assert_eq!(out.status.code(), Some(141), "{args:?}: {out:?}");
+        }
+    }
+}
+
+#[test]
 fn demo_keep_keeps_its_folder_when_the_reader_goes_away() {
     let mut child = bh()
         .args(["demo", "--keep"])
