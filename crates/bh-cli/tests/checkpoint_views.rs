@@ -140,6 +140,11 @@ fn show_names_the_checkpoint_and_what_changed_since_the_one_before() {
         "{shown}"
     );
     assert!(shown.contains("2 files changed"), "diffstat: {shown}");
+    let taken = shown.lines().find(|l| l.starts_with("taken")).unwrap();
+    assert!(
+        taken.ends_with("s ago, before tool manual") && !taken.contains("ago ago"),
+        "{taken}"
+    );
     let out = env.run(&["checkpoint", "show", &second, "--patch"]);
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(shown.contains("-one") && shown.contains("+two"), "{shown}");

@@ -70,7 +70,7 @@ pub(crate) fn show(
     writeln!(out, "sequence   #{}", cp.seq)?;
     writeln!(
         out,
-        "taken      {age} ago, before tool {}",
+        "taken      {age}, before tool {}",
         display::escape(&cp.tool)
     )?;
     if let Some(s) = &cp.session {
