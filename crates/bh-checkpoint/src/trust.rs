@@ -13,7 +13,7 @@
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -40,11 +40,7 @@ pub(crate) fn open_trusted(state: &Path, sub: &[&str]) -> Result<TrustedDir> {
     let io = |what: &str, path: &Path, e: std::io::Error| {
         CheckpointError::io(format!("cannot {what} {}", path.display()), e)
     };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(state)
-        .map_err(|e| io("create", state, e))?;
+    bh_fs::create_dir_all_mode(state, 0o700).map_err(|e| io("create", state, e))?;
     let mut path = fs_err::canonicalize(state).map_err(|e| io("resolve", state, e))?;
     let mut fd = nix::fcntl::open(
         &path,

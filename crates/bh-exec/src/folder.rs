@@ -8,7 +8,6 @@
 use fs_err as fs;
 use fs_err::os::unix::fs::OpenOptionsExt;
 use std::io::Write;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use bh_git::{GitRunner, Scope};
@@ -36,11 +35,7 @@ impl Execution {
     pub fn create(state_dir: &Path, plan: &Plan) -> Result<Execution, ExecError> {
         let id = bh_fs::time_ordered_id("x", plan.plan_sha256.as_bytes());
         let dir = state_dir.join(EXECUTIONS_DIR).join(&id);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(io("create", &dir))?;
+        bh_fs::create_dir_all_mode(&dir, 0o700).map_err(io("create", &dir))?;
         let copy = dir.join("plan.json");
         bh_fs::write_json_atomic(&copy, plan).map_err(io("write the plan copy", &copy))?;
         let owner = dir.join("owner");

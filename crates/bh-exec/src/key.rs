@@ -11,7 +11,7 @@
 //! refused, never repaired.
 
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use fs_err as fs;
@@ -102,11 +102,7 @@ impl PlanKey {
     }
 
     fn create(state_dir: &Path, path: &Path) -> Result<(), ExecError> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(state_dir)
-            .map_err(io("create", state_dir))?;
+        bh_fs::create_dir_all_mode(state_dir, 0o700).map_err(io("create", state_dir))?;
         let mut secret = [0u8; KEY_BYTES];
         fs::File::open("/dev/urandom")
             .and_then(|mut f| f.read_exact(&mut secret))

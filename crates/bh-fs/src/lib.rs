@@ -78,6 +78,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
     result
 }
 
+/// Creates `dir` and its missing parents with `mode` (e.g. `0o700` for
+/// private state; folders that exist keep theirs). The workspace's one
+/// `DirBuilder` (`fs_err` has none): the error is the plain `io::Error`, and
+/// every caller names `dir` in its own error.
+pub fn create_dir_all_mode(dir: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    #[allow(clippy::disallowed_methods)] // the callers name the folder in their errors
+    let created = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir);
+    created
+}
+
 /// Flushes a folder's entries (a rename or a new name in it) to disk.
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     let dir = if dir.as_os_str().is_empty() {

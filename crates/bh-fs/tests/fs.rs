@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
 
-use bh_fs::{time_ordered_id, write_atomic, write_json_atomic};
+use bh_fs::{create_dir_all_mode, time_ordered_id, write_atomic, write_json_atomic};
 
 #[test]
 fn writes_replace_whole_files_and_leave_no_temporary_behind() {
@@ -62,4 +62,22 @@ fn ids_are_unique_and_ordered_by_time() {
     assert!(ids.iter().all(|i| i.starts_with('t')));
     let ms = |id: &str| u128::from_str_radix(id[1..].split('-').next().unwrap(), 16).unwrap();
     assert!(ids.windows(2).all(|w| ms(&w[0]) <= ms(&w[1])));
+}
+
+#[test]
+fn private_folders_are_created_with_their_mode_and_existing_ones_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |p: &std::path::Path| fs_err::metadata(p).unwrap().permissions().mode() & 0o777;
+    let deep = dir.path().join("a/b/c");
+    create_dir_all_mode(&deep, 0o700).unwrap();
+    assert_eq!(mode(&deep), 0o700);
+    assert_eq!(mode(&dir.path().join("a")), 0o700);
+    // Again: no error, nothing changed on a folder that exists with another mode.
+    fs_err::set_permissions(&deep, std::fs::Permissions::from_mode(0o750)).unwrap();
+    create_dir_all_mode(&deep, 0o700).unwrap();
+    assert_eq!(mode(&deep), 0o750);
+    // A file in the way is an error.
+    let file = dir.path().join("f");
+    fs_err::write(&file, "x").unwrap();
+    assert!(create_dir_all_mode(&file.join("sub"), 0o700).is_err());
 }

@@ -4,10 +4,9 @@
 use fs_err as fs;
 use fs_err::OpenOptions;
 use fs_err::os::unix::fs::OpenOptionsExt;
-use std::fs::DirBuilder;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -62,11 +61,7 @@ impl Paths {
     /// Creates `dir` (`0700`) when missing and checks it is a directory owned
     /// by the current user and closed to everyone else.
     pub fn ensure_dir(&self) -> Result<()> {
-        match DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-        {
+        match bh_fs::create_dir_all_mode(&self.dir, 0o700) {
             Ok(()) => {}
             Err(e) => return Err(ServeError::io("cannot create", &self.dir, e)),
         }

@@ -2,7 +2,6 @@
 
 use fs_err as fs;
 use fs_err::os::unix::fs::OpenOptionsExt;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use bh_git::{GitRunner, Repo, Scope};
@@ -60,10 +59,7 @@ pub(crate) fn promote(
     report: &mut TaskReport,
     candidate: &str,
 ) -> Result<(), PreflightError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&opts.lock_dir)
+    bh_fs::create_dir_all_mode(&opts.lock_dir, 0o700)
         .map_err(io(format!("cannot create {}", opts.lock_dir.display())))?;
     let common = repo.run_line(["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
     let lock_path = opts

@@ -6,7 +6,6 @@
 use fs_err as fs;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -246,10 +245,7 @@ pub fn run_task(
             why: "already exists".into(),
         });
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(artifacts)
+    bh_fs::create_dir_all_mode(artifacts, 0o700)
         .map_err(io(format!("cannot create {}", artifacts.display())))?;
     let artifacts = fs::canonicalize(artifacts)
         .map_err(io(format!("cannot resolve {}", artifacts.display())))?;

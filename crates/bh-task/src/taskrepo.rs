@@ -9,7 +9,6 @@
 use fs_err as fs;
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -47,10 +46,7 @@ pub fn create(
 
 /// A private home for the worker, with the user's commit identity only.
 pub(crate) fn private_home(repo: &Repo, home: &Path) -> Result<(), PreflightError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(home)
+    bh_fs::create_dir_all_mode(home, 0o700)
         .map_err(io(format!("cannot create {}", home.display())))?;
     let get = |key: &str| {
         repo.cmd(["config", "--get", key])

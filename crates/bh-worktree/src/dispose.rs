@@ -4,7 +4,6 @@
 //! it and it is merged.
 
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use bh_checkpoint::{Checkpoint, SnapshotRequest, Store, StoreOptions};
@@ -347,11 +346,7 @@ fn capture_ignored(
             &uuid::Uuid::now_v7().simple().to_string()[24..]
         ));
     let files_dir = dir.join("files");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&files_dir)
-        .map_err(|e| WorktreeError::io(&files_dir, e))?;
+    bh_fs::create_dir_all_mode(&files_dir, 0o700).map_err(|e| WorktreeError::io(&files_dir, e))?;
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     for rel in bh_git::parse::split_z(&out).filter(|p| !p.is_empty()) {

@@ -17,7 +17,7 @@ use super::args::AgentArgs;
 use super::first_snapshot::FirstSnapshot;
 use super::headless::interrupted;
 use super::input::{Completions, Input, LineInput};
-use super::provider::build_provider;
+use super::provider::build_provider_with;
 use super::render::{ToolOutput, outcome_error, print_tree, stream_event};
 use super::{session_error, switch};
 use crate::context::Ctx;
@@ -393,7 +393,14 @@ fn command(
                 println!("{}/{}", m.provider, m.id);
                 return Ok(false);
             };
-            let p = build_provider(Some(model), None, args.base_url.as_deref(), ctx)?;
+            // The new model keeps the command line's --base-url and --max-retries.
+            let p = build_provider_with(
+                Some(model),
+                None,
+                args.base_url.as_deref(),
+                args.max_retries,
+                ctx,
+            )?;
             agent.set_provider(p).map_err(core)?;
             println!("model: {model}");
         }
