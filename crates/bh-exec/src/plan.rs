@@ -1,12 +1,13 @@
 //! Plans: what a run will do, pinned as full ids and digests, authenticated
 //! by the state directory's key (the re-checks are in `verify.rs`).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use fs_err as fs;
 
 use bh_git::{GitRunner, Scope};
-use bh_session::Session;
+use bh_session::{ProblemKind, Session};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -254,15 +255,20 @@ pub(crate) fn session_facts(
         });
     }
     let lines: Vec<&[u8]> = path.iter().map(|e| session.line_text(e)).collect();
-    // The validator tolerates bytes that are not UTF-8 (Pi would read them
-    // lossily); a line the run continues from must be exact.
-    if let Some(e) = path
+    // The validator warns of lines that are not UTF-8 (Pi reads them
+    // lossily); a line the run continues from must be exact: refused, in the
+    // validator's words.
+    let on_path: HashSet<usize> = path.iter().map(|e| e.line).collect();
+    let not_utf8: Vec<String> = session
+        .problems()
         .iter()
-        .find(|e| std::str::from_utf8(session.line_text(e)).is_err())
-    {
+        .filter(|p| p.kind == ProblemKind::NotUtf8 && on_path.contains(&p.line))
+        .map(|p| p.to_string())
+        .collect();
+    if !not_utf8.is_empty() {
         return Err(ExecError::SessionInvalid {
             file: file.to_path_buf(),
-            problems: format!("line {}: error: not UTF-8 (entry {})", e.line, e.id),
+            problems: not_utf8.join("; "),
         });
     }
     let workers = std::thread::available_parallelism()

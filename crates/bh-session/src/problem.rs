@@ -46,6 +46,8 @@ pub enum ProblemKind {
     FirstKeptNotOnPath,
     /// The last line has no trailing newline (appends add one first).
     NoTrailingNewline,
+    /// An entry line that is not valid UTF-8 (Pi reads it lossily, with U+FFFD).
+    NotUtf8,
 }
 
 impl ProblemKind {
@@ -65,7 +67,8 @@ impl ProblemKind {
             | ProblemKind::UnknownType
             | ProblemKind::UnknownRole
             | ProblemKind::FirstKeptNotOnPath
-            | ProblemKind::NoTrailingNewline => Severity::Warning,
+            | ProblemKind::NoTrailingNewline
+            | ProblemKind::NotUtf8 => Severity::Warning,
         }
     }
 
@@ -86,6 +89,7 @@ impl ProblemKind {
             ProblemKind::MissingMessage => "missing_message",
             ProblemKind::FirstKeptNotOnPath => "first_kept_not_on_path",
             ProblemKind::NoTrailingNewline => "no_trailing_newline",
+            ProblemKind::NotUtf8 => "not_utf8",
         }
     }
 }

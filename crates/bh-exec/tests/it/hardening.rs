@@ -276,6 +276,14 @@ fn a_session_the_validator_calls_invalid_is_refused_with_its_words() {
     fs::write(&f.session, &bytes).unwrap();
     let err = f.plan(&f.request(ENTRY)).unwrap_err();
     assert!(matches!(err, ExecError::SessionInvalid { .. }), "{err}");
+    let validator = bh_session::Session::load(&f.session).unwrap();
+    let warning = validator
+        .problems()
+        .iter()
+        .find(|p| p.kind == bh_session::ProblemKind::NotUtf8)
+        .unwrap()
+        .to_string();
+    assert!(err.to_string().contains(&warning), "{err} lacks {warning}");
 }
 
 #[test]

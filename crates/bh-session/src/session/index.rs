@@ -131,6 +131,17 @@ impl Session {
                 return;
             }
         };
+        // Pi reads the file as UTF-8 text: bad bytes become U+FFFD, so what
+        // it sees is not what the file holds (the bytes are kept as they are).
+        if std::str::from_utf8(line).is_err() {
+            self.problems.push(Problem::new(
+                line_no,
+                ProblemKind::NotUtf8,
+                head.id.as_str(),
+                "not UTF-8: Pi reads the bad bytes as U+FFFD, so its text differs from the file's"
+                    .to_owned(),
+            ));
+        }
         if !has_nl {
             self.problems.push(Problem::new(
                 line_no,

@@ -213,6 +213,36 @@ fn missing_trailing_newline_is_a_warning() {
 }
 
 #[test]
+fn bytes_that_are_not_utf8_are_a_warning_and_kept() {
+    let mut bytes = format!(
+        "{HEADER}\n{}\n{}\n",
+        entry("aa", None, "one"),
+        entry("bb", Some("aa"), "tw_")
+    )
+    .into_bytes();
+    let at = bytes.iter().rposition(|&b| b == b'_').unwrap();
+    bytes[at] = 0xff;
+    let s = Session::parse(bytes.clone(), None);
+    // Pi loads it (lossily): still valid, with a warning naming line and entry.
+    assert!(s.is_valid(), "{:?}", s.problems());
+    assert!(has(&s, ProblemKind::NotUtf8, 3), "{:?}", s.problems());
+    let p = s
+        .problems()
+        .iter()
+        .find(|p| p.kind == ProblemKind::NotUtf8)
+        .unwrap();
+    assert_eq!(p.severity, Severity::Warning);
+    assert_eq!(p.entry_id.as_deref(), Some("bb"));
+    assert!(
+        p.to_string().starts_with("line 3: warning: not UTF-8"),
+        "{p}"
+    );
+    // The bytes are kept as they are.
+    assert!(s.line_text(s.entry("bb").unwrap()).contains(&0xff));
+    assert_eq!(s.problems().len(), 1, "{:?}", s.problems());
+}
+
+#[test]
 fn duplicate_keys_last_wins_like_json_parse() {
     let text = format!(
         "{HEADER}\n{}\n{{\"type\":\"custom\",\"id\":\"xx\",\"parentId\":null,\"id\":\"bb\",\"parentId\":\"aa\",\"customType\":\"c\"}}\n",
