@@ -8,7 +8,8 @@ use bh_protocol::head::{EntryHead, Nullable};
 use bh_protocol::{EntryType, RawObject, SessionHeader};
 
 use super::scan::{
-    LineScan, PIECE_BYTES, memchr_nl, scan_line, scan_parallel, scan_workers, split_at_newlines,
+    LineScan, PIECE_BYTES, ScannedLine, memchr_nl, scan_line, scan_parallel, scan_workers,
+    split_at_newlines,
 };
 use super::{Entry, Header, Label, Session};
 use crate::problem::{Problem, ProblemKind};
@@ -35,7 +36,7 @@ impl Session {
                 for chunk in scan_parallel(&data, round) {
                     for sl in chunk {
                         line_no += 1;
-                        self.index_line(&data, &mut st, line_no, sl.span, sl.has_nl, sl.scan);
+                        self.index_line(&data, &mut st, line_no, sl);
                     }
                 }
             }
@@ -48,8 +49,13 @@ impl Session {
                     Some(i) => (start + i, start + i + 1, true),
                     None => (len, len, false),
                 };
-                let scan = scan_line(&data[start..end]);
-                self.index_line(&data, &mut st, line_no, (start, end), has_nl, scan);
+                let line = ScannedLine {
+                    span: (start, end),
+                    has_nl,
+                    utf8: std::str::from_utf8(&data[start..end]).is_ok(),
+                    scan: scan_line(&data[start..end]),
+                };
+                self.index_line(&data, &mut st, line_no, line);
                 start = next;
             }
         }
@@ -76,10 +82,14 @@ impl Session {
         data: &[u8],
         st: &mut IndexState,
         line_no: usize,
-        span: (usize, usize),
-        has_nl: bool,
-        scan: LineScan<'_>,
+        scanned: ScannedLine<'_>,
     ) {
+        let ScannedLine {
+            span,
+            has_nl,
+            utf8,
+            scan,
+        } = scanned;
         let line = &data[span.0..span.1];
         let deduped: Vec<u8>;
         let parsed_head = match scan {
@@ -133,7 +143,7 @@ impl Session {
         };
         // Pi reads the file as UTF-8 text: bad bytes become U+FFFD, so what
         // it sees is not what the file holds (the bytes are kept as they are).
-        if std::str::from_utf8(line).is_err() {
+        if !utf8 {
             self.problems.push(Problem::new(
                 line_no,
                 ProblemKind::NotUtf8,

@@ -20,6 +20,8 @@ pub(super) enum LineScan<'a> {
 pub(super) struct ScannedLine<'a> {
     pub(super) span: (usize, usize),
     pub(super) has_nl: bool,
+    /// The line is valid UTF-8 (checked here, on the scanning threads).
+    pub(super) utf8: bool,
     pub(super) scan: LineScan<'a>,
 }
 
@@ -71,6 +73,7 @@ fn scan_range(data: &[u8], from: usize, to: usize) -> Vec<ScannedLine<'_>> {
         out.push(ScannedLine {
             span: (start, end),
             has_nl,
+            utf8: std::str::from_utf8(&data[start..end]).is_ok(),
             scan: scan_line(&data[start..end]),
         });
         start = next;

@@ -93,6 +93,20 @@ fn parallel_scan_matches_sequential() {
     ] {
         assert_same_all_splits(data);
     }
+    // Lines that are not UTF-8 (every user prompt's text), wherever the pieces fall.
+    let mut bad = big(v3, "", min);
+    let hits: Vec<usize> = bad
+        .windows(4)
+        .enumerate()
+        .filter(|(_, w)| *w == b"\"hi\"")
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert!(hits.len() > 10);
+    for i in hits {
+        bad[i] = 0xff;
+    }
+    assert!(parse_with(&bad, 1, PIECE_BYTES).contains("NotUtf8"));
+    assert_same_all_splits(&bad);
     // One long line without a newline: a single chunk.
     let mut one = vec![b' '; min];
     one.push(b'{');
