@@ -52,7 +52,7 @@ impl Session {
                 let line = ScannedLine {
                     span: (start, end),
                     has_nl,
-                    utf8: std::str::from_utf8(&data[start..end]).is_ok(),
+                    utf8: simdutf8::basic::from_utf8(&data[start..end]).is_ok(),
                     scan: scan_line(&data[start..end]),
                 };
                 self.index_line(&data, &mut st, line_no, line);

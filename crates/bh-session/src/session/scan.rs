@@ -73,7 +73,7 @@ fn scan_range(data: &[u8], from: usize, to: usize) -> Vec<ScannedLine<'_>> {
         out.push(ScannedLine {
             span: (start, end),
             has_nl,
-            utf8: std::str::from_utf8(&data[start..end]).is_ok(),
+            utf8: simdutf8::basic::from_utf8(&data[start..end]).is_ok(),
             scan: scan_line(&data[start..end]),
         });
         start = next;
