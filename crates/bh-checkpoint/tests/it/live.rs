@@ -398,3 +398,31 @@ fn uncached_deep_directories_with_spaces_are_read_in_one_go_and_agree() {
     check(&live, &reference, "a file became a directory");
     check(&live, &reference, "after");
 }
+
+#[test]
+fn a_directory_named_with_a_newline_never_desynchronises_the_batch_read() {
+    let f = fx();
+    let p = &f.project;
+    // `<base>:x\nrefs/bh/last` would be two requests to `cat-file --batch`.
+    let evil = p.join("x\nrefs/bh/last");
+    fs::create_dir_all(&evil).unwrap();
+    fs::write(evil.join("f.txt"), "f\n").unwrap();
+    fs::create_dir_all(p.join("plain")).unwrap();
+    fs::write(p.join("plain/g.txt"), "g\n").unwrap();
+    let live = LiveStore::new(Arc::new(f.store()));
+    let reference = reference(&f);
+    check(&live, &reference, "first");
+    check(&live, &reference, "armed");
+    // A removal inside it reaches the base-tree read: the live store steps
+    // aside (an ordinary snapshot) instead of asking git for two trees.
+    let before = live.stats();
+    fs::remove_file(evil.join("f.txt")).unwrap();
+    fs::write(p.join("plain/g.txt"), "g2\n").unwrap();
+    check(&live, &reference, "a removal under the newline directory");
+    assert_eq!(live.stats().fast, before.fast, "{:?}", live.stats());
+    // Every later snapshot still agrees.
+    for step in 0..3 {
+        fs::write(p.join("plain/g.txt"), format!("g{step}\n")).unwrap();
+        check(&live, &reference, &format!("after, step {step}"));
+    }
+}

@@ -57,6 +57,11 @@ impl Live {
                     }
                 }
             }
+            // A request is one line: a name holding a newline would be two
+            // requests, and every later answer would pair with the wrong one.
+            if fetch.iter().any(|d| d.contains(&b'\n')) {
+                return Err(miss("a directory name holds a newline"));
+            }
             // One round: requests bounded in bytes so that they always fit
             // in the pipe while git may be blocked writing answers.
             let h = self.helpers()?;
@@ -81,6 +86,9 @@ impl Live {
                         // Not in the base: a new directory.
                         None => {}
                         Some((oid, kind, body)) => {
+                            if dir.is_empty() && oid != *root {
+                                return Err(miss(format!("asked for tree {root}, got {oid}")));
+                            }
                             if kind != "tree" {
                                 return Err(miss("a file became a directory"));
                             }
