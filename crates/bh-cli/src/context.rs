@@ -126,6 +126,45 @@ pub fn change_dir(dirs: &[PathBuf]) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The `-C` directories in command-line order. clap keeps only the
+/// subcommand's values of a global option given on both sides of it
+/// (`bh -C a checkpoint list -C b` parses as `[b]`), so the ones before the
+/// subcommand are read from `args` (the top-level options up to the first
+/// word that is not one) and put first.
+pub fn chdirs_in_order(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+    parsed: Vec<PathBuf>,
+) -> Vec<PathBuf> {
+    let mut before: Vec<PathBuf> = Vec::new();
+    let mut args = args.into_iter().skip(1);
+    while let Some(arg) = args.next() {
+        let bytes = arg.as_encoded_bytes();
+        match bytes {
+            b"-C" => match args.next() {
+                Some(dir) => before.push(dir.into()),
+                None => break,
+            },
+            b"--state-dir" => {
+                args.next();
+            }
+            _ if bytes.starts_with(b"-C") => {
+                let rest = &bytes[2..];
+                let rest = rest.strip_prefix(b"=").unwrap_or(rest);
+                before.push(
+                    <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(rest).into(),
+                );
+            }
+            _ if bytes.starts_with(b"--state-dir=") || bytes == b"--json" => {}
+            _ => break,
+        }
+    }
+    if before.is_empty() || parsed.starts_with(&before) {
+        return parsed;
+    }
+    before.extend(parsed);
+    before
+}
+
 /// `$XDG_STATE_HOME/better-harness`, else `~/.local/state/better-harness`.
 fn default_state_dir(home: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
     if let Some(xdg) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {

@@ -190,7 +190,7 @@ fn real_main() -> ExitCode {
             }
         };
         let json = cli.json;
-        return match context::change_dir(&cli.chdir)
+        return match context::change_dir(&context::chdirs_in_order(std::env::args_os(), cli.chdir))
             .and_then(|()| Ctx::from_env(cli.state_dir, json))
             .and_then(|ctx| exec::run(cli.command, &ctx))
         {
@@ -220,7 +220,7 @@ fn real_main() -> ExitCode {
         }
     };
     let json = cli.json;
-    let result = context::change_dir(&cli.chdir)
+    let result = context::change_dir(&context::chdirs_in_order(std::env::args_os(), cli.chdir))
         .and_then(|()| Ctx::from_env(cli.state_dir, json))
         .and_then(|ctx| match cli.command {
             Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),

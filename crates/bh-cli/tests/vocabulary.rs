@@ -153,6 +153,15 @@ fn dash_c_runs_as_if_started_there_and_several_compose() {
     // After the subcommand too (a global option), and `-C a -C b` is a/b.
     let doc = env.ok_json(&env.root, &["checkpoint", "list", "-C", "p", "-C", "sub"]);
     assert_eq!(doc["project"], env.project.to_str().unwrap());
+    // Before and after the subcommand: all of them, in order (clap alone
+    // keeps only the ones after it).
+    let doc = env.ok_json(&env.root, &["-C", "p", "checkpoint", "list", "-C", "sub"]);
+    assert_eq!(doc["project"], env.project.to_str().unwrap());
+    let doc = env.ok_json(
+        &env.root,
+        &["-Cp", "checkpoint", "list", "-C", "sub"],
+    );
+    assert_eq!(doc["project"], env.project.to_str().unwrap());
     // An absolute DIR replaces what came before (as git).
     let doc = env.ok_json(
         &env.root,
