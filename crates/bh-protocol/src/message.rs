@@ -91,30 +91,76 @@ pub fn js_number<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error>
     }
 }
 
-/// Costs in USD, as Pi stores them (`JSON.stringify` number formatting).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Costs in USD, as Pi stores them (`JSON.stringify` number formatting): the
+/// five sums, then the other keys in name order, `totalFromProvider` among them.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Cost {
-    #[serde(default, serialize_with = "js_number")]
+    #[serde(default)]
     pub input: f64,
-    #[serde(default, serialize_with = "js_number")]
+    #[serde(default)]
     pub output: f64,
-    #[serde(default, serialize_with = "js_number")]
+    #[serde(default)]
     pub cache_read: f64,
-    #[serde(default, serialize_with = "js_number")]
+    #[serde(default)]
     pub cache_write: f64,
-    #[serde(default, serialize_with = "js_number")]
+    #[serde(default)]
     pub total: f64,
     /// Pi 1.6's `totalFromProvider` (a field, not an `extra` entry: every
     /// message has it, and a one-entry map costs a B-tree node per message).
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "present")]
     pub total_from_provider: Option<Value>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// A number serialised by [`js_number`].
+struct Js(f64);
+
+impl Serialize for Js {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        js_number(&self.0, s)
+    }
+}
+
+impl Serialize for Cost {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("input", &Js(self.input))?;
+        m.serialize_entry("output", &Js(self.output))?;
+        m.serialize_entry("cacheRead", &Js(self.cache_read))?;
+        m.serialize_entry("cacheWrite", &Js(self.cache_write))?;
+        m.serialize_entry("total", &Js(self.total))?;
+        serialize_merged(
+            &mut m,
+            &self.extra,
+            &[("totalFromProvider", &self.total_from_provider)],
+        )?;
+        m.end()
+    }
+}
+
+/// `extra`'s keys in name order with `fields` (sorted by name, skipped when
+/// `None`) each in its place: what a map of them all would serialise as.
+fn serialize_merged<M: serde::ser::SerializeMap>(
+    m: &mut M,
+    extra: &BTreeMap<String, Value>,
+    fields: &[(&str, &Option<Value>)],
+) -> Result<(), M::Error> {
+    let mut rest = extra.iter().map(|(k, v)| (k.as_str(), v)).peekable();
+    for &(k, v) in fields {
+        while let Some((ek, ev)) = rest.next_if(|(ek, _)| *ek < k) {
+            m.serialize_entry(ek, ev)?;
+        }
+        if let Some(v) = v {
+            m.serialize_entry(k, v)?;
+        }
+    }
+    for (ek, ev) in rest {
+        m.serialize_entry(ek, ev)?;
+    }
+    Ok(())
 }
 
 /// Token usage. Serialised in Pi's key order: the OpenAI-style wires (Pi 1.6's
@@ -225,21 +271,14 @@ impl Serialize for AssistantMessage {
             m.serialize_entry("errorMessage", e)?;
         }
         // The other keys in name order, `durationMs` and `thinkingLevel` in their places.
-        let mut rest = self.extra.iter().map(|(k, v)| (k.as_str(), v)).peekable();
-        for (k, v) in [
-            ("durationMs", &self.duration_ms),
-            ("thinkingLevel", &self.thinking_level),
-        ] {
-            while let Some((ek, ev)) = rest.next_if(|(ek, _)| *ek < k) {
-                m.serialize_entry(ek, ev)?;
-            }
-            if let Some(v) = v {
-                m.serialize_entry(k, v)?;
-            }
-        }
-        for (ek, ev) in rest {
-            m.serialize_entry(ek, ev)?;
-        }
+        serialize_merged(
+            &mut m,
+            &self.extra,
+            &[
+                ("durationMs", &self.duration_ms),
+                ("thinkingLevel", &self.thinking_level),
+            ],
+        )?;
         m.end()
     }
 }
@@ -373,6 +412,14 @@ mod tests {
         let m: AssistantMessage = serde_json::from_str(&odd).unwrap();
         assert_eq!(m.extra.len(), 3);
         assert_eq!(serde_json::to_string(&m).unwrap(), odd);
+        // Unknown cost keys keep their name order around totalFromProvider.
+        let costs = odd.replace(
+            r#""total":0.000051,"totalFromProvider":false}"#,
+            r#""total":0.000051,"reasoning":1,"totalFromProvider":false,"zeta":2}"#,
+        );
+        let m: AssistantMessage = serde_json::from_str(&costs).unwrap();
+        assert_eq!(m.usage.cost.extra.len(), 2);
+        assert_eq!(serde_json::to_string(&m).unwrap(), costs);
         // A key present as null stays (a missing one stays missing).
         let nulls = odd
             .replace(r#""claude-sonnet-4-5-20250929""#, "null")
