@@ -179,15 +179,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// clap's help, version or usage error, printed; a reader that went away
+/// (`bh --help | head -1`) ends it quietly like any other output.
+fn clap_exit(err: &clap::Error) -> ExitCode {
+    match err.print() {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::from(error::EXIT_PIPE_CLOSED)
+        }
+        _ => ExitCode::from(if err.use_stderr() { 2 } else { 0 }),
+    }
+}
+
 fn real_main() -> ExitCode {
     if invoked_as_executor() {
         let cli = match parse::<ExecCli>(with_exit_codes(ExecCli::command(), true)) {
             Ok(cli) => cli,
-            Err(err) => {
-                let code = if err.use_stderr() { 2 } else { 0 };
-                let _ = err.print();
-                return ExitCode::from(code);
-            }
+            Err(err) => return clap_exit(&err),
         };
         let json = cli.json;
         return match context::change_dir(&context::chdirs_in_order(std::env::args_os(), cli.chdir))
@@ -214,9 +221,7 @@ fn real_main() -> ExitCode {
                 error::CliError::usage(first).report(true);
                 return ExitCode::from(2);
             }
-            let code = if err.use_stderr() { 2 } else { 0 };
-            let _ = err.print();
-            return ExitCode::from(code);
+            return clap_exit(&err);
         }
     };
     let json = cli.json;

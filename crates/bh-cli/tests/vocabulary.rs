@@ -157,10 +157,7 @@ fn dash_c_runs_as_if_started_there_and_several_compose() {
     // keeps only the ones after it).
     let doc = env.ok_json(&env.root, &["-C", "p", "checkpoint", "list", "-C", "sub"]);
     assert_eq!(doc["project"], env.project.to_str().unwrap());
-    let doc = env.ok_json(
-        &env.root,
-        &["-Cp", "checkpoint", "list", "-C", "sub"],
-    );
+    let doc = env.ok_json(&env.root, &["-Cp", "checkpoint", "list", "-C", "sub"]);
     assert_eq!(doc["project"], env.project.to_str().unwrap());
     // An absolute DIR replaces what came before (as git).
     let doc = env.ok_json(
