@@ -182,15 +182,26 @@ fn catch_signals() {
             signal(SignalKind::hangup()),
         )
     };
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (int, term, hup) else {
+    // Whichever registered is listened to (one that did not would leave its
+    // signal caught by the others' handler and never answered).
+    if int.is_err() && term.is_err() && hup.is_err() {
         return;
-    };
+    }
+    async fn first(sig: Option<tokio::signal::unix::Signal>) {
+        match sig {
+            Some(mut s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    let (int, term, hup) = (int.ok(), term.ok(), hup.ok());
     std::thread::spawn(move || {
         rt.block_on(async {
             tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
+                () = first(int) => {}
+                () = first(term) => {}
+                () = first(hup) => {}
             }
         });
         // Tokio never restores the default action: later signals are ignored.
