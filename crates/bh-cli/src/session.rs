@@ -135,7 +135,11 @@ fn cli_err(err: SessionError) -> CliError {
 }
 
 fn load(ctx: &Ctx, file: &Path) -> Result<Session, CliError> {
-    let path = crate::names::session_path(ctx, file)?;
+    load_resolved(&crate::names::session_path(ctx, file)?, file)
+}
+
+/// [`load`] of `path`, what `file` (as the user gave it) resolved to.
+fn load_resolved(path: &Path, file: &Path) -> Result<Session, CliError> {
     if path.is_dir() {
         return Err(CliError::new(
             ErrorKind::Usage,
@@ -512,8 +516,9 @@ fn fork(
     cwd: Option<PathBuf>,
     out_path: Option<PathBuf>,
 ) -> Result<(), CliError> {
+    // Resolved once: the file forked is the file read.
     let src_path = crate::names::session_path(ctx, file)?;
-    let s = load(ctx, file)?;
+    let s = load_resolved(&src_path, file)?;
     if s.header().is_none() {
         return Err(CliError::new(
             ErrorKind::Invalid,
