@@ -9,7 +9,7 @@ use bh_git::parse;
 
 use crate::error::Result;
 use crate::meta::Skipped;
-use crate::snapshot::nul_join;
+use crate::snapshot::{OnProgress, SnapshotProgress, nul_join};
 use crate::store::{Store, trim_line};
 
 impl Store {
@@ -19,7 +19,7 @@ impl Store {
     /// first snapshot skip re-hashing every unchanged file. Entries whose bytes
     /// the user's git converts (attributes, autocrlf) are dropped from the seed
     /// so they are re-read raw. Returns `None` when seeding does not apply.
-    pub(crate) fn seed(&self) -> Result<Option<Vec<Skipped>>> {
+    pub(crate) fn seed(&self, progress: OnProgress<'_>) -> Result<Option<Vec<Skipped>>> {
         let Some(user) = &self.user else {
             return Ok(None);
         };
@@ -45,6 +45,8 @@ impl Store {
         {
             return Ok(None);
         }
+        // Seeding from here on (said only now: any guard above declines it).
+        progress(SnapshotProgress::Seeding);
         link_objects(
             &user.common_dir.join("objects"),
             &self.git_dir.join("objects"),

@@ -254,16 +254,7 @@ impl Store {
         let mut seeded = false;
         let mut seed_skipped = Vec::new();
         if !index.exists()
-            && let Some(skipped) = {
-                if self
-                    .user
-                    .as_ref()
-                    .is_some_and(|u| u.is_top && u.index.is_file())
-                {
-                    progress(SnapshotProgress::Seeding);
-                }
-                self.seed()?
-            }
+            && let Some(skipped) = self.seed(progress)?
         {
             seeded = true;
             seed_skipped = skipped;

@@ -334,3 +334,34 @@ fn restore_replaces_files_folders_and_symlinks_in_every_mode() {
 }
 
 mod live;
+
+#[test]
+fn seeding_is_reported_only_when_the_shadow_is_seeded() {
+    let seeded = |autocrlf: &str| {
+        let f = fx();
+        let git = |args: &[&str]| {
+            let out = bh_test_support::git_command()
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .current_dir(&f.project)
+                .env("HOME", f.root.join("home"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["config", "core.autocrlf", autocrlf]);
+        fs::write(f.project.join("a.txt"), "one\n").unwrap();
+        git(&["add", "a.txt"]);
+        git(&["commit", "-q", "-m", "base"]);
+        let steps = std::sync::Mutex::new(Vec::new());
+        f.store()
+            .snapshot_with_progress(&req("write"), &|p| steps.lock().unwrap().push(p))
+            .unwrap();
+        let steps = steps.into_inner().unwrap();
+        steps.contains(&bh_checkpoint::SnapshotProgress::Seeding)
+    };
+    assert!(seeded("false"));
+    // autocrlf declines seeding (the index holds converted blobs): not said.
+    assert!(!seeded("true"));
+}
