@@ -12,6 +12,9 @@ use std::process::{Command, Stdio};
 use assert_cmd::prelude::*;
 use serde_json::Value;
 
+#[path = "rewind/pi.rs"]
+mod pi;
+
 /// Two prompts, each changing files: a.txt written, then b.txt written and a.txt edited.
 const SCRIPT: &str = r#"
 {"toolCalls": [{"name": "write", "arguments": {"path": "a.txt", "content": "one\n"}}]}
