@@ -69,7 +69,7 @@ impl Store {
         let mut best: Option<&Checkpoint> = None;
         // Recorded by tool results below the entry (bh agent).
         for r in q.recorded {
-            if !q.subtree.contains(r.entry.as_str()) {
+            if r.entry == q.entry || !q.subtree.contains(r.entry.as_str()) {
                 continue;
             }
             match find(&r.checkpoint) {

@@ -460,3 +460,31 @@ fn a_reused_checkpoint_is_found_through_the_tool_result() {
     assert_eq!(env.read("a.txt"), "one\n");
     assert!(!env.repo.join("b.txt").exists(), "{out}");
 }
+
+/// Rewinding to a tool result keeps its own call's effect (its
+/// `details.checkpoint` was taken before that call, so it does not count);
+/// rewinding to the assistant entry that made the calls undoes them all.
+#[test]
+fn a_tool_result_keeps_its_own_call_and_its_assistant_entry_does_not() {
+    let env = Env::new();
+    let lines = env.lines();
+    let results: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v["message"]["role"] == "toolResult")
+        .collect();
+    // The second prompt's results: write b.txt, then edit a.txt.
+    let wrote_b = results[1]["id"].as_str().unwrap();
+    let assistant = results[1]["parentId"].as_str().unwrap();
+    let (code, out, err) = env.restore(&["--entry", wrote_b]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        env.read("b.txt"),
+        "two\n",
+        "the write of entry {wrote_b} stays"
+    );
+    assert_eq!(env.read("a.txt"), "one\n", "the later edit is undone");
+    let (code, out, err) = env.restore(&["--entry", assistant]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(env.read("a.txt"), "one\n");
+    assert!(!env.repo.join("b.txt").exists(), "{out}");
+}
