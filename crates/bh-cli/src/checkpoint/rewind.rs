@@ -59,6 +59,28 @@ pub(crate) fn restore_files(
     Ok(Some((cp, outcome)))
 }
 
+/// A failure after the files were rewound (moving the session's leaf): says
+/// that they were, and how to undo them (`undo`, a command), in the message
+/// and, under `--json`, in the document printed with the error.
+pub(crate) fn files_already_rewound(
+    e: CliError,
+    (cp, r): &(Checkpoint, RestoreOutcome),
+    undo: &str,
+) -> CliError {
+    let message = format!(
+        "{}; the files were already rewound to checkpoint {} ({} written, {} deleted); undo with: {undo}",
+        e.message,
+        cp.id,
+        r.restored.len(),
+        r.deleted.len()
+    );
+    CliError {
+        message,
+        details: Some(json!({ "checkpoint": cp, "restore": r, "undo": undo })),
+        ..e
+    }
+}
+
 /// Says there was nothing to restore after `entry`.
 pub(crate) fn no_checkpoint(entry: &str) -> String {
     format!(
@@ -99,7 +121,16 @@ pub(crate) fn run(
     }
     let leaf = if rewind_session {
         let to = bh_runtime::conversation_leaf(&session, target);
-        let appended = bh_runtime::move_leaf(&file, to.as_deref()).map_err(rewind_error)?;
+        let appended = bh_runtime::move_leaf(&file, to.as_deref())
+            .map_err(rewind_error)
+            .map_err(|e| match &files {
+                Some(done) => files_already_rewound(
+                    e,
+                    done,
+                    &format!("bh checkpoint restore {} --exact", done.1.safety.id),
+                ),
+                None => e,
+            })?;
         Some((to, appended))
     } else {
         None

@@ -132,3 +132,60 @@ fn a_checkpoint_reused_by_a_pi_call_is_found_through_the_server_journal() {
     assert_eq!(env.read("a.txt"), "one\n");
     assert!(!env.repo.join("b.txt").exists());
 }
+
+/// A session kept inside the project, written after its calls' checkpoints:
+/// an exact rewind of the files deletes it, so moving its leaf then fails.
+/// The error says the files were rewound and names the undo, as text and
+/// under `--json`; the undo brings the session back.
+#[test]
+fn a_leaf_move_failing_after_the_files_names_their_undo() {
+    let entries = [
+        entry("aaaa0001", None, "user"),
+        entry("aaaa0002", Some("aaaa0001"), "assistant"),
+        entry("aaaa0003", Some("aaaa0002"), "toolResult"),
+    ];
+    for json_out in [false, true] {
+        let env = Env::pi(&entries);
+        env.serve_snapshot("aaaa0002");
+        env.write("a.txt", "one\n");
+        let inside = env.repo.join("pi-session.jsonl");
+        fs_err::rename(&env.session, &inside).unwrap();
+        let mut cmd = env.bh();
+        if json_out {
+            cmd.arg("--json");
+        }
+        let out = cmd
+            .args(["checkpoint", "restore", "--session"])
+            .arg(&inside)
+            .args(["--entry", "aaaa0002", "--rewind-session"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{out:?}");
+        assert!(!inside.exists(), "the rewind deleted the session file");
+        assert!(!env.repo.join("a.txt").exists());
+        let undo_id = if json_out {
+            let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let message = doc["error"]["message"].as_str().unwrap();
+            assert!(message.contains("already rewound"), "{doc:#}");
+            let undo = doc["undo"].as_str().unwrap();
+            assert!(undo.starts_with("bh checkpoint restore "), "{doc:#}");
+            assert!(message.contains(undo), "{doc:#}");
+            doc["restore"]["safety"]["id"].as_str().unwrap().to_owned()
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("the files were already rewound"), "{err}");
+            let tail = err.split("undo with: bh checkpoint restore ").nth(1);
+            let id = tail.unwrap().split_whitespace().next().unwrap().to_owned();
+            assert!(err.contains(&format!("{id} --exact")), "{err}");
+            id
+        };
+        let back = env
+            .bh()
+            .args(["checkpoint", "restore", &undo_id, "--exact"])
+            .output()
+            .unwrap();
+        assert!(back.status.success(), "{back:?}");
+        assert!(inside.exists(), "the undo brings the session back");
+        assert_eq!(env.read("a.txt"), "one\n");
+    }
+}
