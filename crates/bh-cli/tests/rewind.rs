@@ -488,3 +488,35 @@ fn a_tool_result_keeps_its_own_call_and_its_assistant_entry_does_not() {
     assert_eq!(env.read("a.txt"), "one\n");
     assert!(!env.repo.join("b.txt").exists(), "{out}");
 }
+
+/// A checkpoint id read from the session file is matched exactly: `latest`
+/// (or a prefix) there is not taken as the store's newest checkpoint but
+/// refused by name, and nothing changes.
+#[test]
+fn a_recorded_checkpoint_named_latest_is_not_the_newest() {
+    let env = Env::new();
+    let last = env.lines().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let forged = serde_json::json!({
+        "type": "message", "id": "feed0001", "parentId": last,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "message": {"role": "toolResult", "toolCallId": "x", "toolName": "write",
+                    "content": [{"type": "text", "text": "ok"}], "isError": false,
+                    "details": {"checkpoint": "latest"}, "timestamp": 1}
+    });
+    let mut text = fs_err::read_to_string(&env.session).unwrap();
+    text.push_str(&format!("{forged}\n"));
+    fs_err::write(&env.session, text).unwrap();
+    let (code, out, err) = env.restore(&["--entry", &last]);
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(
+        err.contains(
+            "the checkpoint latest taken before the call whose result is entry feed0001 is gone"
+        ),
+        "{err}"
+    );
+    assert_eq!(env.read("a.txt"), "ONE\n");
+    assert_eq!(env.read("b.txt"), "two\n");
+}
