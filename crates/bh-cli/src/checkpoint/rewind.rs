@@ -17,27 +17,19 @@ use crate::error::{CliError, ErrorKind, print_json};
 
 /// The exit-code kind of each rewind failure.
 pub(crate) fn rewind_error(e: RewindError) -> CliError {
-    let kind = match &e {
-        RewindError::BadEntryId { .. } => ErrorKind::Usage,
-        RewindError::NoSuchEntry { .. } | RewindError::CheckpointGone { .. } => ErrorKind::NotFound,
-        RewindError::AmbiguousEntry { .. } => ErrorKind::Ambiguous,
-        RewindError::OtherProject { .. } => ErrorKind::Refused,
-        RewindError::Store { .. } => {
-            let RewindError::Store { source, project } = e else {
-                return CliError::internal("unreachable");
-            };
+    let kind = match e {
+        RewindError::Store { source, project } => {
             let inner = checkpoint_error(*source);
             return CliError::new(
                 inner.kind,
                 format!("checkpoints of {}: {}", project.display(), inner.message),
             );
         }
-        RewindError::Session(_) => {
-            let RewindError::Session(s) = e else {
-                return CliError::internal("unreachable");
-            };
-            return crate::agent::session_error(s);
-        }
+        RewindError::Session(s) => return crate::agent::session_error(s),
+        RewindError::BadEntryId { .. } => ErrorKind::Usage,
+        RewindError::NoSuchEntry { .. } | RewindError::CheckpointGone { .. } => ErrorKind::NotFound,
+        RewindError::AmbiguousEntry { .. } => ErrorKind::Ambiguous,
+        RewindError::OtherProject { .. } => ErrorKind::Refused,
     };
     CliError::new(kind, e.to_string())
 }
