@@ -34,6 +34,12 @@ pub enum CheckpointError {
         "no checkpoint matches {id:?} (ids are `latest` or prefixes of at least 4 hex digits; see `bh checkpoint list`)"
     )]
     UnknownCheckpoint { id: String },
+    /// A checkpoint a session or the call journal names for a call, which the
+    /// store no longer has: refused rather than answered with another.
+    #[error(
+        "the checkpoint {checkpoint} taken before {call} is gone (pruned?, or another project's)"
+    )]
+    CallCheckpointGone { checkpoint: String, call: String },
     #[error("checkpoint id {id:?} is ambiguous; it matches {candidates}")]
     AmbiguousCheckpoint { id: String, candidates: String },
     #[error("path {path} is outside the project {project}")]
@@ -78,7 +84,9 @@ impl CheckpointError {
             | BadProject { .. }
             | PathOutside { .. }
             | DirectoryConflict { .. } => ErrorClass::Refused,
-            UnknownCheckpoint { .. } | PathNotInCheckpoint { .. } => ErrorClass::NotFound,
+            UnknownCheckpoint { .. } | CallCheckpointGone { .. } | PathNotInCheckpoint { .. } => {
+                ErrorClass::NotFound
+            }
             AmbiguousCheckpoint { .. } | InvalidArgument(_) => ErrorClass::Usage,
             Git(_) | Io { .. } | Corrupt { .. } => ErrorClass::Internal,
         }

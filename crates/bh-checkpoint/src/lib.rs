@@ -18,7 +18,9 @@
 mod apply;
 mod compare;
 mod diff;
+mod entry;
 mod error;
+mod journal;
 mod live;
 mod meta;
 mod paths;
@@ -33,11 +35,15 @@ mod user;
 
 pub use compare::CompareOutcome;
 pub use diff::{DiffEntry, DiffOutcome, DiffText};
+pub use entry::{EntryCalls, Recorded};
 pub use error::{CheckpointError, ErrorClass, Result};
+pub use journal::{Call, Compacted, Journal};
 pub use live::{LiveStats, LiveStore};
 pub use meta::{Checkpoint, CheckpointKind, Skipped, SnapshotRequest};
 pub use paths::project_relative;
 pub use prune::{PruneOutcome, PrunePolicy};
 pub use restore::{RestoreMode, RestoreOutcome};
 pub use snapshot::{OnProgress, SnapshotOutcome, SnapshotProgress, human_size};
-pub use store::{DEFAULT_MAX_FILE_SIZE, ProgressFn, Store, StoreOptions};
+pub use store::{
+    DEFAULT_MAX_FILE_SIZE, ProgressFn, Store, StoreOptions, call_journal_path, project_key,
+};

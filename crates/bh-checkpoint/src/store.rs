@@ -81,6 +81,8 @@ pub struct Store {
     /// descriptor (see `trust`).
     pub(crate) root: PathBuf,
     pub(crate) git_dir: PathBuf,
+    /// The state directory the store was opened under (absolute).
+    pub(crate) state_dir: PathBuf,
     _trusted: crate::trust::TrustedDir,
     pub(crate) runner: GitRunner,
     pub(crate) user: Option<UserRepo>,
@@ -143,8 +145,23 @@ fn store_name(project: &Path) -> String {
         .collect();
     let base = base.trim_start_matches('.');
     let base = if base.is_empty() { "project" } else { base };
+    format!("{base}-{}", project_key(project))
+}
+
+/// The key naming one project's files under the state directory: the first
+/// 16 hex digits of the SHA-256 of its canonical path (its store folder's
+/// suffix, and `<state>/serve/<key>.*` of its checkpoint server).
+pub fn project_key(project: &Path) -> String {
     let digest = Sha256::digest(project.as_os_str().as_bytes());
-    format!("{base}-{}", &hex::encode(digest)[..16])
+    hex::encode(digest)[..16].to_owned()
+}
+
+/// The call journal of `project`'s checkpoint server:
+/// `<state>/serve/<key>.calls` ([`project_key`]).
+pub fn call_journal_path(state_dir: &Path, project: &Path) -> PathBuf {
+    state_dir
+        .join("serve")
+        .join(format!("{}.calls", project_key(project)))
 }
 
 /// Writes `data` to `path` atomically, private to the user (`bh_fs`).
@@ -263,6 +280,7 @@ impl Store {
             git_dir: trusted.access.join("git"),
             root: trusted.access.clone(),
             dir: trusted.path.clone(),
+            state_dir,
             _trusted: trusted,
             project,
             runner: runner.clone(),
@@ -293,6 +311,12 @@ impl Store {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The project's call journal (written by its checkpoint server; read by
+    /// every rewind, see [`Store::checkpoint_at_entry`]).
+    pub fn call_journal(&self) -> crate::Journal {
+        crate::Journal::new(call_journal_path(&self.state_dir, &self.project))
     }
 
     /// Takes the store lock, waiting for other processes.

@@ -12,6 +12,9 @@ use std::process::{Command, Stdio};
 use assert_cmd::prelude::*;
 use serde_json::Value;
 
+#[path = "rewind/pi.rs"]
+mod pi;
+
 /// Two prompts, each changing files: a.txt written, then b.txt written and a.txt edited.
 const SCRIPT: &str = r#"
 {"toolCalls": [{"name": "write", "arguments": {"path": "a.txt", "content": "one\n"}}]}
@@ -456,4 +459,64 @@ fn a_reused_checkpoint_is_found_through_the_tool_result() {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(env.read("a.txt"), "one\n");
     assert!(!env.repo.join("b.txt").exists(), "{out}");
+}
+
+/// Rewinding to a tool result keeps its own call's effect (its
+/// `details.checkpoint` was taken before that call, so it does not count);
+/// rewinding to the assistant entry that made the calls undoes them all.
+#[test]
+fn a_tool_result_keeps_its_own_call_and_its_assistant_entry_does_not() {
+    let env = Env::new();
+    let lines = env.lines();
+    let results: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v["message"]["role"] == "toolResult")
+        .collect();
+    // The second prompt's results: write b.txt, then edit a.txt.
+    let wrote_b = results[1]["id"].as_str().unwrap();
+    let assistant = results[1]["parentId"].as_str().unwrap();
+    let (code, out, err) = env.restore(&["--entry", wrote_b]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        env.read("b.txt"),
+        "two\n",
+        "the write of entry {wrote_b} stays"
+    );
+    assert_eq!(env.read("a.txt"), "one\n", "the later edit is undone");
+    let (code, out, err) = env.restore(&["--entry", assistant]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(env.read("a.txt"), "one\n");
+    assert!(!env.repo.join("b.txt").exists(), "{out}");
+}
+
+/// A checkpoint id read from the session file is matched exactly: `latest`
+/// (or a prefix) there is not taken as the store's newest checkpoint but
+/// refused by name, and nothing changes.
+#[test]
+fn a_recorded_checkpoint_named_latest_is_not_the_newest() {
+    let env = Env::new();
+    let last = env.lines().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let forged = serde_json::json!({
+        "type": "message", "id": "feed0001", "parentId": last,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "message": {"role": "toolResult", "toolCallId": "x", "toolName": "write",
+                    "content": [{"type": "text", "text": "ok"}], "isError": false,
+                    "details": {"checkpoint": "latest"}, "timestamp": 1}
+    });
+    let mut text = fs_err::read_to_string(&env.session).unwrap();
+    text.push_str(&format!("{forged}\n"));
+    fs_err::write(&env.session, text).unwrap();
+    let (code, out, err) = env.restore(&["--entry", &last]);
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(
+        err.contains(
+            "the checkpoint latest taken before the call whose result is entry feed0001 is gone"
+        ),
+        "{err}"
+    );
+    assert_eq!(env.read("a.txt"), "ONE\n");
+    assert_eq!(env.read("b.txt"), "two\n");
 }

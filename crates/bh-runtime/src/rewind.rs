@@ -1,21 +1,17 @@
 //! Rewinding a session to an entry: which entry a person means (the whole id
 //! or a unique prefix of at least four hex digits), where the conversation
 //! continues from, and which checkpoint holds the files as they were there —
-//! the one taken before the first mutating tool call at or after the entry.
-//!
-//! "After the entry" is its subtree: every entry that descends from it, on any
-//! branch (on the active branch that is the calls that followed it; a branch
-//! abandoned earlier may have changed the files first). Each call's checkpoint
-//! is known two ways, both used: the id a tool result records in
-//! `details.checkpoint` (`bh agent`; exact even when a snapshot was reused
-//! because nothing had changed), and the session and entry a checkpoint is
-//! tagged with (the Pi extension and the hook). The earliest of them wins.
-//! Undo points (`pre-restore`) never count.
+//! [`bh_checkpoint::Store::checkpoint_at_entry`], the one answer the
+//! checkpoint server gives too, told the entry's whole subtree (every entry
+//! that descends from it, on any branch), the checkpoints the session's tool
+//! results record in `details.checkpoint`, and the session id (the call
+//! journal and the store's tags). See that function's module for what
+//! "after the entry" means and which calls count.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use bh_checkpoint::{Checkpoint, CheckpointError, Store};
+use bh_checkpoint::{Checkpoint, CheckpointError, EntryCalls, Recorded, Store};
 use bh_session::{Entry, Session, SessionWriter, SummaryKind, summarize_entry};
 
 /// Hex digits an entry id prefix needs at least.
@@ -47,14 +43,11 @@ pub enum RewindError {
         recorded: String,
         project: PathBuf,
     },
-    /// A tool result names a checkpoint the store no longer has.
-    #[error(
-        "{file}: the checkpoint {checkpoint} recorded by entry {entry} is not in the store of {project} (pruned, or another project's)"
-    )]
+    /// A tool result or the call journal names a checkpoint the store no
+    /// longer has.
+    #[error("{file}: {source} (store of {project})")]
     CheckpointGone {
         file: PathBuf,
-        entry: String,
-        checkpoint: String,
         project: PathBuf,
         #[source]
         source: Box<CheckpointError>,
@@ -117,59 +110,49 @@ pub fn conversation_leaf(session: &Session, entry: &Entry) -> Option<String> {
 }
 
 /// The checkpoint holding the files as they were at `entry`: the one taken
-/// before the first mutating tool call at or after it (see the module docs).
-/// `None` when no call with a checkpoint followed. Refuses a session recorded
-/// outside the store's project.
+/// before the first mutating call after it (see the module docs). `None` when
+/// no call with a checkpoint followed. Refuses a session recorded outside the
+/// store's project.
 pub fn files_checkpoint(
     session: &Session,
     store: &Store,
     entry: &Entry,
 ) -> Result<Option<Checkpoint>, RewindError> {
-    let file = session_file(session);
     check_project(session, store)?;
     let subtree = subtree(session, &entry.id);
-    let store_err = |source| RewindError::Store {
-        project: store.project().to_path_buf(),
-        source: Box::new(source),
+    let recorded: Vec<Recorded> = session
+        .entries()
+        .iter()
+        .filter(|e| subtree.contains(e.id.as_str()))
+        .filter_map(|e| {
+            summarize_entry(session, e)
+                .checkpoint
+                .map(|checkpoint| Recorded {
+                    entry: e.id.clone(),
+                    checkpoint,
+                })
+        })
+        .collect();
+    let calls = EntryCalls {
+        session: session.header().map(|h| h.id.as_str()),
+        entry: &entry.id,
+        subtree: &subtree,
+        recorded: &recorded,
     };
-    let mut best: Option<Checkpoint> = None;
-    let mut consider = |cp: Checkpoint| {
-        if cp.kind != bh_checkpoint::CheckpointKind::PreRestore
-            && best.as_ref().is_none_or(|b| cp.seq < b.seq)
-        {
-            best = Some(cp);
+    store.checkpoint_at_entry(&calls).map_err(|source| {
+        let project = store.project().to_path_buf();
+        match source {
+            CheckpointError::CallCheckpointGone { .. } => RewindError::CheckpointGone {
+                file: session_file(session),
+                project,
+                source: Box::new(source),
+            },
+            source => RewindError::Store {
+                project,
+                source: Box::new(source),
+            },
         }
-    };
-    // Recorded by the tool results (bh agent).
-    for e in session.entries() {
-        if !subtree.contains(e.id.as_str()) {
-            continue;
-        }
-        if let Some(id) = summarize_entry(session, e).checkpoint {
-            match store.resolve(&id) {
-                Ok(cp) => consider(cp),
-                Err(source @ CheckpointError::UnknownCheckpoint { .. }) => {
-                    return Err(RewindError::CheckpointGone {
-                        file,
-                        entry: e.id.clone(),
-                        checkpoint: id,
-                        project: store.project().to_path_buf(),
-                        source: Box::new(source),
-                    });
-                }
-                Err(e) => return Err(store_err(e)),
-            }
-        }
-    }
-    // Tagged with the session and an entry of the subtree (hooks, the Pi extension).
-    let session_id = session.header().map(|h| h.id.as_str());
-    for cp in store.list().map_err(store_err)? {
-        let ours = session_id.is_some() && cp.session.as_deref() == session_id;
-        if ours && cp.entry.as_deref().is_some_and(|e| subtree.contains(e)) {
-            consider(cp);
-        }
-    }
-    Ok(best)
+    })
 }
 
 /// Makes `leaf` the session file's active leaf for Pi and for `bh`: appends an

@@ -20,13 +20,13 @@
 //! and the server's uid before sending anything.
 //!
 //! The service ([`Service`]) uses only `bh-checkpoint`'s public API; the one
-//! thing it keeps besides the store is a per-project call journal (which
-//! checkpoint stood before each tagged call, reused ones included), so that
-//! `restore_to_entry` finds the right checkpoint even when a snapshot was
-//! debounced into an older one.
+//! thing it writes besides the store is the project's call journal
+//! ([`bh_checkpoint::Journal`]: which checkpoint stood before each tagged
+//! call, reused ones included), so that `restore_to_entry` — and every other
+//! rewind, through [`bh_checkpoint::Store::checkpoint_at_entry`] — finds the
+//! right checkpoint even when a snapshot was debounced into an older one.
 
 mod error;
-mod journal;
 mod service;
 mod socket;
 

@@ -6,13 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bh_checkpoint::{
-    Checkpoint, CheckpointError, DiffText, ErrorClass, LiveStore, PrunePolicy, RestoreMode,
-    SnapshotRequest,
+    Call, Checkpoint, CheckpointError, DiffText, EntryCalls, ErrorClass, Journal, LiveStore,
+    PrunePolicy, RestoreMode, SnapshotRequest,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-
-use crate::journal::{Call, Journal};
 
 /// The call journal is first compacted once it is this large (about 5,000
 /// calls); after that, whenever it has doubled since the last compaction.
@@ -381,10 +379,9 @@ impl Service {
         }
     }
 
-    /// The checkpoint taken before the first mutating call at or after
-    /// `entry` on `branch` (calls are tagged with the assistant entry that
-    /// made them, so a call of `entry` itself counts): from the call journal
-    /// when it knows one, else from the store's own tags. `None` when no
+    /// The checkpoint holding the files as they were at `entry`
+    /// ([`bh_checkpoint::Store::checkpoint_at_entry`]): `branch` from `entry`
+    /// on is the part of its subtree this server is told. `None` when no
     /// tagged call followed.
     fn checkpoint_after(
         &self,
@@ -398,37 +395,13 @@ impl Service {
                 format!("entry {entry} is not on the branch given"),
             ));
         };
-        let after: HashSet<&str> = branch[pos..].iter().map(String::as_str).collect();
-        let from_journal = self
-            .journal
-            .calls()?
-            .into_iter()
-            .find(|c| c.session == session && after.contains(c.entry.as_str()));
-        if let Some(call) = from_journal {
-            return match self.live.store().resolve(&call.commit) {
-                Ok(cp) => Ok(Some(cp)),
-                Err(CheckpointError::UnknownCheckpoint { .. }) => Err(fail(
-                    "not_found",
-                    format!(
-                        "the checkpoint {} taken before the {} call of entry {} is gone (pruned?); journal {}",
-                        call.commit,
-                        call.tool,
-                        call.entry,
-                        self.journal.path().display()
-                    ),
-                )),
-                Err(e) => Err(e.into()),
-            };
-        }
-        let list = self.live.store().list()?;
-        Ok(list
-            .into_iter()
-            .filter(|c| {
-                c.kind == bh_checkpoint::CheckpointKind::Snapshot
-                    && c.session.as_deref() == Some(session)
-                    && c.entry.as_deref().is_some_and(|e| after.contains(e))
-            })
-            .min_by_key(|c| c.seq))
+        let subtree: HashSet<&str> = branch[pos..].iter().map(String::as_str).collect();
+        Ok(self.live.store().checkpoint_at_entry(&EntryCalls {
+            session: Some(session),
+            entry,
+            subtree: &subtree,
+            recorded: &[],
+        })?)
     }
 }
 

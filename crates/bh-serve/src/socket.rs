@@ -15,7 +15,6 @@ use nix::fcntl::{Flock, FlockArg};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::error::{Result, ServeError};
 use crate::service::{Control, Service};
@@ -41,9 +40,7 @@ pub struct Paths {
 impl Paths {
     /// `project` must be canonical (as [`bh_checkpoint::Store::project`] is).
     pub fn new(state_dir: &Path, project: &Path) -> Result<Paths> {
-        use std::os::unix::ffi::OsStrExt;
-        let digest = Sha256::digest(project.as_os_str().as_bytes());
-        let key = &hex::encode(digest)[..16];
+        let key = bh_checkpoint::project_key(project);
         let dir = state_dir.join("serve");
         let socket = dir.join(format!("{key}.sock"));
         let len = socket.as_os_str().len();
@@ -52,7 +49,7 @@ impl Paths {
         }
         Ok(Paths {
             lock: dir.join(format!("{key}.lock")),
-            journal: dir.join(format!("{key}.calls")),
+            journal: bh_checkpoint::call_journal_path(state_dir, project),
             socket,
             dir,
         })

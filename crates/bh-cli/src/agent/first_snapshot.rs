@@ -37,8 +37,19 @@ impl FirstSnapshot {
         Some(FirstSnapshot { store, display })
     }
 
+    /// Called with every event of a turn: the first checkpoint (or warning)
+    /// event ends the display in `watching`, which is then `None`.
+    pub(super) fn on_event(watching: &mut Option<FirstSnapshot>, e: &bh_core::Event) {
+        let checkpointed = matches!(e, bh_core::Event::Checkpoint { .. });
+        if (checkpointed || matches!(e, bh_core::Event::Warning { .. }))
+            && let Some(f) = watching.take()
+        {
+            f.end(checkpointed);
+        }
+    }
+
     /// Ends the display (the snapshot succeeded or not) and stops watching.
-    pub(super) fn end(self, ok: bool) {
+    fn end(self, ok: bool) {
         self.store.set_progress(None);
         if let Some(d) = self.display.lock().ok().and_then(|mut d| d.take()) {
             d.end(ok);

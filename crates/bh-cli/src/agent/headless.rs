@@ -26,12 +26,7 @@ pub(super) async fn run(
     let result = async {
         for prompt in prompts {
             let mut sink = |e: bh_core::Event| {
-                let checkpointed = matches!(e, bh_core::Event::Checkpoint { .. });
-                if (checkpointed || matches!(e, bh_core::Event::Warning { .. }))
-                    && let Some(f) = first_snapshot.take()
-                {
-                    f.end(checkpointed);
-                }
+                FirstSnapshot::on_event(&mut first_snapshot, &e);
                 printer.event(e)
             };
             let out = tokio::select! {

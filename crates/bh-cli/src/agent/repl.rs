@@ -267,12 +267,7 @@ async fn repl(
         agent.reset_limits();
         let mut tool_output = ToolOutput::default();
         let mut sink = |e: bh_runtime::Event| {
-            let checkpointed = matches!(e, bh_runtime::Event::Checkpoint { .. });
-            if (checkpointed || matches!(e, bh_runtime::Event::Warning { .. }))
-                && let Some(f) = first_snapshot.take()
-            {
-                f.end(checkpointed);
-            }
+            FirstSnapshot::on_event(&mut first_snapshot, &e);
             stream_event(e, &mut tool_output)
         };
         let result = tokio::select! {

@@ -11,7 +11,9 @@ use bh_session::{Session, SummaryKind, summarize_entry};
 
 use super::input::{Input, LineInput};
 use super::session_error;
-use crate::checkpoint::rewind::{no_checkpoint, restore_files, rewind_error};
+use crate::checkpoint::rewind::{
+    files_already_rewound, no_checkpoint, restore_files, rewind_error,
+};
 use crate::display::escape;
 use crate::error::CliError;
 
@@ -94,6 +96,7 @@ pub(super) async fn command(
         None => return Err(CliError::usage(format!("say what to rewind: {USAGE}"))),
     };
     let old_leaf = agent.leaf().map(str::to_owned);
+    let mut files = None;
     if mode.files() {
         let Some(store) = agent.checkpoint_store() else {
             return Err(CliError::usage(
@@ -101,13 +104,16 @@ pub(super) async fn command(
             ));
         };
         match restore_files(&session, store, target)? {
-            Some((cp, r)) => println!(
-                "files rewound to checkpoint {} ({} written, {} deleted); undo: /restore {} --exact",
-                cp.id,
-                r.restored.len(),
-                r.deleted.len(),
-                r.safety.id
-            ),
+            Some((cp, r)) => {
+                println!(
+                    "files rewound to checkpoint {} ({} written, {} deleted); undo: /restore {} --exact",
+                    cp.id,
+                    r.restored.len(),
+                    r.deleted.len(),
+                    r.safety.id
+                );
+                files = Some((cp, r));
+            }
             None if mode == Rewind::Files => {
                 return Err(CliError::new(
                     crate::error::ErrorKind::NotFound,
@@ -118,11 +124,21 @@ pub(super) async fn command(
         }
     }
     if mode.conversation() {
+        // A failure now leaves the files rewound: the error says how to undo.
+        let undone = |e: CliError| match &files {
+            Some(done) => {
+                files_already_rewound(e, done, &format!("/restore {} --exact", done.1.safety.id))
+            }
+            None => e,
+        };
         let to = bh_runtime::conversation_leaf(&session, target);
-        let appended = bh_runtime::move_leaf(&path, to.as_deref()).map_err(rewind_error)?;
+        let appended = bh_runtime::move_leaf(&path, to.as_deref())
+            .map_err(rewind_error)
+            .map_err(undone)?;
         agent
             .branch(Some(&appended))
-            .map_err(|e| CliError::internal(format!("cannot continue from {appended}: {e}")))?;
+            .map_err(|e| CliError::internal(format!("cannot continue from {appended}: {e}")))
+            .map_err(undone)?;
         let summary = summarize_entry(&session, target);
         if summary.kind == SummaryKind::User {
             println!(

@@ -17,27 +17,19 @@ use crate::error::{CliError, ErrorKind, print_json};
 
 /// The exit-code kind of each rewind failure.
 pub(crate) fn rewind_error(e: RewindError) -> CliError {
-    let kind = match &e {
-        RewindError::BadEntryId { .. } => ErrorKind::Usage,
-        RewindError::NoSuchEntry { .. } | RewindError::CheckpointGone { .. } => ErrorKind::NotFound,
-        RewindError::AmbiguousEntry { .. } => ErrorKind::Ambiguous,
-        RewindError::OtherProject { .. } => ErrorKind::Refused,
-        RewindError::Store { .. } => {
-            let RewindError::Store { source, project } = e else {
-                return CliError::internal("unreachable");
-            };
+    let kind = match e {
+        RewindError::Store { source, project } => {
             let inner = checkpoint_error(*source);
             return CliError::new(
                 inner.kind,
                 format!("checkpoints of {}: {}", project.display(), inner.message),
             );
         }
-        RewindError::Session(_) => {
-            let RewindError::Session(s) = e else {
-                return CliError::internal("unreachable");
-            };
-            return crate::agent::session_error(s);
-        }
+        RewindError::Session(s) => return crate::agent::session_error(s),
+        RewindError::BadEntryId { .. } => ErrorKind::Usage,
+        RewindError::NoSuchEntry { .. } | RewindError::CheckpointGone { .. } => ErrorKind::NotFound,
+        RewindError::AmbiguousEntry { .. } => ErrorKind::Ambiguous,
+        RewindError::OtherProject { .. } => ErrorKind::Refused,
     };
     CliError::new(kind, e.to_string())
 }
@@ -57,6 +49,28 @@ pub(crate) fn restore_files(
         .restore(&cp.commit, &[], RestoreMode::Exact)
         .map_err(checkpoint_error)?;
     Ok(Some((cp, outcome)))
+}
+
+/// A failure after the files were rewound (moving the session's leaf): says
+/// that they were, and how to undo them (`undo`, a command), in the message
+/// and, under `--json`, in the document printed with the error.
+pub(crate) fn files_already_rewound(
+    e: CliError,
+    (cp, r): &(Checkpoint, RestoreOutcome),
+    undo: &str,
+) -> CliError {
+    let message = format!(
+        "{}; the files were already rewound to checkpoint {} ({} written, {} deleted); undo with: {undo}",
+        e.message,
+        cp.id,
+        r.restored.len(),
+        r.deleted.len()
+    );
+    CliError {
+        message,
+        details: Some(json!({ "checkpoint": cp, "restore": r, "undo": undo })),
+        ..e
+    }
 }
 
 /// Says there was nothing to restore after `entry`.
@@ -99,7 +113,16 @@ pub(crate) fn run(
     }
     let leaf = if rewind_session {
         let to = bh_runtime::conversation_leaf(&session, target);
-        let appended = bh_runtime::move_leaf(&file, to.as_deref()).map_err(rewind_error)?;
+        let appended = bh_runtime::move_leaf(&file, to.as_deref())
+            .map_err(rewind_error)
+            .map_err(|e| match &files {
+                Some(done) => files_already_rewound(
+                    e,
+                    done,
+                    &format!("bh checkpoint restore {} --exact", done.1.safety.id),
+                ),
+                None => e,
+            })?;
         Some((to, appended))
     } else {
         None

@@ -27,10 +27,12 @@ use fs_err as fs;
 use fs_err::os::unix::fs::OpenOptionsExt;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, ServeError};
+use crate::error::{CheckpointError, Result};
 
+/// One tagged snapshot request: the checkpoint that stood before the call
+/// `tool` of `entry` (the assistant entry making it) in `session`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub(crate) struct Call {
+pub struct Call {
     pub commit: String,
     pub session: String,
     pub entry: String,
@@ -40,24 +42,26 @@ pub(crate) struct Call {
 
 /// What a [`Journal::compact`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Compacted {
+pub struct Compacted {
     pub before: usize,
     pub after: usize,
     /// The file's size afterwards.
     pub bytes: u64,
 }
 
+/// One project's call journal (`<state>/serve/<key>.calls`, see
+/// [`crate::Store::call_journal`]).
 #[derive(Debug)]
-pub(crate) struct Journal {
+pub struct Journal {
     path: PathBuf,
 }
 
 impl Journal {
-    pub(crate) fn new(path: PathBuf) -> Journal {
+    pub fn new(path: PathBuf) -> Journal {
         Journal { path }
     }
 
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 
@@ -72,23 +76,19 @@ impl Journal {
                 .read(true)
                 .mode(0o600)
                 .open(&self.path)
-                .map_err(|e| ServeError::io("cannot open the call journal", &self.path, e))?;
+                .map_err(|e| jio("cannot open the call journal", &self.path, e))?;
             file.file()
                 .lock()
-                .map_err(|e| ServeError::io("cannot lock the call journal", &self.path, e))?;
+                .map_err(|e| jio("cannot lock the call journal", &self.path, e))?;
             let held = file
                 .metadata()
-                .map_err(|e| ServeError::io("cannot inspect the call journal", &self.path, e))?;
+                .map_err(|e| jio("cannot inspect the call journal", &self.path, e))?;
             match fs::symlink_metadata(&self.path) {
                 Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => return Ok(file),
                 Ok(_) => continue,
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => {
-                    return Err(ServeError::io(
-                        "cannot inspect the call journal",
-                        &self.path,
-                        e,
-                    ));
+                    return Err(jio("cannot inspect the call journal", &self.path, e));
                 }
             }
         }
@@ -96,28 +96,23 @@ impl Journal {
 
     /// Appends one call with a single `write(2)` (`O_APPEND`, under the
     /// journal's lock); returns the journal's size afterwards.
-    pub(crate) fn append(&self, call: &Call) -> Result<u64> {
-        let mut line = serde_json::to_vec(call).map_err(|e| {
-            ServeError::io("cannot encode a journal line for", &self.path, e.into())
-        })?;
+    pub fn append(&self, call: &Call) -> Result<u64> {
+        let mut line = serde_json::to_vec(call)
+            .map_err(|e| jio("cannot encode a journal line for", &self.path, e.into()))?;
         line.push(b'\n');
         let mut file = self.open_locked()?;
         file.write_all(&line)
-            .map_err(|e| ServeError::io("cannot append to the call journal", &self.path, e))?;
+            .map_err(|e| jio("cannot append to the call journal", &self.path, e))?;
         Ok(file.metadata().map(|m| m.len()).unwrap_or(0))
     }
 
     /// Every readable call, in call order (a torn or foreign line is skipped).
-    pub(crate) fn calls(&self) -> Result<Vec<Call>> {
+    pub fn calls(&self) -> Result<Vec<Call>> {
         let file = match fs::File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => {
-                return Err(ServeError::io(
-                    "cannot open the call journal",
-                    &self.path,
-                    e,
-                ));
+                return Err(jio("cannot open the call journal", &self.path, e));
             }
         };
         read_calls(file, &self.path)
@@ -125,7 +120,7 @@ impl Journal {
 
     /// Drops what no answer depends on (see the module docs); `live` holds
     /// the commits of every checkpoint the store still has.
-    pub(crate) fn compact(&self, live: &HashSet<String>) -> Result<Compacted> {
+    pub fn compact(&self, live: &HashSet<String>) -> Result<Compacted> {
         let file = self.open_locked()?;
         let calls = read_calls(&file, &self.path)?;
         let alive: HashSet<&str> = calls
@@ -138,9 +133,8 @@ impl Journal {
         let mut kept = 0;
         for c in &calls {
             if alive.contains(c.session.as_str()) && seen.insert((&c.session, &c.entry)) {
-                let line = serde_json::to_vec(c).map_err(|e| {
-                    ServeError::io("cannot encode a journal line for", &self.path, e.into())
-                })?;
+                let line = serde_json::to_vec(c)
+                    .map_err(|e| jio("cannot encode a journal line for", &self.path, e.into()))?;
                 out.extend_from_slice(&line);
                 out.push(b'\n');
                 kept += 1;
@@ -149,7 +143,7 @@ impl Journal {
         // Replaced by rename while the old file's lock is held: appenders
         // waiting on it then find the path naming the new file.
         bh_fs::write_atomic(&self.path, &out, 0o600)
-            .map_err(|e| ServeError::io("cannot rewrite the call journal", &self.path, e))?;
+            .map_err(|e| jio("cannot rewrite the call journal", &self.path, e))?;
         drop(file);
         Ok(Compacted {
             before: calls.len(),
@@ -159,10 +153,15 @@ impl Journal {
     }
 }
 
+/// An I/O error of the journal at `path`.
+fn jio(context: &str, path: &Path, source: std::io::Error) -> CheckpointError {
+    CheckpointError::io(format!("{context} {}", path.display()), source)
+}
+
 fn read_calls(file: impl std::io::Read, path: &Path) -> Result<Vec<Call>> {
     let mut out = Vec::new();
     for line in BufReader::new(file).split(b'\n') {
-        let line = line.map_err(|e| ServeError::io("cannot read the call journal", path, e))?;
+        let line = line.map_err(|e| jio("cannot read the call journal", path, e))?;
         if let Ok(call) = serde_json::from_slice::<Call>(&line) {
             out.push(call);
         }
