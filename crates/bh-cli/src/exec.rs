@@ -249,7 +249,12 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             checks::prompt(&prompt, prompt_from.as_deref())?;
             let model = Some(checks::model(ctx, model.as_deref())?);
             let session = crate::names::session_path(ctx, &session)?;
-            let entry = crate::names::entry_in_file(&session, Some(entry))?.unwrap_or_default();
+            // Read as the plan reads it (a regular file only: a FIFO or a
+            // device is refused, never waited on or read without end).
+            let bytes = bh_exec::read_session(&session).map_err(exec_error)?;
+            let parsed = bh_session::Session::parse(bytes, Some(session.clone()));
+            let entry = crate::names::entry_id(&parsed, &session, &entry)?;
+            drop(parsed);
             let req = PlanRequest {
                 repo: ctx.dir_arg(repo.as_deref(), "--repo")?,
                 base,

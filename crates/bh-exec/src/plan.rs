@@ -202,8 +202,11 @@ pub(crate) struct SessionFacts {
     pub(crate) path_length: usize,
 }
 
-pub(crate) fn read_session(file: &Path) -> Result<Vec<u8>, ExecError> {
-    fs::read(file).map_err(|source| ExecError::SessionRead {
+/// Reads a session file, which must be a regular file (a FIFO, a device
+/// such as `/dev/zero` or a folder is refused before a byte is read: a
+/// plan's session path is not trusted before its MAC is).
+pub fn read_session(file: &Path) -> Result<Vec<u8>, ExecError> {
+    bh_fs::read_regular_file(file).map_err(|source| ExecError::SessionRead {
         file: file.to_path_buf(),
         source,
     })

@@ -11,6 +11,8 @@
 //!   or a component walk with `O_NOFOLLOW` where the kernel lacks it).
 //! * [`time_ordered_id`]: ids that sort by creation time and do not collide
 //!   between processes or within one.
+//! * [`read_regular_file`]: a whole file read only if the opened descriptor
+//!   is a regular file (never blocks on a FIFO, never reads a device).
 //!
 //! Errors are `std::io::Error`s from `fs_err` (they name the file at fault,
 //! e.g. the temporary one); callers add what they were doing to their own
@@ -78,6 +80,41 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
     result
 }
 
+/// Reads the whole of `path`, which must be a regular file: it is opened
+/// non-blocking (a FIFO does not hang the open) and the opened descriptor is
+/// checked, so a FIFO, a device such as `/dev/zero`, a socket or a folder is
+/// refused (`InvalidInput`, naming the path) before a byte is read.
+pub fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = f.metadata()?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        let what = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_dir() {
+            "a folder"
+        } else {
+            "not a file"
+        };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file (it is {what})", path.display()),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Creates `dir` and its missing parents with `mode` (e.g. `0o700` for
 /// private state; folders that exist keep theirs). The workspace's one
 /// `DirBuilder` (`fs_err` has none): the error is the plain `io::Error`, and
@@ -136,6 +173,27 @@ mod steps {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::steps::{Step, take};
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::io::Write::write_all(&mut fs_err::File::create(&file).unwrap(), b"abc").unwrap();
+        assert_eq!(super::read_regular_file(&file).unwrap(), b"abc");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        for (path, what) in [
+            (fifo.as_path(), "a FIFO"),
+            (std::path::Path::new("/dev/zero"), "a device"),
+            (dir.path(), "a folder"),
+        ] {
+            let err = super::read_regular_file(path).unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+            let text = err.to_string();
+            assert!(text.contains(&path.display().to_string()), "{text}");
+            assert!(text.contains(what), "{text}");
+        }
+    }
 
     #[test]
     fn the_folder_is_synced_after_the_rename() {

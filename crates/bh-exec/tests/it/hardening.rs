@@ -359,3 +359,49 @@ fn the_plan_copies_of_version_1_executions_are_still_listed() {
         ExecError::PlanVersion { version: 1, .. }
     ));
 }
+
+/// `f` on another thread, or a panic when it takes longer than a minute
+/// (what used to hang forever on a FIFO fails the test instead).
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("it hung")
+}
+
+/// A plan claiming this state directory's key, with a failing MAC, whose
+/// session is a FIFO or `/dev/zero`: the re-plan that names the differing
+/// fields refuses the file before reading it (no hang, no endless read).
+#[test]
+fn a_forged_plan_naming_a_fifo_or_a_device_is_refused_without_reading_it() {
+    let f = fx();
+    let fifo = f.root.join("session.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for (file, what) in [(fifo.clone(), "a FIFO"), ("/dev/zero".into(), "a device")] {
+        let path = f.root.join("plan.json");
+        edited(&f, &path, |p| p.session.file = file.clone());
+        let runner = f.runner();
+        let key = f.key.clone();
+        let err = within_a_minute(move || {
+            let trust = Trust {
+                key: Some(&key),
+                foreign: false,
+            };
+            verify_plan(&runner, &path, trust).unwrap_err()
+        });
+        assert!(matches!(err, ExecError::PlanNotOurs { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&file.display().to_string()) && msg.contains(what),
+            "{msg}"
+        );
+    }
+    // Planning from one is refused the same way.
+    let mut req = f.request(ENTRY);
+    req.session = fifo.clone();
+    let err = f.plan(&req).unwrap_err();
+    assert!(matches!(err, ExecError::SessionRead { .. }), "{err}");
+    assert!(err.to_string().contains("is not a regular file"), "{err}");
+}
