@@ -118,6 +118,13 @@ pub(crate) fn verify_read_once(
             now: id_now,
         });
     }
+    let entry_changed = || ExecError::EntryChanged {
+        file: file.clone(),
+        entry: plan.session.entry.clone(),
+    };
+    // The entry gone, its chain broken or its path different: the entry
+    // changed. Anything else (an invalid session, no header, a bad id) is
+    // said in its own words.
     let facts = match session_facts(file, bytes.clone(), &plan.session.entry) {
         Ok(f)
             if f.path_sha256 == plan.session.path_sha256
@@ -125,12 +132,13 @@ pub(crate) fn verify_read_once(
         {
             f
         }
-        _ => {
-            return Err(ExecError::EntryChanged {
-                file: file.clone(),
-                entry: plan.session.entry.clone(),
-            });
-        }
+        Ok(_)
+        | Err(
+            ExecError::UnknownEntry { .. }
+            | ExecError::BrokenChain { .. }
+            | ExecError::Session { .. },
+        ) => return Err(entry_changed()),
+        Err(e) => return Err(e),
     };
     if facts.file_sha256 != plan.session.sha256 {
         return Err(ExecError::SessionChanged {

@@ -405,3 +405,19 @@ fn a_forged_plan_naming_a_fifo_or_a_device_is_refused_without_reading_it() {
     assert!(matches!(err, ExecError::SessionRead { .. }), "{err}");
     assert!(err.to_string().contains("is not a regular file"), "{err}");
 }
+
+/// A session that became invalid since the plan is refused in the
+/// validator's words (it used to read as "the entry changed").
+#[test]
+fn a_session_made_invalid_since_the_plan_is_refused_in_the_validators_words() {
+    let f = fx();
+    let path = f.root.join("plan.json");
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
+    write_plan(&path, &plan, false).unwrap();
+    let mut text = fs::read(&f.session).unwrap();
+    text.extend_from_slice(b"{\"type\":\"custom\",\"id\":\"aaaa0001\",\"parentId\":\"deadbeef\",\"timestamp\":\"2026-11-30T10:10:00.000Z\",\"customType\":\"x\"}\n");
+    fs::write(&f.session, &text).unwrap();
+    let err = f.verify(&path).unwrap_err();
+    assert!(matches!(err, ExecError::SessionInvalid { .. }), "{err}");
+    assert!(err.to_string().contains("deadbeef"), "{err}");
+}
