@@ -428,13 +428,7 @@ pub fn write_plan(path: &Path, plan: &Plan, force: bool) -> Result<(), ExecError
     if force {
         return bh_fs::write_atomic(path, &text, 0o600).map_err(io("write", path));
     }
-    let mut staged = path.as_os_str().to_owned();
-    staged.push(format!(".new-{}", std::process::id()));
-    let staged = PathBuf::from(staged);
-    bh_fs::write_atomic(&staged, &text, 0o600).map_err(io("write", &staged))?;
-    let linked = fs::hard_link(&staged, path);
-    let _ = fs::remove_file(&staged);
-    match linked {
+    match bh_fs::write_new_atomic(path, &text, 0o600) {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists()),
         other => other.map_err(io("write", path)),
     }

@@ -6,6 +6,9 @@
 //!   same folder (no two writers share one), written, fsynced and renamed over
 //!   the target, then the folder is fsynced so the rename itself survives a
 //!   crash. The temporary file is removed when anything fails.
+//! * [`write_new_atomic`]: the same for a file that must not exist yet — the
+//!   finished temporary file is hard-linked into place, which fails when the
+//!   name is taken (no-clobber, never a partial file).
 //! * [`beneath`]: opening directories beneath a directory descriptor without
 //!   ever following a symlink (`openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`,
 //!   or a component walk with `O_NOFOLLOW` where the kernel lacks it).
@@ -77,6 +80,30 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
+    result
+}
+
+/// Creates `path` with `bytes` and `mode`, never replacing anything: the
+/// bytes go to a uniquely named temporary file beside it (its name says
+/// nothing of the content), fsynced, then hard-linked into place — which
+/// fails with `AlreadyExists` when the name is taken — and the folder is
+/// fsynced. A reader sees no file or the whole file, never a partial one.
+/// The temporary file is always removed.
+pub fn write_new_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let tmp = temp_beside(path);
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::hard_link(&tmp, path)?;
+        sync_dir(path.parent().unwrap_or(Path::new(".")))
+    })();
+    let _ = fs::remove_file(&tmp);
     result
 }
 
@@ -173,6 +200,26 @@ mod steps {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::steps::{Step, take};
+
+    #[test]
+    fn a_new_file_is_written_whole_and_never_replaces_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        super::write_new_atomic(&path, b"one", 0o600).unwrap();
+        assert_eq!(fs_err::read(&path).unwrap(), b"one");
+        let mode = fs_err::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let err = super::write_new_atomic(&path, b"two", 0o600).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists, "{err}");
+        assert_eq!(fs_err::read(&path).unwrap(), b"one");
+        // No temporary file is left behind, on success or failure.
+        let names: Vec<_> = fs_err::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("key")]);
+    }
 
     #[test]
     fn only_regular_files_are_read() {

@@ -421,3 +421,44 @@ fn a_session_made_invalid_since_the_plan_is_refused_in_the_validators_words() {
     assert!(matches!(err, ExecError::SessionInvalid { .. }), "{err}");
     assert!(err.to_string().contains("deadbeef"), "{err}");
 }
+
+/// No file name made while the key is created holds any part of the secret
+/// (it used to name its temporary file after the secret's first 4 bytes).
+#[test]
+fn the_key_files_names_reveal_nothing_of_the_secret() {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    fs::create_dir(&state).unwrap();
+    let watch = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+    watch
+        .add_watch(
+            &state,
+            AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO,
+        )
+        .unwrap();
+    PlanKey::open_or_create(&state).unwrap();
+    let secret = fs::read_to_string(state.join(PLAN_KEY_FILE)).unwrap();
+    let secret = secret.trim();
+    assert_eq!(secret.len(), 64);
+    let names: Vec<String> = watch
+        .read_events()
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| e.name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    assert!(names.len() >= 2, "{names:?}");
+    for name in &names {
+        for window in secret.as_bytes().windows(8) {
+            let part = std::str::from_utf8(window).unwrap();
+            assert!(!name.contains(part), "{name} holds {part} of the secret");
+        }
+    }
+    // The created key is all that is left.
+    let left: Vec<_> = fs::read_dir(&state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from(PLAN_KEY_FILE)]);
+}
