@@ -269,10 +269,20 @@ pub fn check_steering(runner: &GitRunner, path: &Path, plan: &Plan) -> Result<()
         field,
         detail,
     };
-    check_id(IdKind::Session, &plan.session.id)?;
-    check_id(IdKind::Entry, &plan.session.entry)?;
+    // An id outside its character set is a field of this plan that fails
+    // its re-check: named with the plan (27), not as a bad input (6).
+    let id = |field: &'static str, kind: IdKind, value: &str| {
+        check_id(kind, value).map_err(|_| {
+            bad(
+                field,
+                format!("{value:?} is refused: allowed are {}", kind.rule()),
+            )
+        })
+    };
+    id("session.id", IdKind::Session, &plan.session.id)?;
+    id("session.entry", IdKind::Entry, &plan.session.entry)?;
     if let Some(m) = &plan.model {
-        check_id(IdKind::Model, m)?;
+        id("model", IdKind::Model, m)?;
     }
     if sha256_hex(plan.prompt.text.as_bytes()) != plan.prompt.sha256 {
         return Err(bad(

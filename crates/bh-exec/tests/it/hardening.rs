@@ -462,3 +462,34 @@ fn the_key_files_names_reveal_nothing_of_the_secret() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from(PLAN_KEY_FILE)]);
 }
+
+/// A trusted foreign plan whose ids or model string leave their character
+/// sets fails its re-check naming the plan and the field (exit 27 in the
+/// CLI, as documented), not as a bad input.
+#[test]
+fn ids_out_of_their_sets_in_a_trusted_plan_are_inconsistencies_of_the_plan() {
+    let f = fx();
+    let path = f.root.join("plan.json");
+    let trusting = Trust {
+        key: Some(&f.key),
+        foreign: true,
+    };
+    type Edit = fn(&mut Plan);
+    let cases: [(&str, Edit); 3] = [
+        ("session.id", |p| p.session.id = "x y".into()),
+        ("session.entry", |p| p.session.entry = "a\nb".into()),
+        ("model", |p| p.model = Some("no-slash".into())),
+    ];
+    for (field, edit) in cases {
+        edited(&f, &path, |p| {
+            edit(p);
+            p.mac.key_id = "0000000000000000".into();
+        });
+        let err = verify_plan(&f.runner(), &path, trusting).unwrap_err();
+        assert!(
+            matches!(&err, ExecError::PlanInconsistent { path: p, field: got, .. } if p == &path && *got == field),
+            "{field}: {err}"
+        );
+        assert!(err.to_string().contains("is refused: allowed are"), "{err}");
+    }
+}
