@@ -157,8 +157,22 @@ fn trust(ctx: &Ctx, foreign: bool) -> Result<(Option<PlanKey>, bool), CliError> 
 /// The exit code of each executor failure (the table in ARCHITECTURE.md):
 /// the re-checks of a plan each have their own.
 pub(crate) fn exec_error(err: ExecError) -> CliError {
+    if let ExecError::Runtime(r) = err {
+        return crate::agent::runtime_error(*r);
+    }
+    let (kind, code) = exec_kind(&err);
+    let e = CliError::new(kind, err.to_string());
+    match code {
+        Some(c) => e.with_exit_code(c),
+        None => e,
+    }
+}
+
+/// The kind and executor exit code of `err` (a failure that kept the
+/// agent's work has the kind of what failed).
+fn exec_kind(err: &ExecError) -> (ErrorKind, Option<u8>) {
     use ExecError as E;
-    let (kind, code) = match &err {
+    match err {
         E::PlanTampered { .. } => (ErrorKind::Tampered, Some(exec_code::PLAN_TAMPERED)),
         E::BaseMoved { .. } => (ErrorKind::Tampered, Some(exec_code::BASE_MOVED)),
         E::SessionChanged { .. } => (ErrorKind::Tampered, Some(exec_code::SESSION_CHANGED)),
@@ -186,18 +200,10 @@ pub(crate) fn exec_error(err: ExecError) -> CliError {
             (ErrorKind::Usage, None)
         }
         E::TrailerValue { .. } => (ErrorKind::Invalid, None),
-        E::Runtime(_) => {
-            let E::Runtime(r) = err else {
-                return CliError::internal("unreachable");
-            };
-            return crate::agent::runtime_error(*r);
+        E::WorkKept { source, .. } => exec_kind(source),
+        E::Io { .. } | E::Git(_) | E::Agent { .. } | E::RefCreate { .. } | E::Runtime(_) => {
+            (ErrorKind::Internal, None)
         }
-        E::Io { .. } | E::Git(_) | E::Agent { .. } => (ErrorKind::Internal, None),
-    };
-    let e = CliError::new(kind, err.to_string());
-    match code {
-        Some(c) => e.with_exit_code(c),
-        None => e,
     }
 }
 
@@ -243,7 +249,12 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             checks::prompt(&prompt, prompt_from.as_deref())?;
             let model = Some(checks::model(ctx, model.as_deref())?);
             let session = crate::names::session_path(ctx, &session)?;
-            let entry = crate::names::entry_in_file(&session, Some(entry))?.unwrap_or_default();
+            // Read as the plan reads it (a regular file only: a FIFO or a
+            // device is refused, never waited on or read without end).
+            let bytes = bh_exec::read_session(&session).map_err(exec_error)?;
+            let parsed = bh_session::Session::parse(bytes, Some(session.clone()));
+            let entry = crate::names::entry_id(&parsed, &session, &entry)?;
+            drop(parsed);
             let req = PlanRequest {
                 repo: ctx.dir_arg(repo.as_deref(), "--repo")?,
                 base,

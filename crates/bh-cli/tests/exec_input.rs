@@ -212,3 +212,36 @@ fn run_without_yes_is_a_dry_run_that_exits_0() {
     let o = e.bh(&["exec", "run", "--plan", "plan.json"]);
     assert_eq!(o.status.code(), Some(20), "{}", err(&o));
 }
+
+/// `exec plan --session` naming a FIFO or a device is refused with the
+/// path, before anything is read (a FIFO used to hang the open, `/dev/zero`
+/// to be read without end).
+#[test]
+fn a_session_that_is_not_a_regular_file_is_refused_without_waiting() {
+    let e = Env::new();
+    let fifo = e.root.join("s.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for session in [fifo.to_str().unwrap(), "/dev/zero"] {
+        let o = assert_cmd::Command::cargo_bin("bh")
+            .unwrap()
+            .current_dir(&e.root)
+            .env("HOME", &e.root)
+            .env_remove("BH_CONFIG")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("BH_STATE_DIR", e.root.join("state"))
+            .env("PI_CODING_AGENT_DIR", e.root.join("pi"))
+            .args(["exec", "plan", "--repo", "repo", "--base", "main"])
+            .args(["--session", session, "--entry", "188efa0e"])
+            .args(["--prompt", "go on", "--model", "scripted/turns.jsonl"])
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(6), "{session}: {}", err(&o));
+        assert!(
+            err(&o).contains(session) && err(&o).contains("is not a regular file"),
+            "{}",
+            err(&o)
+        );
+        assert!(!e.plan_written());
+    }
+}

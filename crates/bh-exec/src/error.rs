@@ -113,6 +113,23 @@ pub enum ExecError {
     EntryChanged { file: PathBuf, entry: String },
     #[error("output ref {name} already exists (at {at}); a plan runs once")]
     RefExists { name: String, at: String },
+    #[error("cannot create the output ref {name} at the execution's commit {commit}: {source}")]
+    RefCreate {
+        name: String,
+        commit: String,
+        #[source]
+        source: Box<bh_git::GitError>,
+    },
+    #[error(
+        "{source}; the agent's work is kept in the worktree {worktree} (execution folder {dir}; \
+         the worktree is locked, `git worktree unlock` and `git worktree remove` it once saved)"
+    )]
+    WorkKept {
+        worktree: PathBuf,
+        dir: PathBuf,
+        #[source]
+        source: Box<ExecError>,
+    },
     #[error("the {trailer} trailer value {value:?} would break the commit message")]
     TrailerValue {
         trailer: &'static str,

@@ -1,10 +1,11 @@
 //! Filter drivers in the execution's worktree. By default none runs: every
 //! driver the repository's configuration defines (system, global, local,
 //! included files: `git config --get-regexp '^filter\.'` as the run's git
-//! sees it) is switched off on the git commands that check out, stage or
-//! diff the worktree, with `-c filter.<name>.smudge= -c …clean= -c
+//! sees it) is switched off on the git commands that check out or stage
+//! the worktree, with `-c filter.<name>.smudge= -c …clean= -c
 //! …process= -c …required=false` (an empty command is no command to git;
-//! `required=false` keeps a missing filter from failing the checkout).
+//! `required=false` keeps a missing filter from failing the checkout). The
+//! partial patch is a tree-to-tree diff (`--no-textconv`), which runs none.
 //! Attributes in the tree may name any driver; only configured ones can run,
 //! and those are exactly the ones switched off. `--allow-filters` (recorded
 //! in the plan, so the MAC covers it) leaves them on, e.g. for Git LFS.

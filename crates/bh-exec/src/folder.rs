@@ -2,8 +2,9 @@
 //! plan as run), `owner` (`<pid> <start time>` of the running process),
 //! `run.log`, `session.jsonl` (the forked session), `worktree/` (the detached
 //! worktree, removed at the end unless kept), `index` (the private index,
-//! removed), `partial.patch` (a stopped run's change) and `result.json`
-//! (written last: an execution without it did not finish).
+//! removed), `partial.patch` (a stopped run's change), `kept` (why a failure
+//! after the agent ran kept the worktree) and `result.json` (written last:
+//! an execution without it did not finish).
 
 use fs_err as fs;
 use fs_err::os::unix::fs::OpenOptionsExt;
@@ -18,6 +19,8 @@ use crate::plan::Plan;
 
 /// Executions live under `<state>/executions/`.
 pub const EXECUTIONS_DIR: &str = "executions";
+/// Present in an execution folder whose worktree holds work a failure kept.
+pub const KEPT_FILE: &str = "kept";
 /// The lock reason of an execution's worktree: `bh exec <id>`.
 const LOCK_PREFIX: &str = "bh exec ";
 
@@ -96,6 +99,13 @@ impl Execution {
         Ok(path)
     }
 
+    /// Marks the execution's worktree as kept after a failure once the agent
+    /// had run (`kept` holds why): [`gc`] never removes it.
+    pub fn mark_kept(&self, why: &str) -> Result<(), ExecError> {
+        let path = self.dir.join(KEPT_FILE);
+        bh_fs::write_atomic(&path, format!("{why}\n").as_bytes(), 0o600).map_err(io("write", &path))
+    }
+
     /// Writes `result.json`, the mark of a finished execution.
     pub fn write_result(&self, result: &impl Serialize) -> Result<(), ExecError> {
         let path = self.dir.join("result.json");
@@ -105,7 +115,7 @@ impl Execution {
 
 /// Removes what crashed executions left behind: worktrees the executor made
 /// (locked `bh exec <id>`, inside `<state>/executions/`) whose execution has
-/// no `result.json` and whose owner is gone. Touches nothing else. Returns
+/// no `result.json` nor `kept` and whose owner is gone. Touches nothing else. Returns
 /// the paths removed.
 pub fn gc(
     runner: &GitRunner,
@@ -122,7 +132,7 @@ pub fn gc(
             .is_some_and(|r| r.starts_with(LOCK_PREFIX));
         let inside = wt.path.starts_with(&executions);
         let exec_dir = wt.path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let finished = exec_dir.join("result.json").exists();
+        let finished = exec_dir.join("result.json").exists() || exec_dir.join(KEPT_FILE).exists();
         let running = fs::read_to_string(exec_dir.join("owner"))
             .ok()
             .and_then(|o| {

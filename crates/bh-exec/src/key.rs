@@ -10,7 +10,7 @@
 //! regular, not the user's, or readable or writable by group or others is
 //! refused, never repaired.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -111,29 +111,13 @@ impl PlanKey {
                 problem: "cannot be read",
                 source,
             })?;
-        let tmp = state_dir.join(format!(
-            ".{PLAN_KEY_FILE}.new-{}-{}",
-            std::process::id(),
-            hex::encode(&secret[..4])
-        ));
-        let written = (|| -> std::io::Result<()> {
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(nix::libc::O_NOFOLLOW)
-                .open(&tmp)?;
-            f.write_all(format!("{}\n", hex::encode(secret)).as_bytes())?;
-            f.sync_all()?;
-            match fs::hard_link(&tmp, path) {
-                // Another process made it first: use theirs.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-                other => other,
-            }?;
-            bh_fs::sync_dir(state_dir)
-        })();
-        let _ = fs::remove_file(&tmp);
-        written.map_err(io("create the plan key", path))
+        // The temporary file's name is not derived from the secret.
+        match bh_fs::write_new_atomic(path, format!("{}\n", hex::encode(secret)).as_bytes(), 0o600)
+        {
+            // Another process made it first: use theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            other => other.map_err(io("create the plan key", path)),
+        }
     }
 
     fn open_file(path: &Path) -> Result<PlanKey, ExecError> {

@@ -44,7 +44,7 @@ pub use list::{
 pub use plan::{
     BaseRecord, EXECUTOR_TOOLS, Limits, MAX_TIMEOUT_SECS, MAX_TOOL_CALLS, OUTPUT_REF_PREFIX,
     PLAN_VERSION, Plan, PlanMac, PlanRequest, PromptRecord, RepoRecord, SessionRecord, make_plan,
-    write_plan,
+    read_session, write_plan,
 };
 pub use run::{
     RunProgress, RunResult, RunSetup, RunState, StopReason, run_plan, run_plan_with_progress,

@@ -202,8 +202,11 @@ pub(crate) struct SessionFacts {
     pub(crate) path_length: usize,
 }
 
-pub(crate) fn read_session(file: &Path) -> Result<Vec<u8>, ExecError> {
-    fs::read(file).map_err(|source| ExecError::SessionRead {
+/// Reads a session file, which must be a regular file (a FIFO, a device
+/// such as `/dev/zero` or a folder is refused before a byte is read: a
+/// plan's session path is not trusted before its MAC is).
+pub fn read_session(file: &Path) -> Result<Vec<u8>, ExecError> {
+    bh_fs::read_regular_file(file).map_err(|source| ExecError::SessionRead {
         file: file.to_path_buf(),
         source,
     })
@@ -425,13 +428,7 @@ pub fn write_plan(path: &Path, plan: &Plan, force: bool) -> Result<(), ExecError
     if force {
         return bh_fs::write_atomic(path, &text, 0o600).map_err(io("write", path));
     }
-    let mut staged = path.as_os_str().to_owned();
-    staged.push(format!(".new-{}", std::process::id()));
-    let staged = PathBuf::from(staged);
-    bh_fs::write_atomic(&staged, &text, 0o600).map_err(io("write", &staged))?;
-    let linked = fs::hard_link(&staged, path);
-    let _ = fs::remove_file(&staged);
-    match linked {
+    match bh_fs::write_new_atomic(path, &text, 0o600) {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists()),
         other => other.map_err(io("write", path)),
     }

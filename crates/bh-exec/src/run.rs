@@ -16,6 +16,7 @@ use crate::commit::{commit_message, commit_tree};
 use crate::error::{ExecError, session as session_err};
 use crate::filters::{configured_drivers, switch_off};
 use crate::folder::{Execution, gc};
+use crate::ids::{IdKind, check_id};
 use crate::key::PlanKey;
 use crate::plan::Plan;
 use crate::verify::{Trust, verify_read_once};
@@ -231,10 +232,19 @@ pub async fn run_plan_with_progress(
         configured_drivers(&repo)?
     };
     let filtered = |r: Repo| switch_off(&r, &drivers);
+    // The model string the commit will carry, checked before anything is
+    // created (the provider's when the plan names none).
+    let model = plan.model.clone().unwrap_or_else(|| {
+        let m = setup.provider.model();
+        format!("{}/{}", m.provider, m.id)
+    });
+    check_id(IdKind::Model, &model)?;
     // 2. Leftovers of crashed executions go first.
     let _ = gc(runner, &plan.repo.top_level, &setup.state_dir);
-    // 3. The execution folder.
+    // 3. The execution folder, and the commit message built before the agent
+    // runs (a message that cannot be written refuses the run, not its result).
     let exec = Execution::create(&setup.state_dir, &plan)?;
+    let message = commit_message(&plan, &exec.id, &model)?;
     // 4. A detached worktree at the base, locked from its creation.
     let worktree = exec.worktree();
     progress(RunProgress::Worktree);
@@ -250,19 +260,33 @@ pub async fn run_plan_with_progress(
     // 5. The session forked at the planned entry, working in the worktree.
     progress(RunProgress::Fork);
     let forked = fork_session(&plan, &exec, session_bytes)?;
-    // 6. The agent continues it with exactly the executor's tools.
+    // 6. The agent continues it with exactly the executor's tools. From the
+    // moment it starts, a failure keeps the worktree: it holds the work.
+    let keep = |guard: &mut WorktreeGuard<'_>, err: ExecError| {
+        guard.keep();
+        exec.log(&format!("kept the worktree: {err}"));
+        let _ = exec.mark_kept(&err.to_string());
+        ExecError::WorkKept {
+            worktree: worktree.clone(),
+            dir: exec.dir.clone(),
+            source: Box::new(err),
+        }
+    };
     let (outcome, warnings) =
-        continue_session(runner, &plan, &exec, &forked, setup, progress).await?;
+        match continue_session(runner, &plan, &exec, &forked, setup, progress).await? {
+            Ok(ran) => ran,
+            Err(e) => return Err(keep(&mut guard, e)),
+        };
     // 7. The worktree's content as a tree, through a private index.
     progress(RunProgress::Staging);
-    let tree = filtered(runner.repo(&worktree, Scope::User))
+    let tree = match filtered(runner.repo(&worktree, Scope::User))
         .temp_index(exec.index())
-        .stage_work_tree(&plan.base.commit)?;
+        .stage_work_tree(&plan.base.commit)
+    {
+        Ok(tree) => tree,
+        Err(e) => return Err(keep(&mut guard, e.into())),
+    };
     // 8. Record it: a commit under the output ref, or the partial patch.
-    let model = plan.model.clone().unwrap_or_else(|| {
-        let m = setup.provider.model();
-        format!("{}/{}", m.provider, m.id)
-    });
     let mut result = RunResult {
         state: RunState::NoChanges,
         execution_id: exec.id.clone(),
@@ -282,7 +306,9 @@ pub async fn run_plan_with_progress(
         warnings,
     };
     progress(RunProgress::Commit);
-    record(&repo, &plan, &exec, &outcome, &tree, &model, &mut result)?;
+    if let Err(e) = record(&repo, &plan, &exec, &outcome, &tree, message, &mut result) {
+        return Err(keep(&mut guard, e));
+    }
     // 9. Clean up; `result.json` marks the execution finished.
     if !setup.keep_worktree {
         // The result stands whether or not the removal succeeds.
@@ -320,7 +346,9 @@ fn fork_session(plan: &Plan, exec: &Execution, bytes: Vec<u8>) -> Result<Forked,
 }
 
 /// The agent of the worktree (bh-runtime: read, ls, edit, write confined to
-/// it, its checkpoint store, the plan's limits) runs the prompt.
+/// it, its checkpoint store, the plan's limits) runs the prompt. The outer
+/// error: the agent could not be set up (nothing ran); the inner one: the
+/// agent ran and failed (the worktree may hold its work).
 async fn continue_session(
     runner: &GitRunner,
     plan: &Plan,
@@ -328,7 +356,7 @@ async fn continue_session(
     forked: &Forked,
     setup: &RunSetup,
     progress: &(dyn Fn(RunProgress) + Sync),
-) -> Result<(RunOutcome, Vec<String>), ExecError> {
+) -> Result<Result<(RunOutcome, Vec<String>), ExecError>, ExecError> {
     let mut opts = RuntimeOptions::new(&setup.state_dir, Profile::Executor);
     opts.tool_output_dir = Some(exec.dir.clone());
     opts.system_prompt = SystemPrompt::Omitted;
@@ -364,19 +392,21 @@ async fn continue_session(
         }
         _ => {}
     };
-    let outcome = agent
-        .run(&plan.prompt.text, &setup.cancel, &mut sink)
-        .await
-        .map_err(|source| ExecError::Agent {
-            file: forked.path.clone(),
-            source: Box::new(source),
-        })?;
+    let outcome = match agent.run(&plan.prompt.text, &setup.cancel, &mut sink).await {
+        Ok(o) => o,
+        Err(source) => {
+            return Ok(Err(ExecError::Agent {
+                file: forked.path.clone(),
+                source: Box::new(source),
+            }));
+        }
+    };
     exec.log(&format!(
         "agent stopped: {} {}",
         StopReason::from(outcome.stop).as_str(),
         outcome.reason.as_deref().unwrap_or("")
     ));
-    Ok((outcome, runtime.warnings))
+    Ok(Ok((outcome, runtime.warnings)))
 }
 
 /// Commits a finished run's change under the output ref (create-only), or
@@ -387,7 +417,7 @@ fn record(
     exec: &Execution,
     outcome: &RunOutcome,
     tree: &str,
-    model: &str,
+    message: String,
     result: &mut RunResult,
 ) -> Result<(), ExecError> {
     let changed = tree != plan.base.tree;
@@ -415,17 +445,15 @@ fn record(
         result.state = RunState::NoChanges;
         return Ok(());
     }
-    let message = commit_message(plan, &exec.id, model)?;
     let commit = commit_tree(repo, tree, &plan.base.commit, message, exec.started_secs())?;
-    // Create-only: losing a race is an error, never an overwrite.
+    exec.log(&format!("commit {commit}"));
+    // Create-only: losing a race is an error, never an overwrite. Git's own
+    // words say why (the ref exists, a stale lock, a full disk).
     repo.create_ref(&plan.output_ref, &commit)
-        .map_err(|_| ExecError::RefExists {
+        .map_err(|source| ExecError::RefCreate {
             name: plan.output_ref.clone(),
-            at: repo
-                .read_ref(&plan.output_ref)
-                .ok()
-                .flatten()
-                .unwrap_or_default(),
+            commit: commit.clone(),
+            source: Box::new(source),
         })?;
     result.changed_paths = repo
         .name_status(&plan.base.commit, &commit)?

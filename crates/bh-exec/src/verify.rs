@@ -118,6 +118,13 @@ pub(crate) fn verify_read_once(
             now: id_now,
         });
     }
+    let entry_changed = || ExecError::EntryChanged {
+        file: file.clone(),
+        entry: plan.session.entry.clone(),
+    };
+    // The entry gone, its chain broken or its path different: the entry
+    // changed. Anything else (an invalid session, no header, a bad id) is
+    // said in its own words.
     let facts = match session_facts(file, bytes.clone(), &plan.session.entry) {
         Ok(f)
             if f.path_sha256 == plan.session.path_sha256
@@ -125,12 +132,13 @@ pub(crate) fn verify_read_once(
         {
             f
         }
-        _ => {
-            return Err(ExecError::EntryChanged {
-                file: file.clone(),
-                entry: plan.session.entry.clone(),
-            });
-        }
+        Ok(_)
+        | Err(
+            ExecError::UnknownEntry { .. }
+            | ExecError::BrokenChain { .. }
+            | ExecError::Session { .. },
+        ) => return Err(entry_changed()),
+        Err(e) => return Err(e),
     };
     if facts.file_sha256 != plan.session.sha256 {
         return Err(ExecError::SessionChanged {
@@ -261,10 +269,20 @@ pub fn check_steering(runner: &GitRunner, path: &Path, plan: &Plan) -> Result<()
         field,
         detail,
     };
-    check_id(IdKind::Session, &plan.session.id)?;
-    check_id(IdKind::Entry, &plan.session.entry)?;
+    // An id outside its character set is a field of this plan that fails
+    // its re-check: named with the plan (27), not as a bad input (6).
+    let id = |field: &'static str, kind: IdKind, value: &str| {
+        check_id(kind, value).map_err(|_| {
+            bad(
+                field,
+                format!("{value:?} is refused: allowed are {}", kind.rule()),
+            )
+        })
+    };
+    id("session.id", IdKind::Session, &plan.session.id)?;
+    id("session.entry", IdKind::Entry, &plan.session.entry)?;
     if let Some(m) = &plan.model {
-        check_id(IdKind::Model, m)?;
+        id("model", IdKind::Model, m)?;
     }
     if sha256_hex(plan.prompt.text.as_bytes()) != plan.prompt.sha256 {
         return Err(bad(

@@ -6,11 +6,16 @@
 //!   same folder (no two writers share one), written, fsynced and renamed over
 //!   the target, then the folder is fsynced so the rename itself survives a
 //!   crash. The temporary file is removed when anything fails.
+//! * [`write_new_atomic`]: the same for a file that must not exist yet — the
+//!   finished temporary file is hard-linked into place, which fails when the
+//!   name is taken (no-clobber, never a partial file).
 //! * [`beneath`]: opening directories beneath a directory descriptor without
 //!   ever following a symlink (`openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`,
 //!   or a component walk with `O_NOFOLLOW` where the kernel lacks it).
 //! * [`time_ordered_id`]: ids that sort by creation time and do not collide
 //!   between processes or within one.
+//! * [`read_regular_file`]: a whole file read only if the opened descriptor
+//!   is a regular file (never blocks on a FIFO, never reads a device).
 //!
 //! Errors are `std::io::Error`s from `fs_err` (they name the file at fault,
 //! e.g. the temporary one); callers add what they were doing to their own
@@ -78,6 +83,65 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
     result
 }
 
+/// Creates `path` with `bytes` and `mode`, never replacing anything: the
+/// bytes go to a uniquely named temporary file beside it (its name says
+/// nothing of the content), fsynced, then hard-linked into place — which
+/// fails with `AlreadyExists` when the name is taken — and the folder is
+/// fsynced. A reader sees no file or the whole file, never a partial one.
+/// The temporary file is always removed.
+pub fn write_new_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let tmp = temp_beside(path);
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::hard_link(&tmp, path)?;
+        sync_dir(path.parent().unwrap_or(Path::new(".")))
+    })();
+    let _ = fs::remove_file(&tmp);
+    result
+}
+
+/// Reads the whole of `path`, which must be a regular file: it is opened
+/// non-blocking (a FIFO does not hang the open) and the opened descriptor is
+/// checked, so a FIFO, a device such as `/dev/zero`, a socket or a folder is
+/// refused (`InvalidInput`, naming the path) before a byte is read.
+pub fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = f.metadata()?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        let what = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_dir() {
+            "a folder"
+        } else {
+            "not a file"
+        };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file (it is {what})", path.display()),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Creates `dir` and its missing parents with `mode` (e.g. `0o700` for
 /// private state; folders that exist keep theirs). The workspace's one
 /// `DirBuilder` (`fs_err` has none): the error is the plain `io::Error`, and
@@ -136,6 +200,47 @@ mod steps {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::steps::{Step, take};
+
+    #[test]
+    fn a_new_file_is_written_whole_and_never_replaces_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        super::write_new_atomic(&path, b"one", 0o600).unwrap();
+        assert_eq!(fs_err::read(&path).unwrap(), b"one");
+        let mode = fs_err::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let err = super::write_new_atomic(&path, b"two", 0o600).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists, "{err}");
+        assert_eq!(fs_err::read(&path).unwrap(), b"one");
+        // No temporary file is left behind, on success or failure.
+        let names: Vec<_> = fs_err::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("key")]);
+    }
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::io::Write::write_all(&mut fs_err::File::create(&file).unwrap(), b"abc").unwrap();
+        assert_eq!(super::read_regular_file(&file).unwrap(), b"abc");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        for (path, what) in [
+            (fifo.as_path(), "a FIFO"),
+            (std::path::Path::new("/dev/zero"), "a device"),
+            (dir.path(), "a folder"),
+        ] {
+            let err = super::read_regular_file(path).unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+            let text = err.to_string();
+            assert!(text.contains(&path.display().to_string()), "{text}");
+            assert!(text.contains(what), "{text}");
+        }
+    }
 
     #[test]
     fn the_folder_is_synced_after_the_rename() {

@@ -359,3 +359,137 @@ fn the_plan_copies_of_version_1_executions_are_still_listed() {
         ExecError::PlanVersion { version: 1, .. }
     ));
 }
+
+/// `f` on another thread, or a panic when it takes longer than a minute
+/// (what used to hang forever on a FIFO fails the test instead).
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("it hung")
+}
+
+/// A plan claiming this state directory's key, with a failing MAC, whose
+/// session is a FIFO or `/dev/zero`: the re-plan that names the differing
+/// fields refuses the file before reading it (no hang, no endless read).
+#[test]
+fn a_forged_plan_naming_a_fifo_or_a_device_is_refused_without_reading_it() {
+    let f = fx();
+    let fifo = f.root.join("session.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for (file, what) in [(fifo.clone(), "a FIFO"), ("/dev/zero".into(), "a device")] {
+        let path = f.root.join("plan.json");
+        edited(&f, &path, |p| p.session.file = file.clone());
+        let runner = f.runner();
+        let key = f.key.clone();
+        let err = within_a_minute(move || {
+            let trust = Trust {
+                key: Some(&key),
+                foreign: false,
+            };
+            verify_plan(&runner, &path, trust).unwrap_err()
+        });
+        assert!(matches!(err, ExecError::PlanNotOurs { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&file.display().to_string()) && msg.contains(what),
+            "{msg}"
+        );
+    }
+    // Planning from one is refused the same way.
+    let mut req = f.request(ENTRY);
+    req.session = fifo.clone();
+    let err = f.plan(&req).unwrap_err();
+    assert!(matches!(err, ExecError::SessionRead { .. }), "{err}");
+    assert!(err.to_string().contains("is not a regular file"), "{err}");
+}
+
+/// A session that became invalid since the plan is refused in the
+/// validator's words (it used to read as "the entry changed").
+#[test]
+fn a_session_made_invalid_since_the_plan_is_refused_in_the_validators_words() {
+    let f = fx();
+    let path = f.root.join("plan.json");
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
+    write_plan(&path, &plan, false).unwrap();
+    let mut text = fs::read(&f.session).unwrap();
+    text.extend_from_slice(b"{\"type\":\"custom\",\"id\":\"aaaa0001\",\"parentId\":\"deadbeef\",\"timestamp\":\"2026-11-30T10:10:00.000Z\",\"customType\":\"x\"}\n");
+    fs::write(&f.session, &text).unwrap();
+    let err = f.verify(&path).unwrap_err();
+    assert!(matches!(err, ExecError::SessionInvalid { .. }), "{err}");
+    assert!(err.to_string().contains("deadbeef"), "{err}");
+}
+
+/// No file name made while the key is created holds any part of the secret
+/// (it used to name its temporary file after the secret's first 4 bytes).
+#[test]
+fn the_key_files_names_reveal_nothing_of_the_secret() {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    fs::create_dir(&state).unwrap();
+    let watch = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+    watch
+        .add_watch(
+            &state,
+            AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO,
+        )
+        .unwrap();
+    PlanKey::open_or_create(&state).unwrap();
+    let secret = fs::read_to_string(state.join(PLAN_KEY_FILE)).unwrap();
+    let secret = secret.trim();
+    assert_eq!(secret.len(), 64);
+    let names: Vec<String> = watch
+        .read_events()
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| e.name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    assert!(names.len() >= 2, "{names:?}");
+    for name in &names {
+        for window in secret.as_bytes().windows(8) {
+            let part = std::str::from_utf8(window).unwrap();
+            assert!(!name.contains(part), "{name} holds {part} of the secret");
+        }
+    }
+    // The created key is all that is left.
+    let left: Vec<_> = fs::read_dir(&state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from(PLAN_KEY_FILE)]);
+}
+
+/// A trusted foreign plan whose ids or model string leave their character
+/// sets fails its re-check naming the plan and the field (exit 27 in the
+/// CLI, as documented), not as a bad input.
+#[test]
+fn ids_out_of_their_sets_in_a_trusted_plan_are_inconsistencies_of_the_plan() {
+    let f = fx();
+    let path = f.root.join("plan.json");
+    let trusting = Trust {
+        key: Some(&f.key),
+        foreign: true,
+    };
+    type Edit = fn(&mut Plan);
+    let cases: [(&str, Edit); 3] = [
+        ("session.id", |p| p.session.id = "x y".into()),
+        ("session.entry", |p| p.session.entry = "a\nb".into()),
+        ("model", |p| p.model = Some("no-slash".into())),
+    ];
+    for (field, edit) in cases {
+        edited(&f, &path, |p| {
+            edit(p);
+            p.mac.key_id = "0000000000000000".into();
+        });
+        let err = verify_plan(&f.runner(), &path, trusting).unwrap_err();
+        assert!(
+            matches!(&err, ExecError::PlanInconsistent { path: p, field: got, .. } if p == &path && *got == field),
+            "{field}: {err}"
+        );
+        assert!(err.to_string().contains("is refused: allowed are"), "{err}");
+    }
+}

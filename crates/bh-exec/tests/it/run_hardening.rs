@@ -139,3 +139,85 @@ async fn a_plan_replaced_after_the_caller_checked_it_is_refused() {
     );
     assert!(!f.root.join("state/executions").exists());
 }
+
+const WRITE_NEW: &str = r#"{"toolCalls": [{"name": "write", "arguments": {"path": "new.txt", "content": "work\n"}}]}
+{"text": "Done."}
+"#;
+
+/// The output ref cannot be created once the agent has run (here a ref
+/// below its name is in the way): the worktree with the agent's work stays,
+/// a later `gc` leaves it alone, and the error names the worktree, the
+/// commit made and Git's own reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_to_record_keeps_the_agents_work_and_says_where() {
+    let f = fx();
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let head = f.git(&["rev-parse", "HEAD"]);
+    f.git(&[
+        "update-ref",
+        &format!("{}/in-the-way", plan.output_ref),
+        &head,
+    ]);
+    let err = run_plan(&f.runner(), &path, &setup(&f, WRITE_NEW))
+        .await
+        .unwrap_err();
+    let bh_exec::ExecError::WorkKept {
+        worktree,
+        dir,
+        source,
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    let bh_exec::ExecError::RefCreate { name, commit, .. } = source.as_ref() else {
+        panic!("{source}");
+    };
+    assert_eq!(name, &plan.output_ref);
+    let text = err.to_string();
+    assert!(text.contains(&worktree.display().to_string()), "{text}");
+    assert!(text.contains(commit.as_str()), "{text}");
+    assert!(std::error::Error::source(source.as_ref()).is_some());
+    assert_eq!(
+        fs::read_to_string(worktree.join("new.txt")).unwrap(),
+        "work\n"
+    );
+    assert_eq!(f.git(&["show", &format!("{commit}:new.txt")]), "work");
+    assert!(dir.join("kept").exists());
+    assert!(!dir.join("result.json").exists());
+    // The process that ran it is gone for gc's purposes only through the
+    // owner stamp; make it a dead one, then collect.
+    fs::write(dir.join("owner"), "1 0").unwrap();
+    let removed = bh_exec::gc(&f.runner(), &f.dir, &f.root.join("state")).unwrap();
+    assert!(removed.is_empty(), "{removed:?}");
+    assert!(worktree.join("new.txt").exists());
+}
+
+/// A plan without a model runs the provider's: a model string that cannot
+/// be a trailer value refuses the run before the agent starts (it used to
+/// fail at the commit, after the work, and lose it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_model_that_cannot_be_a_trailer_refuses_the_run_before_the_agent() {
+    use bh_llm::{Api, ModelSpec, ScriptedProvider};
+    let f = fx();
+    let mut req = f.request(ENTRY);
+    req.model = None;
+    let plan = f.plan(&req).unwrap();
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let mut s = setup(&f, WRITE_NEW);
+    s.provider = std::sync::Arc::new(
+        ScriptedProvider::from_str(
+            WRITE_NEW,
+            ModelSpec::new("scripted", "demo model", Api::Scripted),
+        )
+        .unwrap(),
+    );
+    let err = run_plan(&f.runner(), &path, &s).await.unwrap_err();
+    assert!(
+        matches!(&err, bh_exec::ExecError::InvalidId { what: "model", value, .. } if value == "scripted/demo model"),
+        "{err}"
+    );
+    assert!(!f.root.join("state/executions").exists());
+}
