@@ -39,6 +39,9 @@ pub enum SessionCmd {
         /// The session files (or session id prefixes) to check.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// List every problem (by default a file's first 20, then a count).
+        #[arg(long)]
+        all: bool,
     },
     /// The messages a model would see (exactly as Pi builds them).
     Context {
@@ -99,7 +102,7 @@ pub fn run(cmd: SessionCmd, ctx: &Ctx) -> Result<(), CliError> {
     match cmd {
         SessionCmd::Show { file } => show(ctx, &file),
         SessionCmd::Tree { file, full } => tree(ctx, &file, full),
-        SessionCmd::Validate { files } => validate(ctx, &files),
+        SessionCmd::Validate { files, all } => validate(ctx, &files, all),
         SessionCmd::Context { file, entry } => context(ctx, &file, entry.as_deref()),
         SessionCmd::Fork {
             file,
@@ -195,9 +198,12 @@ fn problems_json(problems: &[Problem]) -> Value {
 
 // ----- show ------------------------------------------------------------------
 
-fn show(ctx: &Ctx, file: &Path) -> Result<(), CliError> {
-    let s = load(ctx, file)?;
-    require_session(&s, file)?;
+fn show(ctx: &Ctx, given: &Path) -> Result<(), CliError> {
+    // An id prefix is shown as the file it named.
+    let resolved = crate::names::session_path(ctx, given)?;
+    let s = load_resolved(&resolved, given)?;
+    require_session(&s, given)?;
+    let file = resolved.as_path();
     let stats = s.stats();
     let leaf = s.leaf().map(|e| e.id.clone());
     if ctx.json {
@@ -307,7 +313,10 @@ fn show(ctx: &Ctx, file: &Path) -> Result<(), CliError> {
 
 // ----- validate --------------------------------------------------------------
 
-fn validate(ctx: &Ctx, files: &[PathBuf]) -> Result<(), CliError> {
+/// Problems a file's human report lists before it counts the rest.
+const MAX_PROBLEMS_SHOWN: usize = 20;
+
+fn validate(ctx: &Ctx, files: &[PathBuf], all: bool) -> Result<(), CliError> {
     let mut reports = Vec::new();
     let mut invalid = 0usize;
     let mut missing = 0usize;
@@ -326,8 +335,23 @@ fn validate(ctx: &Ctx, files: &[PathBuf]) -> Result<(), CliError> {
                     f.display(),
                     if valid { "ok" } else { "INVALID" }
                 ));
-                for p in s.problems() {
+                // A file that is not a session at all (HTML, a log) has a
+                // problem per line: show the first few and count the rest.
+                let problems = s.problems();
+                let shown = if all {
+                    problems.len()
+                } else {
+                    problems.len().min(MAX_PROBLEMS_SHOWN)
+                };
+                for p in &problems[..shown] {
                     text.push_str(&format!("{}:{}\n", f.display(), problem_line(p)));
+                }
+                if shown < problems.len() {
+                    text.push_str(&format!(
+                        "{}: … {} more problem(s) (--all shows every one, --json lists them)\n",
+                        f.display(),
+                        problems.len() - shown
+                    ));
                 }
                 reports.push(json!({
                     "file": f.display().to_string(),

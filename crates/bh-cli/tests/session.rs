@@ -598,3 +598,76 @@ fn a_directory_where_a_session_file_is_expected_is_a_usage_error() {
         assert!(err.contains("is a directory"), "{cmd}: {err}");
     }
 }
+
+#[test]
+fn show_by_id_prints_the_file_it_resolved_to() {
+    let env = Env::new();
+    let proj = tempfile::tempdir().unwrap();
+    let enc = proj
+        .path()
+        .to_str()
+        .unwrap()
+        .trim_start_matches('/')
+        .replace('/', "-");
+    let dir = env.agent.path().join("sessions").join(format!("--{enc}--"));
+    fs_err::create_dir_all(&dir).unwrap();
+    let src = scenario("s01-plain-text");
+    let copy = dir.join(src.file_name().unwrap());
+    fs_err::copy(&src, &copy).unwrap();
+    let out = env
+        .bh()
+        .current_dir(proj.path())
+        .args(["session", "show", "01a22bed"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    assert_eq!(first, format!("file:      {}", copy.display()));
+    let out = env
+        .bh()
+        .current_dir(proj.path())
+        .args(["--json", "session", "show", "01a22bed"])
+        .output()
+        .unwrap();
+    assert_eq!(json_of(&out.stdout)["file"], copy.display().to_string());
+}
+
+#[test]
+fn validate_of_a_file_that_is_not_a_session_lists_a_few_problems_then_counts() {
+    let env = Env::new();
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("page.html");
+    let body: String = (0..300).map(|i| format!("<p>line {i}</p>\n")).collect();
+    fs_err::write(&html, format!("<html>\n{body}")).unwrap();
+    let out = env
+        .bh()
+        .args(["session", "validate"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() <= 22, "{} lines", lines.len());
+    assert!(
+        lines.last().unwrap().contains("282 more problem(s)"),
+        "{text}"
+    );
+    // --all lists every one; --json always does.
+    let all = env
+        .bh()
+        .args(["session", "validate", "--all"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(all.stdout).unwrap().lines().count(), 303);
+    let json = env
+        .bh()
+        .args(["--json", "session", "validate"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    let v = json_of(&json.stdout);
+    assert_eq!(v["files"][0]["problems"].as_array().unwrap().len(), 302);
+}
