@@ -1294,6 +1294,8 @@ fn failed_or_cancelled_worktree_moves_leave_the_session_as_it_was() {
         stderr.contains("exiting once the move is undone"),
         "{stderr}"
     );
+    // It says where the session is, as /quit does.
+    assert_eq!(final_session(&stderr), source);
     assert_eq!(fs_err::read(&source).unwrap(), before);
     assert!(walk(&env.agent_dir.join("sessions")).is_empty());
 }

@@ -47,7 +47,7 @@ pub enum RelocateError {
         /// The prepared session could not be deleted.
         discard: Option<Box<WorktreeError>>,
     },
-    #[error("the session already is in worktree {name} ({path})")]
+    #[error("the session is already in worktree {name} ({path})")]
     AlreadyThere { name: String, path: PathBuf },
     #[error("disposing works inside a managed worktree; {cwd} is not one")]
     NotInWorktree { cwd: PathBuf },

@@ -164,7 +164,7 @@ pub fn enter_main(
     let project = Project::discover(runner, &opts.cwd)?;
     if same_path(&opts.cwd, &project.main) {
         return Err(WorktreeError::Refused(format!(
-            "{} already is the main checkout",
+            "{} is already the main checkout",
             opts.cwd.display()
         )));
     }

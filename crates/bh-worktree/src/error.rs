@@ -30,7 +30,9 @@ pub enum WorktreeError {
     NotFound { name: String },
     #[error("{what} not found: {detail}")]
     Missing { what: String, detail: String },
-    #[error("refused: {0}")]
+    /// The kind (refused) is the error's class, not part of its text: the
+    /// CLI and the Pi extension print the kind beside the message.
+    #[error("{0}")]
     Refused(String),
     #[error("post-create command {index} ({command:?}) failed ({status}); log: {log}")]
     PostCreateFailed {

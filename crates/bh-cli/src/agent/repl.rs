@@ -169,6 +169,11 @@ pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<
     };
     let result = repl(live, ctx, args, &mut input, &cwd, &state, &quit).await;
     signals.abort();
+    if result.is_err() {
+        // Ctrl-C twice (or a failed turn) ends the REPL as /quit does: the
+        // session's path is the line a user needs to go on with it.
+        eprintln!("session: {}", live.agent().session_path().display());
+    }
     result
 }
 

@@ -28,7 +28,8 @@ pub(crate) fn resolve<'a>(
     let hex = body.chars().filter(char::is_ascii_hexdigit).count();
     if body.is_empty() || !body.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
         return Err(CliError::usage(format!(
-            "{query:?} is not a {what} id (a unique prefix of at least {MIN_HEX} hex digits; `{list}` shows them)"
+            "{query:?} is not {} {what} id (a unique prefix of at least {MIN_HEX} hex digits; `{list}` shows them)",
+            article(what)
         )));
     }
     if hex < MIN_HEX {
@@ -61,6 +62,15 @@ pub(crate) fn resolve<'a>(
                 many.join(", ")
             ),
         )),
+    }
+}
+
+/// "an execution", "a task".
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
     }
 }
 
@@ -111,5 +121,12 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::NotFound);
         let e = resolve("execution", "bh exec list", "../etc", IDS).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Usage);
+        assert!(
+            e.message.contains("is not an execution id"),
+            "{}",
+            e.message
+        );
+        let e = resolve("task", "bh task list", "zz", IDS).unwrap_err();
+        assert!(e.message.contains("is not a task id"), "{}", e.message);
     }
 }
