@@ -19,7 +19,7 @@ pub enum CheckpointError {
     )]
     StoreSymlink { path: PathBuf },
     #[error(
-        "checkpoint store {store} and project {project} overlap (one contains the other); choose a state directory outside the project"
+        "checkpoint store {store} and project {project} overlap (one contains the other): a store cannot live inside the project it protects"
     )]
     Overlap { store: PathBuf, project: PathBuf },
     #[error("checkpoint store {store} belongs to project {recorded}, not {project}")]

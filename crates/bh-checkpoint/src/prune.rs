@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{CheckpointError, Result};
-use crate::meta::Checkpoint;
+use crate::meta::{Checkpoint, CheckpointKind};
 use crate::store::{Store, now_ms};
 
 impl Store {
@@ -23,8 +23,16 @@ impl Store {
         let now_ms = now_ms();
         let mut removed = Vec::new();
         let mut kept = Vec::new();
-        for (i, cp) in list.into_iter().enumerate() {
-            let by_count = policy.keep.is_none_or(|k| i >= k);
+        // `keep N` counts snapshots, newest first; an undo point (what a
+        // restore replaced) goes with the snapshots around it: kept while
+        // fewer than N snapshots are counted, dropped after.
+        let mut snapshots_seen = 0usize;
+        for cp in list {
+            let past = policy.keep.is_none_or(|k| snapshots_seen >= k);
+            if cp.kind == CheckpointKind::Snapshot {
+                snapshots_seen += 1;
+            }
+            let by_count = past;
             let by_age = policy.older_than.is_none_or(|age| {
                 now_ms.saturating_sub(cp.time_ms)
                     > i64::try_from(age.as_millis()).unwrap_or(i64::MAX)
@@ -59,6 +67,12 @@ impl Store {
                 .stdin(tx.into_bytes())
                 .run()?;
         }
+        if kept.is_empty() {
+            // Nothing is left to be fast about: the shadow index (and a split
+            // index's shared part) would keep every blob of the last state
+            // alive through the repack. The next snapshot starts afresh.
+            self.drop_shadow_index()?;
+        }
         let shadow = self.shadow();
         shadow.run(["pack-refs", "--all", "--prune"])?;
         shadow.run(["repack", "-a", "-d", "-q", "--no-write-bitmap-index"])?;
@@ -72,8 +86,33 @@ impl Store {
     }
 }
 
-/// Which checkpoints `prune` drops: those beyond the newest `keep` and/or older
-/// than `older_than` (both must hold when both are given).
+impl Store {
+    /// Removes the shadow index and any `sharedindex.*` beside it.
+    fn drop_shadow_index(&self) -> Result<()> {
+        let io = |path: &std::path::Path, e: std::io::Error| {
+            CheckpointError::io(format!("cannot remove {}", path.display()), e)
+        };
+        let entries = fs_err::read_dir(&self.git_dir).map_err(|e| io(&self.git_dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| io(&self.git_dir, e))?;
+            let name = entry.file_name();
+            let name = name.as_encoded_bytes();
+            if name == b"index" || name.starts_with(b"sharedindex.") {
+                let path = entry.path();
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io(&path, e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which checkpoints `prune` drops: those beyond the newest `keep` snapshots
+/// (undo points between them stay) and/or older than `older_than` (both must
+/// hold when both are given).
 #[derive(Debug, Clone, Default)]
 pub struct PrunePolicy {
     pub keep: Option<usize>,

@@ -221,6 +221,12 @@ impl Store {
         let checkpoints =
             crate::paths::resolve_existing_prefix(&options.state_dir.join("checkpoints"));
         if !checkpoints.join(store_name(&project)).is_dir() {
+            // No store; but a `checkpoints` folder someone else could change
+            // (or a symlink in its place) is still refused, not read past.
+            let folder = options.state_dir.join("checkpoints");
+            if options.state_dir.is_absolute() && fs::symlink_metadata(&folder).is_ok() {
+                crate::trust::open_trusted(&options.state_dir, &["checkpoints"])?;
+            }
             return Ok(None);
         }
         let user = found.map(|(_, user)| UserRepo {

@@ -186,7 +186,33 @@ pub(crate) fn checkpoint_error(err: CheckpointError) -> CliError {
         ErrorClass::Usage => ErrorKind::Usage,
         ErrorClass::Internal => ErrorKind::Internal,
     };
-    CliError::new(kind, err.to_string())
+    let hint = match &err {
+        // Typically bh run in $HOME or above the state folder: say what to do.
+        CheckpointError::Overlap { project, .. } => format!(
+            "; run bh inside the project (a Git repository or a folder of its own), or pass --state-dir DIR (or set BH_STATE_DIR) to a folder outside {}",
+            project.display()
+        ),
+        _ => String::new(),
+    };
+    CliError::new(kind, format!("{err}{hint}"))
+}
+
+/// `checkpoint list` where no store exists yet: nothing to list, nothing made.
+fn no_store(ctx: &Ctx) -> Result<(), CliError> {
+    let dir = fs_err::canonicalize(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone());
+    if ctx.json {
+        return print_json(&json!({
+            "project": dir.to_string_lossy(),
+            "store": null,
+            "store_size": 0,
+            "checkpoints": [],
+        }));
+    }
+    println!(
+        "0 checkpoints of {} (no checkpoint store yet: the first snapshot makes one)",
+        dir.display()
+    );
+    Ok(())
 }
 
 /// `--project DIR` names the project exactly; without it the project is the
@@ -269,7 +295,15 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             for s in &outcome.skipped {
                 eprintln!("bh: warning: not captured: {} ({})", s.path, s.reason);
             }
-            if outcome.created {
+            if outcome.created && first {
+                // Nothing to compare with: it holds the project, not changes.
+                println!(
+                    "created checkpoint {} (the first: {} file{})",
+                    outcome.checkpoint.id,
+                    outcome.changed.len(),
+                    if outcome.changed.len() == 1 { "" } else { "s" }
+                );
+            } else if outcome.created {
                 println!(
                     "created checkpoint {} ({} file{} changed)",
                     outcome.checkpoint.id,
@@ -285,7 +319,21 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             Ok(())
         }
         CheckpointCmd::List { project } => {
-            let store = open(ctx, &project, None)?;
+            // Listing never creates a store: a folder without one has none.
+            let store = if project.project.is_some() {
+                open(ctx, &project, None)?
+            } else {
+                let options = StoreOptions {
+                    state_dir: ctx.state_dir.clone(),
+                    max_file_size: project.max_file_size,
+                };
+                match Store::open_existing_in(&ctx.git(), &ctx.cwd, &options)
+                    .map_err(checkpoint_error)?
+                {
+                    Some(store) => store,
+                    None => return no_store(ctx),
+                }
+            };
             let list = store.list().map_err(checkpoint_error)?;
             let size = store.size();
             if ctx.json {

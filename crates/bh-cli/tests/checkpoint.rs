@@ -265,6 +265,14 @@ fn store_is_private_and_outside_the_project() {
             .contains("overlap"),
         "{err}"
     );
+    // ... and the message says what to do.
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("pass --state-dir DIR (or set BH_STATE_DIR) to a folder outside"),
+        "{err}"
+    );
     assert!(!env.project.join(".bh-state").exists());
     // a project inside the state dir: refused
     let inner = env.state.join("checkpoints/inner");
@@ -1394,4 +1402,112 @@ fn a_directory_swapped_for_a_symlink_during_restore_never_leads_outside() {
             assert_eq!(fs::read_to_string(outside.join(d)).unwrap(), "decoy\n");
         }
     }
+}
+
+#[test]
+fn list_where_no_store_exists_creates_none() {
+    // Outside any repository and inside a fresh one: nothing to list, nothing made.
+    for env in [Env::new(), Env::git_project()] {
+        let before = env.state.exists().then(|| walk_names(&env.state));
+        let out = env.bh().args(["checkpoint", "list"]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.starts_with("0 checkpoints of "), "{text}");
+        assert!(text.contains("no checkpoint store yet"), "{text}");
+        let doc = env.json(&["checkpoint", "list"]);
+        assert_eq!(doc["checkpoints"], serde_json::json!([]));
+        assert_eq!(doc["store"], Value::Null);
+        let after = env.state.exists().then(|| walk_names(&env.state));
+        assert_eq!(before, after, "checkpoint list wrote into the state folder");
+        assert!(!env.state.join("checkpoints").exists());
+        // Once a snapshot made the store, list shows it.
+        env.snapshot_id();
+        let doc = env.json(&["checkpoint", "list"]);
+        assert_eq!(doc["checkpoints"].as_array().unwrap().len(), 1);
+        assert!(doc["store"].is_string());
+    }
+}
+
+fn walk_names(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn prune_keep_counts_snapshots_and_undo_points_go_with_them() {
+    let env = Env::git_project();
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        env.write("f.txt", &format!("v{i}\n"));
+        ids.push(env.snapshot_id());
+    }
+    // Three restores of an old snapshot from unsaved states: three undo points,
+    // newer than every snapshot.
+    for i in 0..3 {
+        env.write("f.txt", &format!("unsaved {i}\n"));
+        env.json(&["checkpoint", "restore", &ids[0]]);
+    }
+    let list = env.json(&["checkpoint", "list"]);
+    let kinds: Vec<&str> = list["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "pre-restore",
+            "pre-restore",
+            "pre-restore",
+            "snapshot",
+            "snapshot",
+            "snapshot",
+            "snapshot"
+        ]
+    );
+    // --keep 2 keeps two snapshots (not the three undo points alone), and
+    // the undo points newer than them.
+    let out = env.json(&["checkpoint", "prune", "--keep", "2"]);
+    assert_eq!(out["prune"]["removed"].as_array().unwrap().len(), 2);
+    let list = env.json(&["checkpoint", "list"]);
+    let left: Vec<&str> = list["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "snapshot")
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, [ids[3].as_str(), ids[2].as_str()]);
+    // Pruning everything gives the space back (the shadow index no longer
+    // holds the last state's blobs), and snapshots work again afterwards.
+    let before = list["store_size"].as_u64().unwrap();
+    let out = env.json(&["checkpoint", "prune", "--keep", "0"]);
+    let after = out["prune"]["size_after"].as_u64().unwrap();
+    assert!(after < before / 2, "store {before} -> {after} bytes");
+    assert_eq!(env.snapshot()["created"], true);
+    fsck(&env);
+}
+
+#[test]
+fn the_first_snapshot_says_what_it_holds_not_changes() {
+    let env = Env::git_project();
+    let out = env.bh().args(["checkpoint", "snapshot"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("(the first: 2 files)"), "{text}");
+    env.write("README.md", "# changed\n");
+    let out = env.bh().args(["checkpoint", "snapshot"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("(1 file changed)"), "{text}");
 }
