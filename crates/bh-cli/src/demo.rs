@@ -69,7 +69,7 @@ pub fn run(args: DemoArgs, ctx: &Ctx) -> Result<(), CliError> {
     ));
 
     // --- the session-checkpoint executor ---------------------------------
-    executor_demo(ctx, &root, &project, &mut say)?;
+    executor_demo(ctx, &root, &project, args.keep, &mut say)?;
 
     // --- checkpoints by hand ----------------------------------------------
     let store =
@@ -170,6 +170,7 @@ fn executor_demo(
     ctx: &Ctx,
     root: &Path,
     project: &Path,
+    keep: bool,
     say: &mut dyn FnMut(String),
 ) -> Result<(), CliError> {
     let state = root.join("state");
@@ -265,7 +266,18 @@ fn executor_demo(
         result.forked_session.display(),
         result.checkpoints.join(", ")
     ));
-    say("your branch, index and files were not touched; inspect with: git show <ref>".into());
+    let out_ref = result.output_ref.as_deref().unwrap_or("HEAD");
+    say(if keep {
+        format!(
+            "your branch, index and files were not touched; inspect with: git -C {} show {out_ref}",
+            project.display()
+        )
+    } else {
+        // The folder goes when the demo ends: a command naming it would fail.
+        "your branch, index and files were not touched; the demo folder is removed now: \
+         run `bh demo --keep` to keep it and inspect the commit with git show"
+            .into()
+    });
     Ok(())
 }
 

@@ -1062,6 +1062,34 @@ fn demo_runs_end_to_end() {
     assert!(text.contains("verified: src/main.rs back, README.md back, ignored target/ untouched, scratch.txt gone: yes"), "{text}");
     assert!(text.contains("ran: committed"), "{text}");
     assert!(text.contains("Better-Harness-Entry: "), "{text}");
+    // Without --keep the folder is gone: no command that names it.
+    assert!(text.contains("run `bh demo --keep` to keep it"), "{text}");
+    assert!(!text.contains("git show <ref>"), "{text}");
+}
+
+#[test]
+fn demo_keep_prints_an_inspect_command_that_works() {
+    let env = Env::new();
+    let out = env.bh().args(["demo", "--keep"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cmd = text
+        .lines()
+        .find_map(|l| l.split("inspect with: ").nth(1))
+        .unwrap_or_else(|| panic!("no inspect command: {text}"));
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    assert_eq!(words[0], "git", "{cmd}");
+    let shown = bh_test_support::git_command()
+        .args(&words[1..])
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{cmd}: {shown:?}");
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("Better-Harness-Execution: "));
+    let kept = text
+        .lines()
+        .find_map(|l| l.strip_prefix("kept the demo folder: "))
+        .unwrap();
+    fs::remove_dir_all(kept).unwrap();
 }
 
 #[test]
