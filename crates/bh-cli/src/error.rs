@@ -140,24 +140,33 @@ impl ErrorKind {
 /// The `Exit codes:` section every command's `--help` ends with, generated
 /// from [`ErrorKind::ALL`] (plus the executor's codes when `executor`).
 pub fn exit_codes_help(executor: bool) -> String {
-    let mut t = String::from("Exit codes:\n    0  success\n");
+    let mut t = String::from("Exit codes:");
+    for (code, meaning) in exit_code_rows(executor) {
+        t.push_str(&format!("\n  {code:>3}  {meaning}"));
+    }
+    t
+}
+
+/// Every exit code with its meaning, in order: `--help`'s table and the
+/// manual page's EXIT STATUS section.
+pub fn exit_code_rows(executor: bool) -> Vec<(u8, String)> {
+    let mut rows = vec![(0, "success".to_owned())];
     for kind in ErrorKind::ALL {
-        t.push_str(&format!(
-            "  {:>3}  {}: {}\n",
+        rows.push((
             kind.exit_code(),
-            kind.as_str(),
-            kind.meaning()
+            format!("{}: {}", kind.as_str(), kind.meaning()),
         ));
     }
     if executor {
         for (code, meaning) in exec_code::ALL {
-            t.push_str(&format!("  {code:>3}  tampered: {meaning}\n"));
+            rows.push((code, format!("tampered: {meaning}")));
         }
     }
-    t.push_str(&format!(
-        "  {EXIT_PIPE_CLOSED:>3}  stdout's reader went away (`bh … | head`), quietly"
+    rows.push((
+        EXIT_PIPE_CLOSED,
+        "stdout's reader went away (`bh … | head`), quietly".to_owned(),
     ));
-    t
+    rows
 }
 
 /// The scripted-model file format (`--script FILE`, `--model scripted/FILE`),

@@ -11,6 +11,7 @@ mod demo;
 mod display;
 mod error;
 mod exec;
+mod man;
 mod names;
 mod progress;
 mod session;
@@ -81,8 +82,11 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff; e.g. `bh man | man -l -`).
-    Man,
+    /// Print the manual page (roff; e.g. `bh man | man -l -`); `bh man exec run` prints bh-exec-run(1).
+    Man {
+        /// The subcommand whose page to print (none: bh(1)).
+        command: Vec<String>,
+    },
 }
 
 /// `bh --version`: the package version and the commit it was built from.
@@ -243,11 +247,7 @@ fn real_main() -> ExitCode {
                     error::CliError::internal(format!("cannot write the completion script: {e}"))
                 })
             }
-            Command::Man => clap_mangen::Man::new(bh_command())
-                .render(&mut std::io::stdout().lock())
-                .map_err(|e| {
-                    error::CliError::internal(format!("cannot write the manual page: {e}"))
-                }),
+            Command::Man { command } => man::run(bh_command(), &command),
         });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -64,6 +64,48 @@ fn completions_and_the_manual_page_cover_every_command() {
     assert!(page.contains("worktree"));
 }
 
+/// Every `bh-…(1)` a page lists is a page `bh man …` prints, each with its
+/// exit codes as an EXIT STATUS section (the executor's codes on exec's pages).
+#[test]
+fn man_prints_every_page_it_lists() {
+    let mut todo: Vec<Vec<String>> = vec![Vec::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let out = bh().arg("man").args(&path).output().unwrap();
+        assert!(out.status.success(), "bh man {path:?}: {out:?}");
+        let page = String::from_utf8(out.stdout).unwrap();
+        let name = if path.is_empty() {
+            "bh".to_owned()
+        } else {
+            format!("bh-{}", path.join("-"))
+        };
+        assert!(page.contains(&format!(".TH {name} 1")), "{name}: {page}");
+        assert!(page.contains(".SH \"EXIT STATUS\""), "{name}");
+        assert!(!page.contains(".SH EXTRA"), "{name}");
+        assert_eq!(
+            page.contains("the output ref already exists"),
+            path.first().is_some_and(|p| p == "exec"),
+            "{name}"
+        );
+        let prefix = format!("{}\\-", name.replace('-', "\\-"));
+        for line in page.lines() {
+            if let Some(sub) = line
+                .strip_prefix(&prefix)
+                .and_then(|r| r.strip_suffix("(1)"))
+            {
+                let mut next = path.clone();
+                next.push(sub.replace("\\-", "-"));
+                todo.push(next);
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen > 20, "only {seen} pages");
+    let out = bh().args(["man", "nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bh-checkpoint(1)"));
+}
+
 /// A session whose tree is far larger than a pipe's buffer.
 fn big_session(dir: &Path) -> std::path::PathBuf {
     let f = dir.join("big.jsonl");
