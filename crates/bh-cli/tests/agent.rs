@@ -1695,3 +1695,48 @@ fn bash_is_sandboxed_by_default_and_says_so() {
     assert_eq!(sandbox["mode"], "off");
     assert!(outside.exists());
 }
+
+#[test]
+fn worktree_dispose_by_name_moves_back_from_its_own_and_leaves_the_session_elsewhere() {
+    let env = env();
+    let (base, _seen) = serve(vec![]);
+    let source = env.root.join("s.jsonl");
+    let a = env.root.join("repo.worktrees/a");
+    let b = env.root.join("repo.worktrees/b");
+    let input = "/worktree create a\n/worktree create b\n/worktree dispose a\n\
+                 /worktree dispose b\n/worktree dispose nope\n/quit\n";
+    let mut cmd = repl_elsewhere(
+        &env,
+        &[
+            "--model",
+            "openai/gpt-test",
+            "--base-url",
+            &base,
+            "--session",
+        ],
+    );
+    cmd.arg(&source).env("OPENAI_API_KEY", "sk-test");
+    let (code, stdout, stderr) = run_repl(cmd, input);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // `dispose a` from inside b: a goes, the session stays in b.
+    assert!(
+        stdout.contains(&format!("disposed worktree a ({})", a.display())),
+        "{stdout}"
+    );
+    assert!(!a.exists());
+    // `dispose b` from inside b: back to the main checkout first, then b goes.
+    assert!(
+        stdout.contains(&format!(
+            "session moved back to the main checkout {}",
+            env.repo.display()
+        )),
+        "{stdout}"
+    );
+    assert!(!b.exists());
+    // An unknown name is an error of its own, not clap's usage text.
+    assert!(stderr.contains("no worktree named \"nope\""), "{stderr}");
+    assert!(!stderr.contains("unexpected argument"), "{stderr}");
+    let last = final_session(&stderr);
+    assert!(last.exists());
+    assert_valid(&last);
+}

@@ -368,3 +368,27 @@ fn the_first_snapshot_of_a_large_tree_shows_its_progress() {
     assert!(screen.contains("✓ writing the checkpoint"), "{screen}");
     assert_eq!(fs_err::read_to_string(repo.join("new.txt")).unwrap(), "x\n");
 }
+
+#[test]
+fn the_prompt_names_the_worktree_the_session_is_in() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let (_tmp, root, repo) = repo();
+    let args = format!(
+        "--no-checkpoints --script {} --session {}",
+        root.join("turns.jsonl").display(),
+        root.join("s.jsonl").display()
+    );
+    let mut tty = Tty::start(&root, &repo, &args);
+    tty.wait_for("> ", 1);
+    tty.send(b"/worktree create feat\r");
+    tty.wait_for("[feat] > ", 1);
+    tty.send(b"/worktree dispose --force\r");
+    tty.wait_after("disposed worktree feat", "> ");
+    tty.send(b"/quit\r");
+    let screen = tty.finish();
+    let after = &screen[screen.rfind("disposed worktree feat").unwrap()..];
+    assert!(!after.contains("[feat]"), "{after}");
+}

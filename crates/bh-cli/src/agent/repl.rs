@@ -192,13 +192,15 @@ async fn repl(
         live.cwd().display()
     );
     let mut first_snapshot = FirstSnapshot::watch(live.agent());
+    // The prompt names the worktree the session is in (after every move).
+    let mut prompt = prompt_for(live);
     loop {
         if let Ok(mut c) = shown_cwd.lock() {
             live.cwd().clone_into(&mut c);
         }
         let read = tokio::select! {
             () = quit.cancelled() => return Err(interrupted()),
-            read = input.read("> ") => read,
+            read = input.read(&prompt) => read,
         };
         let line = match read {
             Input::Line(line) => line,
@@ -247,6 +249,7 @@ async fn repl(
                 if let Err(e) = result {
                     eprintln!("bh: {}", e.message);
                 }
+                prompt = prompt_for(live);
                 if exit {
                     return Err(interrupted());
                 }
@@ -294,6 +297,14 @@ async fn repl(
     }
     eprintln!("session: {}", live.agent().session_path().display());
     Ok(())
+}
+
+/// `> `, or `[NAME] > ` inside the managed worktree NAME.
+fn prompt_for(live: &Live) -> String {
+    match switch::current_worktree(live) {
+        Some(name) => format!("[{name}] > "),
+        None => "> ".to_owned(),
+    }
 }
 
 /// One REPL command; `Ok(true)` quits.

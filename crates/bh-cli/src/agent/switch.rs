@@ -36,7 +36,10 @@ enum ReplCmd {
     Enter { name: String },
     /// Move the session back to the main checkout, then dispose the worktree
     /// it was in (checkpoint first; refuses dirty or unmerged work unless --force).
+    /// With NAME, another managed worktree is disposed and the session stays.
     Dispose {
+        /// The worktree to dispose (default: the one the session is in).
+        name: Option<String>,
         #[arg(long)]
         force: bool,
     },
@@ -101,7 +104,28 @@ pub(super) async fn command(
             print_moved(&moved, "into the worktree");
             Ok(())
         }
-        ReplCmd::Dispose { force } => {
+        ReplCmd::Dispose {
+            name: Some(name),
+            force,
+        } if current_worktree(live).as_deref() != Some(name.as_str()) => {
+            // Another worktree: disposed as `bh worktree dispose NAME` does;
+            // the session is not in it and does not move.
+            let opts = bh_worktree::DisposeOptions {
+                name,
+                cwd: live.cwd().to_path_buf(),
+                force,
+                state_dir: ctx.state_dir.clone(),
+                max_file_size: bh_checkpoint::DEFAULT_MAX_FILE_SIZE,
+            };
+            let runner = live.runner().clone();
+            let out = tokio::task::spawn_blocking(move || bh_worktree::dispose(&runner, &opts))
+                .await
+                .map_err(|e| CliError::internal(format!("a worktree task failed: {e}")))?
+                .map_err(cli_err)?;
+            print_disposed(&out);
+            Ok(())
+        }
+        ReplCmd::Dispose { force, .. } => {
             let done = live
                 .dispose_worktree(force, cancel)
                 .await
@@ -111,6 +135,22 @@ pub(super) async fn command(
             Ok(())
         }
     }
+}
+
+/// The managed worktree the live session is in (the deepest one holding
+/// its cwd), `None` in the main checkout or outside Git.
+pub(super) fn current_worktree(live: &Live) -> Option<String> {
+    let all = bh_worktree::list(live.runner(), live.cwd()).ok()?;
+    let here = fs_err::canonicalize(live.cwd()).ok()?;
+    all.into_iter()
+        .filter(|w| !w.main)
+        .filter_map(|w| {
+            let p = fs_err::canonicalize(&w.path).ok()?;
+            let name = w.name?;
+            here.starts_with(&p).then_some((p.as_os_str().len(), name))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, name)| name)
 }
 
 fn warn_discard(discard: Option<&bh_worktree::WorktreeError>) {
