@@ -329,8 +329,24 @@ fn enter(
             out.source_cwd
         );
     }
+    // The next step, for a person (stdout stays the session path, for scripts).
+    let (dir, file) = (shell_quote(&out.worktree), shell_quote(&out.target));
+    eprintln!("bh: next: cd {dir} && pi --session {file}");
+    eprintln!("bh:   or: bh agent --cwd {dir} --session {file}");
     println!("{}", out.target.display());
     Ok(())
+}
+
+/// `path` as one word for a POSIX shell: as is when it holds only safe
+/// characters, else single-quoted.
+fn shell_quote(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy();
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        text.into_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }
 
 fn dispose(ctx: &Ctx, name: String, force: bool, repo: Option<PathBuf>) -> Result<(), CliError> {

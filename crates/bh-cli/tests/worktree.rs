@@ -232,6 +232,17 @@ fn enter_prints_the_target_and_racing_processes_consume_the_handoff_once() {
     let target = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     assert!(target.is_file());
     let wt = env.wt("e");
+    // stderr says what to run next, with the real paths.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "bh: next: cd {} && pi --session {}",
+            wt.display(),
+            target.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("or: bh agent --cwd "), "{stderr}");
     let text = fs::read_to_string(&target).unwrap();
     let lines: Vec<Value> = text
         .lines()
