@@ -11,7 +11,7 @@
 //   BH_PI_REWIND                `files` or `conversation`: what /tree and /fork
 //                               rewind when there is no UI to ask (default: conversation)
 import { spawn, execFile } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { rm } from "node:fs/promises";
 
 type Json = any;
@@ -27,6 +27,20 @@ const MUTATING = new Set(
 );
 const FILES = "Conversation and files";
 const CONVERSATION = "Conversation only";
+
+/** Whether `dir` is `root` or lies below it (real paths: symlinks resolved). */
+function inside(dir: string, root: string): boolean {
+	const real = (p: string) => {
+		try {
+			return realpathSync(p);
+		} catch {
+			return p;
+		}
+	};
+	const d = real(dir);
+	const r = real(root);
+	return d === r || d.startsWith(r.endsWith("/") ? r : `${r}/`);
+}
 
 /** One `bh checkpoint serve` child speaking JSON lines. */
 class Server {
@@ -291,7 +305,7 @@ export default function betterHarness(pi: Json) {
 	});
 
 	pi.registerCommand("worktree", {
-		description: "Managed worktrees: /worktree create NAME [bh options] | enter NAME | dispose NAME [--force] | list",
+		description: "Managed worktrees: /worktree create NAME [bh options] | enter NAME | leave | dispose NAME [--force] | list",
 		handler: async (args: string, ctx: Json) => {
 			const [sub, ...rest] = words(args);
 			const file = ctx.sessionManager.getSessionFile?.();
@@ -307,15 +321,35 @@ export default function betterHarness(pi: Json) {
 				if (sub === "create" && rest.length) {
 					const extra = file ? ["--session", file] : [];
 					const out = await bh(["worktree", "create", ...rest, ...extra], ctx.cwd);
-					return say(ctx, `worktree ${rest[0]} created at ${out?.path ?? out?.worktree ?? "?"}`);
+					return say(ctx, `worktree ${rest[0]} created at ${out?.worktree?.path ?? "?"} (/worktree enter ${rest[0]} moves this session there)`);
 				}
 				if (sub === "dispose" && rest.length) {
+					// Never the worktree this Pi runs in: its files would go from
+					// under the session (bh decides which one that is).
+					const here = await bh(["worktree", "list"], ctx.cwd);
+					const named = (here?.worktrees || []).find((w: Json) => w.name === rest[0]);
+					if (named && inside(ctx.cwd, named.path)) {
+						return say(
+							ctx,
+							`this session runs in worktree ${rest[0]} (${named.path}): /worktree leave moves it back to the main checkout, then /worktree dispose ${rest[0]}`,
+							"warning",
+						);
+					}
 					const out = await bh(["worktree", "dispose", ...rest], ctx.cwd);
 					const kept = out?.branch_kept ?? out?.branchKept;
 					return say(
 						ctx,
 						`worktree ${rest[0]} disposed${out?.checkpoint?.id ? ` (checkpoint ${out.checkpoint.id})` : ""}${kept ? `; branch kept: ${kept}` : ""}`,
 					);
+				}
+				if (sub === "leave" && rest.length === 0) {
+					if (!file) return say(ctx, "/worktree leave needs a saved session", "warning");
+					await ctx.waitForIdle?.();
+					const leaf = ctx.sessionManager.getLeafId();
+					const out = await bh(["worktree", "leave", "--session", file, ...(leaf ? ["--entry", leaf] : [])], ctx.cwd);
+					const result = await ctx.switchSession(out.target);
+					if (result?.cancelled) say(ctx, `move cancelled; still in ${ctx.cwd} (prepared session ${out.target} left unused)`, "warning");
+					return;
 				}
 				if (sub === "enter" && rest.length === 1) {
 					if (!file) return say(ctx, "/worktree enter needs a saved session", "warning");
@@ -331,7 +365,7 @@ export default function betterHarness(pi: Json) {
 					if (result?.cancelled) say(ctx, `move cancelled; still in ${ctx.cwd} (prepared session ${target} left unused)`, "warning");
 					return;
 				}
-				say(ctx, "usage: /worktree create NAME | enter NAME | dispose NAME [--force] | list", "warning");
+				say(ctx, "usage: /worktree create NAME | enter NAME | leave | dispose NAME [--force] | list", "warning");
 			} catch (e: any) {
 				say(ctx, `/worktree ${sub ?? ""} failed: ${e.message}`, "error");
 			}

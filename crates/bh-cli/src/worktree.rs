@@ -95,6 +95,21 @@ pub enum WorktreeCmd {
         #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
+    /// Prepare a session for the main checkout (the way back from a managed
+    /// worktree; what `/worktree dispose` of the worktree a session is in
+    /// needs first): fork FILE into the main checkout with one orientation
+    /// entry and a handoff; prints the new session file.
+    Leave {
+        /// The source session, in a managed worktree: a file or a session id prefix.
+        #[arg(long, value_name = "FILE|ID")]
+        session: PathBuf,
+        /// The entry the live session is at, when the file's leaf is not it.
+        #[arg(long, value_name = "ID")]
+        entry: Option<String>,
+        /// The managed worktree the session is in (default: the current directory).
+        #[arg(long, visible_alias = "project", value_name = "DIR")]
+        repo: Option<PathBuf>,
+    },
     /// Checkpoint every file (ignored ones too), then remove the worktree;
     /// refuses dirty or unmerged work unless --force.
     Dispose {
@@ -130,6 +145,11 @@ pub fn run(cmd: WorktreeCmd, ctx: &Ctx) -> Result<(), CliError> {
             entry,
             repo,
         } => enter(ctx, name, session, entry, repo),
+        WorktreeCmd::Leave {
+            session,
+            entry,
+            repo,
+        } => leave(ctx, session, entry, repo),
         WorktreeCmd::Dispose { name, force, repo } => dispose(ctx, name, force, repo),
         WorktreeCmd::Consume { target } => consume(ctx, target),
     }
@@ -312,8 +332,43 @@ fn enter(
         unflushed: Vec::new(),
     };
     let out = bh_worktree::enter(&ctx.git(), &opts).map_err(cli_err)?;
+    print_entered(ctx, &out)
+}
+
+/// `leave`: the session of the managed worktree at `repo` (or the cwd)
+/// carried back into the main checkout.
+fn leave(
+    ctx: &Ctx,
+    session: PathBuf,
+    entry: Option<String>,
+    repo: Option<PathBuf>,
+) -> Result<(), CliError> {
+    let session = crate::names::session_path(ctx, &session)?;
+    let entry = crate::names::entry_in_file(&session, entry)?;
+    let cwd = repo_dir(ctx, repo)?;
+    let (name, _) = bh_worktree::containing(&ctx.git(), &cwd)
+        .map_err(cli_err)?
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "{} is not inside a managed worktree (bh worktree list shows them)",
+                cwd.display()
+            ))
+        })?;
+    let opts = EnterOptions {
+        name,
+        cwd,
+        session,
+        entry,
+        agent_dir: ctx.pi_agent_dir()?,
+        unflushed: Vec::new(),
+    };
+    let out = bh_worktree::enter_main(&ctx.git(), &opts, false).map_err(cli_err)?;
+    print_entered(ctx, &out)
+}
+
+fn print_entered(ctx: &Ctx, out: &bh_worktree::EnterOutcome) -> Result<(), CliError> {
     if ctx.json {
-        return print_json(&serde_json::to_value(&out).map_err(CliError::internal)?);
+        return print_json(&serde_json::to_value(out).map_err(CliError::internal)?);
     }
     eprintln!(
         "bh: session carried into {} ({}, {} entries); orientation {}; handoff {}",

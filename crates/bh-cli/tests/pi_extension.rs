@@ -192,8 +192,15 @@ fn worktree_enter(release: PiRelease) {
     rpc.until("", settled(release));
     rpc.send(json!({"id": "c1", "type": "prompt", "message": "/worktree create feat"}));
     rpc.until("", notified("feat"));
+    let wt_path = run.repo.dir.parent().unwrap().join(format!(
+        "{}.worktrees/feat",
+        run.repo.dir.file_name().unwrap().to_str().unwrap()
+    ));
     assert!(
-        rpc.notes.last().unwrap().contains("created"),
+        rpc.notes
+            .last()
+            .unwrap()
+            .contains(&format!("created at {}", wt_path.display())),
         "{:?}",
         rpc.notes
     );
@@ -218,7 +225,11 @@ fn worktree_enter(release: PiRelease) {
         rpc.notes
     );
     assert!(!run.repo.dir.join("w.txt").exists());
-    // One orientation entry in the next model request.
+    // Disposing the worktree this Pi runs in is refused (its files would go
+    // from under the session), and says how to move out first.
+    rpc.send(json!({"id": "d1", "type": "prompt", "message": "/worktree dispose feat --force"}));
+    rpc.until("", notified("this session runs in worktree feat"));
+    assert!(worktree.join("w.txt").exists(), "{:?}", rpc.notes);
     let requests = seen.lock().unwrap().clone();
     let next = &requests[1].1;
     let orientations = next["messages"]
@@ -254,6 +265,15 @@ fn worktree_enter(release: PiRelease) {
         .matches("better-harness-transition-verification")
         .count();
     assert_eq!(verified, 1);
+    // /worktree leave carries the session back; then the dispose works.
+    rpc.send(json!({"id": "l1", "type": "prompt", "message": "/worktree leave"}));
+    rpc.until(
+        "",
+        notified(format!("arrived in worktree {}", run.repo.dir.display())),
+    );
+    rpc.send(json!({"id": "d2", "type": "prompt", "message": "/worktree dispose feat --force"}));
+    rpc.until("", notified("worktree feat disposed"));
+    assert!(!worktree.exists());
     drop(rpc.stdin);
     let _ = rpc.child.wait();
 }

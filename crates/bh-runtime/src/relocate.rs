@@ -218,28 +218,17 @@ impl Live {
         cancel: &CancellationToken,
     ) -> Result<Disposed, RelocateError> {
         let all = bh_worktree::list(&self.runner, &self.cwd)?;
-        let here = fs_err::canonicalize(&self.cwd).unwrap_or_else(|_| self.cwd.clone());
         let Some(main) = all.iter().find(|w| w.main) else {
             return Err(RelocateError::NoMainCheckout {
                 cwd: self.cwd.clone(),
             });
         };
         // The managed worktree the agent is in (the deepest one holding its cwd).
-        let current = all
-            .iter()
-            .filter(|w| !w.main && w.name.is_some())
-            .filter_map(|w| {
-                let p = fs_err::canonicalize(&w.path).ok()?;
-                here.starts_with(&p).then_some((p.as_os_str().len(), w))
-            })
-            .max_by_key(|(len, _)| *len)
-            .map(|(_, w)| w);
-        let Some((wt, name)) = current.and_then(|w| Some((w, w.name.clone()?))) else {
+        let Some((name, still_at)) = bh_worktree::containing(&self.runner, &self.cwd)? else {
             return Err(RelocateError::NotInWorktree {
                 cwd: self.cwd.clone(),
             });
         };
-        let still_at = wt.path.clone();
         let dispose = DisposeOptions {
             name: name.clone(),
             cwd: main.path.clone(),

@@ -47,6 +47,6 @@ pub use enter::{
     discard, enter, enter_main, handoff_path,
 };
 pub use error::{Result, WorktreeError};
-pub use list::{WorktreeInfo, list};
+pub use list::{WorktreeInfo, containing, list};
 pub use project::{Config, Project, validate_name};
 pub use receipt::{Receipt, Stage, State};

@@ -102,6 +102,36 @@ pub(crate) fn same_path(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// The managed worktree holding `cwd` (the deepest one, for worktrees made
+/// inside others): its name and path; `None` in the main checkout, in a
+/// hand-made worktree, or when `cwd` is in none. Cheap: no status is read.
+pub fn containing(runner: &GitRunner, cwd: &Path) -> Result<Option<(String, PathBuf)>> {
+    let project = Project::discover(runner, cwd)?;
+    let receipts = receipts(&project)?;
+    let Ok(here) = fs_err::canonicalize(cwd) else {
+        return Ok(None);
+    };
+    let found = project
+        .repo()
+        .worktrees()?
+        .into_iter()
+        .skip(1)
+        .filter(|wt| !wt.bare)
+        .filter_map(|wt| {
+            let name = receipts
+                .iter()
+                .find(|r| same_path(&r.path, &wt.path))?
+                .name
+                .clone();
+            let real = fs_err::canonicalize(&wt.path).ok()?;
+            here.starts_with(&real)
+                .then_some((real.as_os_str().len(), name, wt.path))
+        })
+        .max_by_key(|(len, _, _)| *len)
+        .map(|(_, name, path)| (name, path));
+    Ok(found)
+}
+
 pub fn list(runner: &GitRunner, cwd: &Path) -> Result<Vec<WorktreeInfo>> {
     let project = Project::discover(runner, cwd)?;
     let receipts = receipts(&project)?;

@@ -140,17 +140,10 @@ pub(super) async fn command(
 /// The managed worktree the live session is in (the deepest one holding
 /// its cwd), `None` in the main checkout or outside Git.
 pub(super) fn current_worktree(live: &Live) -> Option<String> {
-    let all = bh_worktree::list(live.runner(), live.cwd()).ok()?;
-    let here = fs_err::canonicalize(live.cwd()).ok()?;
-    all.into_iter()
-        .filter(|w| !w.main)
-        .filter_map(|w| {
-            let p = fs_err::canonicalize(&w.path).ok()?;
-            let name = w.name?;
-            here.starts_with(&p).then_some((p.as_os_str().len(), name))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map(|(_, name)| name)
+    bh_worktree::containing(live.runner(), live.cwd())
+        .ok()
+        .flatten()
+        .map(|(name, _)| name)
 }
 
 fn warn_discard(discard: Option<&bh_worktree::WorktreeError>) {

@@ -260,10 +260,13 @@ pub fn settled(release: PiRelease) -> impl FnMut(&Value) -> bool {
     }
 }
 
-pub fn notified(prefix: &'static str) -> impl FnMut(&Value) -> bool {
+pub fn notified(prefix: impl Into<String>) -> impl FnMut(&Value) -> bool {
+    let prefix: String = prefix.into();
     move |v: &Value| {
         v["type"] == "extension_ui_request"
             && v["method"] == "notify"
-            && v["message"].as_str().is_some_and(|m| m.contains(prefix))
+            && v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(prefix.as_str()))
     }
 }
