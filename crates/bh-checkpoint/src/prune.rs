@@ -89,20 +89,17 @@ impl Store {
 impl Store {
     /// Removes the shadow index and any `sharedindex.*` beside it.
     fn drop_shadow_index(&self) -> Result<()> {
-        let io = |path: &std::path::Path, e: std::io::Error| {
-            CheckpointError::io(format!("cannot remove {}", path.display()), e)
-        };
-        let entries = fs_err::read_dir(&self.git_dir).map_err(|e| io(&self.git_dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| io(&self.git_dir, e))?;
+        // fs-err's errors name the path already.
+        let io = |e: std::io::Error| CheckpointError::io("cannot drop the shadow index", e);
+        for entry in fs_err::read_dir(&self.git_dir).map_err(io)? {
+            let entry = entry.map_err(io)?;
             let name = entry.file_name();
             let name = name.as_encoded_bytes();
             if name == b"index" || name.starts_with(b"sharedindex.") {
-                let path = entry.path();
-                match std::fs::remove_file(&path) {
+                match fs_err::remove_file(entry.path()) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(io(&path, e)),
+                    Err(e) => return Err(io(e)),
                 }
             }
         }
