@@ -33,6 +33,30 @@ pub fn escape(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// [`escape`] for streamed output: newlines and tabs stay as they are (the
+/// output's own layout), every other control character is escaped.
+pub fn escape_keep_newlines(text: &str) -> Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| needs_escape(c) && c != '\n' && c != '\t')
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        for (j, cell) in line.split('\t').enumerate() {
+            if j > 0 {
+                out.push('\t');
+            }
+            out.push_str(&escape(cell));
+        }
+    }
+    Cow::Owned(out)
+}
+
 fn needs_escape(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }

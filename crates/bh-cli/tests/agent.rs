@@ -1740,3 +1740,31 @@ fn worktree_dispose_by_name_moves_back_from_its_own_and_leaves_the_session_elsew
     assert!(last.exists());
     assert_valid(&last);
 }
+
+#[test]
+fn a_long_bash_output_is_folded_to_its_tail_in_the_repl() {
+    let env = env();
+    fs_err::write(
+        env.root.join("long.jsonl"),
+        "{\"toolCalls\": [{\"name\": \"bash\", \"arguments\": {\"command\": \"seq 1 3000; printf '\\\\033]52;c;aGk=\\\\007done'\"}}]}\n{\"text\": \"ok\"}\n",
+    )
+    .unwrap();
+    let mut cmd = env.bh();
+    cmd.args(["agent", "-i", "--script", "../long.jsonl", "--session"])
+        .arg(env.root.join("s.jsonl"));
+    let (code, stdout, stderr) = run_repl(cmd, "go\n/quit\n");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // The first lines live, then a count and the last lines.
+    assert!(stderr.contains("\n20\n"), "{stderr}");
+    assert!(!stderr.contains("\n21\n"), "{stderr}");
+    assert!(!stderr.contains("\n1500\n"), "{stderr}");
+    // 3001 lines (the last unfinished): 20 live, 5 at the end.
+    assert!(
+        stderr.contains("… (2976 more lines; full output in "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("\n2999\n3000\n\\e]52"), "{stderr}");
+    // What the command printed cannot drive the terminal (OSC 52 shown escaped).
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+    assert!(stderr.contains("\\e]52;c;aGk=\\x07done"), "{stderr}");
+}

@@ -113,16 +113,28 @@ pub(super) fn outcome_error(out: &RunOutcome) -> Option<CliError> {
     }
 }
 
+/// Lines of a running tool's output shown as they arrive; past them the
+/// output is folded to its last [`TAIL_LINES`] and a count (as Pi folds it).
+const HEAD_LINES: usize = 20;
+/// Lines shown at the end of a folded output.
+const TAIL_LINES: usize = 5;
+
 /// A running tool's output as printed so far (interactive mode).
 #[derive(Default)]
 pub(super) struct ToolOutput {
     call: String,
     /// The text of the last update.
     last: String,
-    /// Output bytes printed (the whole output's count, not the tail's).
+    /// Output bytes seen (the whole output's count, not the tail's).
     printed: usize,
     /// Whether the last byte printed ended a line.
     mid_line: bool,
+    /// Whole lines printed live.
+    shown: usize,
+    /// Once folding: the last lines (the final one possibly unfinished).
+    tail: std::collections::VecDeque<String>,
+    /// Lines neither shown live nor kept in `tail`.
+    hidden: usize,
 }
 
 impl ToolOutput {
@@ -151,29 +163,73 @@ impl ToolOutput {
             .and_then(|v| v.as_u64())
             .map_or(text.len(), |n| usize::try_from(n).unwrap_or(usize::MAX));
         let new = if total <= text.len() && text.starts_with(&self.last) {
-            &text[self.last.len()..]
+            text[self.last.len()..].to_owned()
         } else {
             let n = total.saturating_sub(self.printed).min(text.len());
             let mut start = text.len() - n;
             while !text.is_char_boundary(start) {
                 start += 1;
             }
-            &text[start..]
+            text[start..].to_owned()
         };
-        if !new.is_empty() {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "{new}");
-            let _ = err.flush();
-            self.mid_line = !new.ends_with('\n');
-        }
+        self.take(&new);
         self.printed = total;
         self.last = text;
     }
 
-    /// The tool ended: finish the line its output left open.
-    fn end(&mut self) {
+    /// Shows `new` live while the head lasts, then keeps only the tail.
+    fn take(&mut self, new: &str) {
+        let mut err = std::io::stderr().lock();
+        for piece in new.split_inclusive('\n') {
+            if self.shown < HEAD_LINES && self.tail.is_empty() {
+                let _ = write!(err, "{}", crate::display::escape_keep_newlines(piece));
+                self.mid_line = !piece.ends_with('\n');
+                if !self.mid_line {
+                    self.shown += 1;
+                }
+                continue;
+            }
+            // Folding: a piece continues the unfinished last line, if any.
+            match self.tail.back_mut() {
+                Some(last) if !last.ends_with('\n') => last.push_str(piece),
+                _ => self.tail.push_back(piece.to_owned()),
+            }
+            while self.tail.len() > TAIL_LINES {
+                self.tail.pop_front();
+                self.hidden += 1;
+            }
+        }
+        let _ = err.flush();
+    }
+
+    /// The tool ended: finish the line its output left open, and show a
+    /// folded output's count and tail.
+    fn end(&mut self, full_output: Option<&str>, total_lines: Option<usize>) {
         if self.mid_line {
             eprintln!();
+        }
+        if let Some(total) = total_lines {
+            // The updates skip what a truncated output dropped: count from
+            // the tool's own total.
+            self.hidden = self
+                .hidden
+                .max(total.saturating_sub(self.shown + self.tail.len()));
+        }
+        if !self.tail.is_empty() {
+            if self.hidden > 0 {
+                let where_ = full_output.map_or_else(
+                    || "; the session keeps what the model saw".to_owned(),
+                    |p| format!("; full output in {}", crate::display::escape(p)),
+                );
+                eprintln!("  … ({} more lines{where_})", self.hidden);
+            }
+            let mut err = std::io::stderr().lock();
+            for line in &self.tail {
+                let _ = write!(err, "{}", crate::display::escape_keep_newlines(line));
+            }
+            if self.tail.back().is_some_and(|l| !l.ends_with('\n')) {
+                let _ = writeln!(err);
+            }
         }
         *self = ToolOutput::default();
     }
@@ -220,8 +276,16 @@ pub(super) fn stream_event(e: Event, tool_output: &mut ToolOutput) {
             if matches!(other, Event::ToolExecutionStart { .. }) {
                 println!();
             }
-            if matches!(other, Event::ToolExecutionEnd { .. }) {
-                tool_output.end();
+            if let Event::ToolExecutionEnd { result, .. } = &other {
+                let details = result.details.as_ref();
+                let full = details
+                    .and_then(|d| d.get("fullOutputPath"))
+                    .and_then(|v| v.as_str());
+                let total = details
+                    .and_then(|d| d.pointer("/truncation/totalLines"))
+                    .and_then(|v| v.as_u64())
+                    .and_then(|n| usize::try_from(n).ok());
+                tool_output.end(full, total);
             }
             Printer { json: false }.event(other);
         }
