@@ -392,3 +392,37 @@ fn the_prompt_names_the_worktree_the_session_is_in() {
     let after = &screen[screen.rfind("disposed worktree feat").unwrap()..];
     assert!(!after.contains("[feat]"), "{after}");
 }
+
+#[test]
+fn thinking_is_set_apart_from_the_answer() {
+    if script_bin().is_none() {
+        eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
+        return;
+    }
+    let (_tmp, root, repo) = repo();
+    fs_err::write(
+        root.join("think.jsonl"),
+        "{\"thinking\": \"Let me answer briefly.\", \"text\": \"Hello!\"}\n",
+    )
+    .unwrap();
+    let args = format!(
+        "--no-checkpoints --script {} --session {}",
+        root.join("think.jsonl").display(),
+        root.join("s.jsonl").display()
+    );
+    let mut tty = Tty::start(&root, &repo, &args);
+    tty.wait_for("> ", 1);
+    tty.send(b"hi\r");
+    tty.wait_for("Hello!", 1);
+    tty.wait_after("Hello!", "> ");
+    tty.send(b"/quit\r");
+    let screen = tty.finish();
+    assert!(!screen.contains("briefly.Hello!"), "{screen}");
+    // Labelled and dim (SGR 2) on a terminal, the answer on a line of its own.
+    assert!(
+        screen.contains(
+            "\u{1b}[2mthinking: \u{1b}[m\u{1b}[2mLet me answer briefly.\u{1b}[m\r\nHello!"
+        ),
+        "{screen:?}"
+    );
+}

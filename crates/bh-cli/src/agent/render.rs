@@ -135,6 +135,8 @@ pub(super) struct ToolOutput {
     tail: std::collections::VecDeque<String>,
     /// Lines neither shown live nor kept in `tail`.
     hidden: usize,
+    /// A thinking block is being shown (its label printed, no newline yet).
+    thinking: bool,
 }
 
 impl ToolOutput {
@@ -231,7 +233,46 @@ impl ToolOutput {
                 let _ = writeln!(err);
             }
         }
-        *self = ToolOutput::default();
+        *self = ToolOutput {
+            thinking: self.thinking,
+            ..ToolOutput::default()
+        };
+    }
+
+    /// Thinking text, set apart from the answer: on its own lines after a
+    /// `thinking:` label, dim on a colour terminal.
+    fn think(&mut self, delta: &str) {
+        let mut err = std::io::stderr().lock();
+        if !self.thinking {
+            self.thinking = true;
+            let _ = write!(err, "{}", paint(DIM, "thinking: "));
+        }
+        let _ = write!(
+            err,
+            "{}",
+            paint(DIM, &crate::display::escape_keep_newlines(delta))
+        );
+        let _ = err.flush();
+    }
+
+    /// Ends a thinking block shown by [`think`](Self::think), if one is open.
+    fn end_thinking(&mut self) {
+        if std::mem::take(&mut self.thinking) {
+            eprintln!();
+        }
+    }
+}
+
+const DIM: &str = "2";
+
+/// `text` in SGR `code` when stderr is a colour terminal (`NO_COLOR` unset).
+fn paint(code: &str, text: &str) -> String {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    {
+        format!("\x1b[{code}m{text}\x1b[m")
+    } else {
+        text.to_owned()
     }
 }
 
@@ -252,6 +293,8 @@ pub(super) fn stream_event(e: Event, tool_output: &mut ToolOutput) {
                 },
             ..
         } => {
+            // The answer starts on a line of its own after thinking.
+            tool_output.end_thinking();
             let mut out = std::io::stdout().lock();
             let _ = write!(out, "{delta}");
             let _ = out.flush();
@@ -263,7 +306,7 @@ pub(super) fn stream_event(e: Event, tool_output: &mut ToolOutput) {
                     ..
                 },
             ..
-        } => eprint!("{delta}"),
+        } => tool_output.think(&delta),
         Event::MessageUpdate {
             assistant_message_event:
                 bh_core::AssistantMessageEvent {
@@ -271,8 +314,9 @@ pub(super) fn stream_event(e: Event, tool_output: &mut ToolOutput) {
                     ..
                 },
             ..
-        } => eprintln!(),
+        } => tool_output.end_thinking(),
         other => {
+            tool_output.end_thinking();
             if matches!(other, Event::ToolExecutionStart { .. }) {
                 println!();
             }
