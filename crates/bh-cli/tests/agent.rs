@@ -1754,10 +1754,13 @@ fn a_long_bash_output_is_folded_to_its_tail_in_the_repl() {
         .arg(env.root.join("s.jsonl"));
     let (code, stdout, stderr) = run_repl(cmd, "go\n/quit\n");
     assert_eq!(code, 0, "{stdout}{stderr}");
-    // The first lines live, then a count and the last lines.
-    assert!(stderr.contains("\n20\n"), "{stderr}");
-    assert!(!stderr.contains("\n21\n"), "{stderr}");
-    assert!(!stderr.contains("\n1500\n"), "{stderr}");
+    // At most 20 lines live (which ones depends on how fast the output
+    // came: updates carry its tail), then a count and the last 5 lines.
+    let numbers = stderr
+        .lines()
+        .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+        .count();
+    assert!(numbers <= 20 + 4, "{numbers} lines shown: {stderr}");
     // 3001 lines (the last unfinished): 20 live, 5 at the end.
     assert!(
         stderr.contains("… (2976 more lines; full output in "),
