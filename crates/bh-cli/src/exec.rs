@@ -336,7 +336,12 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 expect_plan_sha256: Some(checked.plan_sha256.clone()),
             };
             let progress = crate::progress::Progress::new(ctx.json);
-            let report = |p: bh_exec::RunProgress| progress.phase(&run_phase(&p));
+            let report = |p: bh_exec::RunProgress| match p {
+                // A tool call's line ends with its own mark: ✗ when it failed.
+                bh_exec::RunProgress::ToolDone { failed: true } => progress.failed(),
+                bh_exec::RunProgress::ToolDone { failed: false } => progress.done(),
+                p => progress.phase(&run_phase(&p)),
+            };
             let result = runtime.block_on(async {
                 let on_ctrl_c = cancel.clone();
                 tokio::spawn(async move {
@@ -380,12 +385,27 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 println!("  changed: {p}");
             }
             println!("  session: {}", result.forked_session.display());
+            let failed = match result.failed_tool_calls {
+                0 => String::new(),
+                n => format!(", {n} failed"),
+            };
             println!(
-                "  tools:   {} call(s); stop: {}",
+                "  tools:   {} call(s){failed}; stop: {}",
                 result.tool_calls, result.stop_reason
             );
             if let Some(p) = &result.patch {
                 println!("  patch:   {}", p.display());
+            }
+            // What next: the report, and how the commit reaches a branch.
+            println!(
+                "next: bh exec show {} --html -o run.html",
+                result.execution_id
+            );
+            if let (Some(r), Some(c)) = (&result.output_ref, &result.commit) {
+                println!(
+                    "      git merge --ff-only {r}   (on a branch at the base; else git cherry-pick {})",
+                    &c[..c.len().min(12)]
+                );
             }
             match failure {
                 None => Ok(()),
@@ -461,6 +481,7 @@ fn run_phase(p: &bh_exec::RunProgress) -> String {
         P::Fork => "forking the session".to_owned(),
         P::ModelTurn { turn } => format!("model turn {turn}"),
         P::ToolCall { tool, target } => format!("  {tool} {target}"),
+        P::ToolDone { .. } => String::new(),
         P::Staging => "staging the change".to_owned(),
         P::Commit => "recording the result".to_owned(),
     }

@@ -1771,3 +1771,25 @@ fn a_long_bash_output_is_folded_to_its_tail_in_the_repl() {
     assert!(!stderr.contains('\u{1b}'), "{stderr}");
     assert!(stderr.contains("\\e]52;c;aGk=\\x07done"), "{stderr}");
 }
+
+#[test]
+fn an_unknown_provider_says_where_providers_are_configured() {
+    let env = env();
+    let out = env
+        .bh()
+        .env("XDG_CONFIG_HOME", env.root.join("xdg"))
+        .args(["agent", "--model", "nosuch/m", "-p", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown provider \"nosuch\""), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "bh reads {}",
+            env.root.join("xdg/better-harness/config.toml").display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("[providers.nosuch]"), "{stderr}");
+}

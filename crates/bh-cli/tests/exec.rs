@@ -635,3 +635,48 @@ fn a_provider_failure_commits_nothing_and_keeps_the_partial_change() {
     assert_eq!(result_json["state"], "failed");
     assert_eq!(e.user_state(), before);
 }
+
+#[test]
+fn a_failed_tool_call_is_counted_and_the_summary_says_what_next() {
+    let e = Exec::new();
+    fs::write(
+        e.root.join("turns.jsonl"),
+        "{\"toolCalls\": [{\"name\": \"edit\", \"arguments\": {\"path\": \"missing.txt\", \"edits\": [{\"oldText\": \"a\", \"newText\": \"b\"}]}}]}\n\
+         {\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"hello.txt\", \"content\": \"hello\\n\"}}]}\n\
+         {\"text\": \"Done.\"}\n",
+    )
+    .unwrap();
+    let model = format!("scripted/{}", e.root.join("turns.jsonl").display());
+    e.plan("Add a greeting file", &model, &[]);
+    let out = e.bh(&["exec", "run", "--plan", "plan.json", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("tools:   2 call(s), 1 failed;"), "{stdout}");
+    let id = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("execution ")?.split(':').next())
+        .unwrap()
+        .to_owned();
+    assert!(
+        stdout.contains(&format!("next: bh exec show {id} --html -o run.html")),
+        "{stdout}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("git merge --ff-only refs/better-harness/executions/"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    // The printed merge names the real ref.
+    let r = line.split_whitespace().nth(3).unwrap();
+    assert!(!e.git(&["rev-parse", "--verify", r]).is_empty(), "{line}");
+    let result: Value = serde_json::from_slice(
+        &fs::read(
+            e.root
+                .join("state/executions")
+                .join(&id)
+                .join("result.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["failed_tool_calls"], 1);
+}

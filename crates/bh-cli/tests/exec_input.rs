@@ -128,6 +128,12 @@ fn the_model_is_required_well_formed_and_known() {
     refused(Some("openai:gpt-4o"), 2, "did you mean openai/gpt-4o");
     refused(Some("openai/"), 2, "not of the form");
     refused(Some("nosuch/model"), 2, "unknown provider \"nosuch\"");
+    // ... saying where a provider is added.
+    refused(
+        Some("nosuch/model"),
+        2,
+        "config.toml or in Pi's models.json",
+    );
     refused(Some("scripted/missing.jsonl"), 4, "missing.jsonl");
     fs::write(e.root.join("junk.jsonl"), "this is not a script\n").unwrap();
     refused(Some("scripted/junk.jsonl"), 2, "is not a script");

@@ -155,6 +155,8 @@ pub enum RunProgress {
     ModelTurn { turn: u32 },
     /// A tool call starting: its name and the path (or command, pattern) it names.
     ToolCall { tool: String, target: String },
+    /// The tool call last reported ended; `failed` when its result is an error.
+    ToolDone { failed: bool },
     /// Staging the worktree's content into a tree.
     Staging,
     /// Recording the result: the commit and its ref, or the partial patch.
@@ -172,6 +174,8 @@ pub struct RunResult {
     pub output_ref: Option<String>,
     pub changed_paths: Vec<String>,
     pub tool_calls: u64,
+    /// Tool calls whose result was an error (told to the model).
+    pub failed_tool_calls: u64,
     pub stop_reason: StopReason,
     pub reason: Option<String>,
     /// The run's tokens and cost (the loop's sums, as `bh session stats`).
@@ -272,7 +276,7 @@ pub async fn run_plan_with_progress(
             source: Box::new(err),
         }
     };
-    let (outcome, warnings) =
+    let (outcome, warnings, failed_tool_calls) =
         match continue_session(runner, &plan, &exec, &forked, setup, progress).await? {
             Ok(ran) => ran,
             Err(e) => return Err(keep(&mut guard, e)),
@@ -295,6 +299,7 @@ pub async fn run_plan_with_progress(
         output_ref: None,
         changed_paths: Vec::new(),
         tool_calls: outcome.tool_calls,
+        failed_tool_calls,
         stop_reason: outcome.stop.into(),
         reason: outcome.reason.clone(),
         usage: outcome.usage,
@@ -356,7 +361,7 @@ async fn continue_session(
     forked: &Forked,
     setup: &RunSetup,
     progress: &(dyn Fn(RunProgress) + Sync),
-) -> Result<Result<(RunOutcome, Vec<String>), ExecError>, ExecError> {
+) -> Result<Result<(RunOutcome, Vec<String>, u64), ExecError>, ExecError> {
     let mut opts = RuntimeOptions::new(&setup.state_dir, Profile::Executor);
     opts.tool_output_dir = Some(exec.dir.clone());
     opts.system_prompt = SystemPrompt::Omitted;
@@ -372,6 +377,7 @@ async fn continue_session(
     let writer = SessionWriter::open(&forked.path).map_err(session_err(&forked.path))?;
     let mut agent = runtime.agent(&opts, setup.provider.clone(), writer)?;
     let mut turn = 0u32;
+    let mut failed = 0u64;
     let mut sink = |event: Event| match event {
         Event::TurnStart => {
             turn += 1;
@@ -390,6 +396,10 @@ async fn continue_session(
                 target,
             });
         }
+        Event::ToolExecutionEnd { is_error, .. } => {
+            failed += u64::from(is_error);
+            progress(RunProgress::ToolDone { failed: is_error });
+        }
         _ => {}
     };
     let outcome = match agent.run(&plan.prompt.text, &setup.cancel, &mut sink).await {
@@ -406,7 +416,7 @@ async fn continue_session(
         StopReason::from(outcome.stop).as_str(),
         outcome.reason.as_deref().unwrap_or("")
     ));
-    Ok(Ok((outcome, runtime.warnings)))
+    Ok(Ok((outcome, runtime.warnings, failed)))
 }
 
 /// Commits a finished run's change under the output ref (create-only), or

@@ -269,10 +269,9 @@ impl Config {
                 ..ProviderConfig::default()
             },
             None => {
-                return Err(LlmError::Config(format!(
-                    "unknown provider {:?} (configure it or pass a base URL)",
-                    r.provider
-                )));
+                return Err(LlmError::UnknownProvider {
+                    provider: r.provider.clone(),
+                });
             }
         };
         let m = p.models.iter().find(|m| m.id == r.model);

@@ -8,6 +8,11 @@ pub enum LlmError {
     /// Invalid configuration (provider table, models.json, `provider/model`).
     #[error("configuration: {0}")]
     Config(String),
+    /// A `provider/model` whose provider no configuration names.
+    #[error(
+        "unknown provider {provider:?}: configure it (a [providers.{provider}] table of bh's config.toml, or a provider in Pi's models.json), or pass a base URL"
+    )]
+    UnknownProvider { provider: String },
     /// A Pi message that could not be read.
     #[error("message: {0}")]
     Message(String),

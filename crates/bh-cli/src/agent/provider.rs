@@ -86,12 +86,8 @@ pub(crate) fn build_provider_with(
                 CliError::new(ErrorKind::Invalid, format!("{}: {e}", path.display()))
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
-            Err(e) => {
-                return Err(CliError::new(
-                    ErrorKind::Invalid,
-                    format!("{}: {e}", path.display()),
-                ));
-            }
+            // fs-err's error names the path.
+            Err(e) => return Err(CliError::new(ErrorKind::Invalid, e.to_string())),
         },
         None => Config::default(),
     };
@@ -122,7 +118,19 @@ pub(crate) fn build_provider_with(
         base_url: base_url.map(str::to_owned),
         api_key: key,
     };
-    let spec = config.resolve(&r, &opts).map_err(CliError::usage)?;
+    let spec = config.resolve(&r, &opts).map_err(|e| match e {
+        // Say where: the files this bh reads.
+        bh_llm::LlmError::UnknownProvider { .. } => CliError::usage(format!(
+            "{e} (bh reads {}; Pi's {}; --base-url)",
+            config_file(ctx)
+                .map_or_else(|| "no config.toml".to_owned(), |p| p.display().to_string()),
+            ctx.pi_agent_dir().map_or_else(
+                |_| "models.json".to_owned(),
+                |d| d.join("models.json").display().to_string()
+            ),
+        )),
+        other => CliError::usage(other),
+    })?;
     let mut p = HttpProvider::new(spec).map_err(CliError::internal)?;
     if let Some(max_retries) = max_retries {
         p = p.with_retry(bh_llm::RetryPolicy {

@@ -71,9 +71,13 @@ pub(crate) fn model(ctx: &Ctx, model: Option<&str>) -> Result<String, CliError> 
     let known = known_providers(ctx)?;
     if !known.contains(&r.provider) {
         return Err(CliError::usage(format!(
-            "--model {model}: unknown provider {:?} (known here: {})",
+            "--model {model}: unknown provider {:?} (known here: {}; add one as a [providers.NAME] table in {} or in Pi's models.json)",
             r.provider,
-            known.join(", ")
+            known.join(", "),
+            crate::agent::config_file(ctx).map_or_else(
+                || "bh's config.toml".to_owned(),
+                |p| p.display().to_string()
+            )
         )));
     }
     Ok(model.to_owned())
