@@ -235,7 +235,7 @@ mod tests {
         let target = dir.path().join("elsewhere");
         fs::write(&target, "").unwrap();
         let j = Journal::new(dir.path().join("j.calls"));
-        std::os::unix::fs::symlink(&target, j.path()).unwrap();
+        fs_err::os::unix::fs::symlink(&target, j.path()).unwrap();
         let err = j.append(&call("c0", "A", "a1")).unwrap_err().to_string();
         assert!(err.contains("j.calls"), "{err}");
         assert!(j.calls().is_err());
