@@ -288,3 +288,67 @@ fn a_planted_record_never_speaks_to_the_model_and_dev_zero_is_not_read() {
         "no record field in the message: {content}"
     );
 }
+
+/// The agent's `bash` does not get bh's provider keys unless passed; the
+/// `--json` stream says what was withheld.
+#[test]
+fn the_agents_bash_gets_no_provider_key_unless_passed() {
+    let env = Env::new();
+    let home = env.t.home.clone();
+    let cfg = home.join(".config/better-harness");
+    fs_err::create_dir_all(&cfg).unwrap();
+    fs_err::write(
+        cfg.join("config.toml"),
+        "[providers.corp]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"CORP_TOKEN\"\n",
+    )
+    .unwrap();
+    let script = env.t.root.join("env.jsonl");
+    fs_err::write(
+        &script,
+        concat!(
+            r#"{"toolCalls": [{"name": "bash", "arguments": {"command": "echo A=${ANTHROPIC_API_KEY:-none} O=${OPENAI_API_KEY:-none} C=${CORP_TOKEN:-none} H=${HOME:+set}"}}]}"#,
+            "\n",
+            r#"{"text": "done"}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let out = env
+        .bh()
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret")
+        .env("OPENAI_API_KEY", "sk-openai-secret")
+        .env("CORP_TOKEN", "corp-secret")
+        .env("PI_CODING_AGENT_DIR", env.t.root.join("agent"))
+        .args([
+            "--json",
+            "agent",
+            "--pass-env",
+            "OPENAI_API_KEY",
+            "--script",
+        ])
+        .arg(&script)
+        .args(["-p", "go"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sandbox = lines.iter().find(|l| l["type"] == "sandbox").unwrap();
+    let mut withheld: Vec<&str> = sandbox["withheld_env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    withheld.sort();
+    assert_eq!(withheld, ["ANTHROPIC_API_KEY", "CORP_TOKEN"], "{sandbox}");
+    assert!(
+        stdout.contains("A=none O=sk-openai-secret C=none H=set"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("sk-ant-secret") && !stdout.contains("corp-secret"));
+}
