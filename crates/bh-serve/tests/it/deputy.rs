@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 use super::{repo, service};
 
 /// Serves `listener` on a thread until idle for `idle`; `work` runs meanwhile.
+/// `idle` is generous: on a loaded machine a peer may take seconds to start,
+/// and a server idle that long before it connects would be gone.
 fn serving<T: Send>(
     svc: &Service,
     listener: &Listener,
@@ -62,7 +64,7 @@ fn destructive_ops_are_not_served_over_the_socket() {
     let answers = serving(
         &svc,
         &listener,
-        Duration::from_secs(2),
+        Duration::from_secs(5),
         Duration::from_secs(30),
         || {
             let first = raw(
@@ -112,7 +114,7 @@ fn an_over_long_line_is_answered_once_and_its_tail_never_runs() {
     let answers = serving(
         &svc,
         &listener,
-        Duration::from_secs(2),
+        Duration::from_secs(5),
         Duration::from_secs(60),
         || {
             raw(
@@ -136,7 +138,7 @@ fn a_trickling_peer_is_dropped_and_stalls_no_one() {
     let (dropped, other) = serving(
         &svc,
         &listener,
-        Duration::from_secs(1),
+        Duration::from_secs(3),
         Duration::from_secs(2),
         || {
             let mut slow = connect(&paths);
@@ -186,7 +188,7 @@ fn a_deep_state_folder_still_gets_a_working_server() {
     let answer = serving(
         &svc,
         &listener,
-        Duration::from_secs(2),
+        Duration::from_secs(5),
         Duration::from_secs(30),
         || {
             let mut c = Client::connect(&paths, Duration::from_secs(30)).unwrap();
@@ -200,7 +202,7 @@ fn a_deep_state_folder_still_gets_a_working_server() {
 /// A peer run through `wrap` (another namespace, no_new_privs) asks for a
 /// snapshot with a small python client.
 fn wrapped_peer(paths: &Paths, wrap: &[&str]) -> Value {
-    let script = "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ns.sendall(b'{\"id\":1,\"op\":\"snapshot\",\"tool\":\"t\"}\\n')\nprint(s.makefile().readline(),end='')";
+    let script = "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ntry:\n    s.sendall(b'{\"id\":1,\"op\":\"snapshot\",\"tool\":\"t\"}\\n')\nexcept OSError:\n    pass\nprint(s.makefile().readline(),end='')";
     let python = String::from_utf8(
         Command::new("python3")
             .args(["-c", "import sys;print(sys.executable,end='')"])
@@ -236,7 +238,7 @@ fn a_peer_in_another_namespace_or_with_no_new_privs_is_refused() {
     let (mnt, pid, nnp, plain) = serving(
         &svc,
         &listener,
-        Duration::from_secs(2),
+        Duration::from_secs(10),
         Duration::from_secs(30),
         || {
             (

@@ -143,7 +143,7 @@ fn client_talks_to_a_live_server_and_refuses_an_open_folder() {
         assert_eq!(stop["error"]["kind"], "refused", "{stop}");
         (a, b, refused.err().map(|e| e.to_string()))
     });
-    listener.serve(&svc, Duration::from_secs(3)).unwrap();
+    listener.serve(&svc, Duration::from_secs(5)).unwrap();
     let (a, b, refused) = client.join().unwrap();
     assert_eq!(a["id"], 1);
     assert_eq!(a["ok"]["snapshot"]["created"], true);
