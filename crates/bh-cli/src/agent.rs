@@ -199,8 +199,9 @@ pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<(), CliError> {
         printer.event(Event::Warning {
             message: format!(
                 "the move into {} did not land as planned: {}",
-                opened.cwd.display(),
-                problems.join("; ")
+                crate::display::escape(&opened.cwd.display().to_string()),
+                // What a handoff record said: shown, never obeyed.
+                crate::display::escape(&problems.join("; "))
             ),
         });
     }
