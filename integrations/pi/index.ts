@@ -12,7 +12,9 @@
 //                               rewind when there is no UI to ask (default: conversation)
 import { spawn, execFile } from "node:child_process";
 import { existsSync, realpathSync } from "node:fs";
-import { rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { join } from "node:path";
 
 type Json = any;
 
@@ -385,18 +387,29 @@ export default function betterHarness(pi: Json) {
 			if (!prompt) return say(ctx, "usage: /exec PROMPT", "warning");
 			const leaf = ctx.sessionManager.getLeafId();
 			const model = ctx.model ? [`--model`, `${ctx.model.provider}/${ctx.model.id}`] : [];
-			const plan = `${require_tmp()}/bh-exec-${process.pid}-${Date.now()}.json`;
+			// A private folder (0700, unpredictable name), not a guessable
+			// path in $TMPDIR another process could plant first.
+			const dir = await mkdtemp(join(require_tmp(), "bh-exec-"));
+			const plan = join(dir, "plan.json");
 			try {
 				const planned = await bh(
-					["exec", "plan", "--repo", ctx.cwd, "--base", "HEAD", "--session", file, "--entry", leaf, "--prompt", prompt, ...model, "--out", plan],
+					// `--prompt=…`: a prompt beginning with `-` is not an option.
+					["exec", "plan", "--repo", ctx.cwd, "--base", "HEAD", "--session", file, "--entry", leaf, `--prompt=${prompt}`, ...model, "--out", plan],
 					ctx.cwd,
 				);
 				const p = planned.plan;
-				const summary = `continue entry ${p.session.entry} at ${p.base.commit.slice(0, 12)} with "${prompt}" into ${p.output_ref}`;
+				const text: string = p.prompt?.text ?? prompt;
+				const sha = createHash("sha256").update(text, "utf8").digest("hex");
+				const hidden = countHidden(text);
+				const summary =
+					`continue entry ${p.session.entry} at ${p.base.commit.slice(0, 12)} with "${reveal(text)}" ` +
+					`(${[...text].length} characters, sha256 ${sha.slice(0, 16)}…` +
+					(hidden ? `, ${hidden} INVISIBLE character(s) shown as \\u{…}` : "") +
+					`) into ${p.output_ref}`;
 				const go = yes || (ctx.hasUI ? await ctx.ui.confirm("Run this execution?", summary) : false);
 				if (!go) {
 					// Cancelled: nothing is left behind (the plan was the only file).
-					await rm(plan, { force: true });
+					await rm(dir, { recursive: true, force: true });
 					return say(ctx, `execution cancelled, nothing run or written (${summary})`);
 				}
 				const ran = await bh(["exec", "run", "--plan", plan, "--yes"], ctx.cwd);
@@ -407,6 +420,29 @@ export default function betterHarness(pi: Json) {
 			}
 		},
 	});
+}
+
+/** Characters a person would not see (the set of `bh_report::hidden`). */
+function isHidden(c: string): boolean {
+	const u = c.codePointAt(0) ?? 0;
+	if (u < 0x20 || (u >= 0x7f && u <= 0x9f)) return true;
+	if ((u & 0xfffe) === 0xfffe || (u >= 0xfdd0 && u <= 0xfdef)) return true;
+	const ranges: [number, number][] = [
+		[0xad, 0xad], [0x34f, 0x34f], [0x61c, 0x61c], [0x115f, 0x1160], [0x17b4, 0x17b5],
+		[0x180b, 0x180f], [0x200b, 0x200f], [0x2028, 0x202e], [0x2060, 0x206f], [0x3164, 0x3164],
+		[0xfe00, 0xfe0f], [0xfeff, 0xfeff], [0xffa0, 0xffa0], [0xfff0, 0xfffb], [0x1bca0, 0x1bca3],
+		[0x1d173, 0x1d17a], [0xe0000, 0xe0fff], [0xe000, 0xf8ff], [0xf0000, 0x10ffff],
+	];
+	return ranges.some(([a, b]) => u >= a && u <= b);
+}
+
+/** Every character shown: hidden ones (newline and tab too) as `\u{hex}`. */
+function reveal(text: string): string {
+	return [...text].map((c) => (isHidden(c) ? `\\u{${(c.codePointAt(0) ?? 0).toString(16)}}` : c)).join("");
+}
+
+function countHidden(text: string): number {
+	return [...text].filter((c) => c !== "\n" && c !== "\t" && isHidden(c)).length;
 }
 
 function require_tmp(): string {

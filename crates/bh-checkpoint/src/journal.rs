@@ -68,15 +68,21 @@ impl Journal {
     /// The journal opened for appending and locked, created if missing; the
     /// file the path names once the lock is held (a compaction may have
     /// replaced it meanwhile).
+    ///
+    /// Never through a symlink (`O_NOFOLLOW`), only a regular file of the
+    /// current user, and a bounded number of retries when the path keeps
+    /// naming another file than the one locked.
     fn open_locked(&self) -> Result<fs::File> {
-        loop {
+        for _ in 0..OPEN_RETRIES {
             let file = fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .read(true)
                 .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW)
                 .open(&self.path)
                 .map_err(|e| jio("cannot open the call journal", &self.path, e))?;
+            check_regular(&self.path, &file)?;
             file.file()
                 .lock()
                 .map_err(|e| jio("cannot lock the call journal", &self.path, e))?;
@@ -92,6 +98,11 @@ impl Journal {
                 }
             }
         }
+        Err(jio(
+            "the call journal keeps being replaced while it is opened",
+            &self.path,
+            std::io::Error::other(format!("gave up after {OPEN_RETRIES} tries")),
+        ))
     }
 
     /// Appends one call with a single `write(2)` (`O_APPEND`, under the
@@ -108,8 +119,15 @@ impl Journal {
 
     /// Every readable call, in call order (a torn or foreign line is skipped).
     pub fn calls(&self) -> Result<Vec<Call>> {
-        let file = match fs::File::open(&self.path) {
-            Ok(f) => f,
+        let file = match fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(&self.path)
+        {
+            Ok(f) => {
+                check_regular(&self.path, &f)?;
+                f
+            }
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => {
                 return Err(jio("cannot open the call journal", &self.path, e));
@@ -154,6 +172,33 @@ impl Journal {
 }
 
 /// An I/O error of the journal at `path`.
+/// How often [`Journal::open_locked`] reopens a journal replaced under it.
+const OPEN_RETRIES: usize = 64;
+
+/// The opened journal is a regular file of the current user.
+fn check_regular(path: &Path, file: &fs::File) -> Result<()> {
+    let meta = file
+        .metadata()
+        .map_err(|e| jio("cannot inspect the call journal", path, e))?;
+    let me = nix::unistd::getuid().as_raw();
+    if !meta.is_file() || meta.uid() != me {
+        return Err(jio(
+            "refusing the call journal",
+            path,
+            std::io::Error::other(format!(
+                "not a regular file of uid {me} (uid {}, {})",
+                meta.uid(),
+                if meta.is_file() {
+                    "file"
+                } else {
+                    "not a regular file"
+                }
+            )),
+        ));
+    }
+    Ok(())
+}
+
 fn jio(context: &str, path: &Path, source: std::io::Error) -> CheckpointError {
     CheckpointError::io(format!("{context} {}", path.display()), source)
 }
@@ -182,6 +227,24 @@ mod tests {
             tool: "edit".into(),
             created: true,
         }
+    }
+
+    #[test]
+    fn a_symlinked_or_fifo_journal_is_refused_not_followed_or_spun_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        fs::write(&target, "").unwrap();
+        let j = Journal::new(dir.path().join("j.calls"));
+        fs_err::os::unix::fs::symlink(&target, j.path()).unwrap();
+        let err = j.append(&call("c0", "A", "a1")).unwrap_err().to_string();
+        assert!(err.contains("j.calls"), "{err}");
+        assert!(j.calls().is_err());
+        assert_eq!(fs::read_to_string(&target).unwrap(), "", "not followed");
+        fs::remove_file(j.path()).unwrap();
+        nix::unistd::mkfifo(j.path(), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = j.calls().unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        assert!(j.append(&call("c0", "A", "a1")).is_err());
     }
 
     #[test]

@@ -125,7 +125,12 @@ fn prompts(args: &AgentArgs, interactive: bool) -> Result<Vec<String>, CliError>
 
 /// Which policy the bash tool runs under: a `sandbox` line in `--json`
 /// (after the header), a line on stderr otherwise.
-fn say_sandbox(printer: &Printer, sandbox: &bh_tools::BashSandbox, cwd: &std::path::Path) {
+fn say_sandbox(
+    printer: &Printer,
+    sandbox: &bh_tools::BashSandbox,
+    cwd: &std::path::Path,
+    withheld: &[String],
+) {
     let mode = sandbox.mode;
     let mut writable: Vec<String> = Vec::new();
     if mode == bh_tools::SandboxMode::WorkspaceWrite {
@@ -141,8 +146,17 @@ fn say_sandbox(printer: &Printer, sandbox: &bh_tools::BashSandbox, cwd: &std::pa
             "mode": mode.as_str(),
             "writable": writable,
             "network": sandbox.network,
+            "withheld_env": withheld,
         }));
-    } else if mode == bh_tools::SandboxMode::Off {
+        return;
+    }
+    if !withheld.is_empty() {
+        eprintln!(
+            "bash does not get: {} (provider keys; --pass-env NAME to give one)",
+            withheld.join(", ")
+        );
+    }
+    if mode == bh_tools::SandboxMode::Off {
         eprintln!("sandbox: off (bash runs with your full authority)");
     } else {
         eprintln!(
@@ -185,13 +199,15 @@ pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<(), CliError> {
         printer.event(Event::Warning {
             message: format!(
                 "the move into {} did not land as planned: {}",
-                opened.cwd.display(),
-                problems.join("; ")
+                crate::display::escape(&opened.cwd.display().to_string()),
+                // What a handoff record said: shown, never obeyed.
+                crate::display::escape(&problems.join("; "))
             ),
         });
     }
     let runtime = Runtime::open(&runner, &opened.cwd, &options).map_err(runtime_error)?;
-    say_sandbox(&printer, &options.sandbox, &opened.cwd);
+    let (_, withheld) = args.bash_env(ctx);
+    say_sandbox(&printer, &options.sandbox, &opened.cwd, &withheld);
     for message in &runtime.warnings {
         printer.event(Event::Warning {
             message: message.clone(),

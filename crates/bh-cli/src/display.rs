@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-/// `text` with every control character (C0 except none, DEL, C1) and the
-/// Unicode bidirectional overrides written as visible escapes (`\e`, `\n`,
+/// `text` with every control character (C0 except none, DEL, C1) and every
+/// invisible Unicode character ([`bh_report::hidden`]) written as visible escapes (`\e`, `\n`,
 /// `\x07`, `\u{202e}`); everything else unchanged.
 pub fn escape(text: &str) -> Cow<'_, str> {
     if !text.chars().any(needs_escape) {
@@ -58,7 +58,10 @@ pub fn escape_keep_newlines(text: &str) -> Cow<'_, str> {
 }
 
 fn needs_escape(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    // Controls, and everything a terminal would not show: format
+    // characters (TAG, zero-width, bidi, U+2060…, U+FEFF, soft hyphen),
+    // U+2028/9, variation selectors, private use (`bh_report::hidden`).
+    c.is_control() || bh_report::hidden(c)
 }
 
 /// Cuts `line` to `width` display columns (one per character), marking the cut.

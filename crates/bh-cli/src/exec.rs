@@ -92,6 +92,10 @@ pub enum ExecCmd {
         /// once every re-check passes; see `bh exec plan --help`.
         #[arg(long)]
         trust_plan: bool,
+        /// Accept such a plan even when its prompt holds invisible
+        /// characters (TAG, zero-width, …; the dry run shows them).
+        #[arg(long)]
+        allow_invisible: bool,
     },
     /// Remove what crashed executions left behind (only what the executor made).
     Gc {
@@ -130,6 +134,10 @@ pub enum ExecCmd {
         /// re-check passes.
         #[arg(long)]
         trust_plan: bool,
+        /// Accept such a plan even when its prompt holds invisible
+        /// characters.
+        #[arg(long)]
+        allow_invisible: bool,
     },
 }
 
@@ -299,6 +307,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             base_url,
             keep_worktree,
             trust_plan,
+            allow_invisible,
         } => {
             let path = ctx.cwd.join(plan);
             let (key, foreign) = trust(ctx, trust_plan)?;
@@ -311,9 +320,11 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 },
             )
             .map_err(exec_error)?;
+            let own = key.as_ref().is_some_and(|k| k.id() == checked.mac.key_id);
             if !yes {
                 return checks::dry_run(ctx, &path, &checked);
             }
+            checks::foreign_invisible(&checked, own, allow_invisible)?;
             let provider = crate::agent::build_provider(
                 checked.model.as_deref(),
                 None,
@@ -436,7 +447,11 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             out,
             force,
         } => views::show(ctx, &id, html, out.as_deref(), force),
-        ExecCmd::Verify { plan, trust_plan } => {
+        ExecCmd::Verify {
+            plan,
+            trust_plan,
+            allow_invisible,
+        } => {
             let path = ctx.cwd.join(plan);
             let (key, foreign) = trust(ctx, trust_plan)?;
             let plan = verify_plan(
@@ -448,6 +463,8 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 },
             )
             .map_err(exec_error)?;
+            let own = key.as_ref().is_some_and(|k| k.id() == plan.mac.key_id);
+            checks::foreign_invisible(&plan, own, allow_invisible)?;
             if ctx.json {
                 return print_json(&json!({
                     "plan_file": path,

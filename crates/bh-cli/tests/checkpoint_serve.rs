@@ -35,12 +35,20 @@ impl Drop for Env {
             let _ = c.kill();
             let _ = c.wait();
         }
-        // Servers the hook started: ask them to stop.
+        // Servers the hook started (`shutdown` is not served over the
+        // socket): stop the one whose pid it tells.
         if let Ok(paths) = self.paths()
             && let Ok(mut s) = std::os::unix::net::UnixStream::connect(&paths.socket)
         {
-            let _ = writeln!(s, "{}", json!({"id": 0, "op": "shutdown"}));
-            let _ = BufReader::new(s).read_line(&mut String::new());
+            let _ = writeln!(s, "{}", json!({"id": 0, "op": "ping"}));
+            let mut line = String::new();
+            let _ = BufReader::new(s).read_line(&mut line);
+            if let Some(pid) = serde_json::from_str::<Value>(&line)
+                .ok()
+                .and_then(|v| v["ok"]["pid"].as_i64())
+            {
+                let _ = Command::new("kill").arg(pid.to_string()).status();
+            }
         }
     }
 }

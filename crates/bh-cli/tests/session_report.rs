@@ -35,6 +35,12 @@ fn export(state: &Path, session: &Path, out: &Path) {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs_err::metadata(out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode, 0o600,
+        "a report is as private as the session it shows"
+    );
 }
 
 /// A session whose text tries to fetch and to run script.

@@ -18,8 +18,9 @@ pub(crate) fn push_escaped(out: &mut String, text: &str) {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // Control characters other than tab/newline are shown, not obeyed.
-            c if c.is_control() && c != '\n' && c != '\t' => {
+            // Control and invisible characters (other than tab/newline)
+            // are shown, not obeyed or hidden.
+            c if c != '\n' && c != '\t' && crate::visible::hidden(c) => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),
@@ -32,10 +33,9 @@ pub(crate) fn push_escaped(out: &mut String, text: &str) {
 pub(crate) fn page(title: &str, body: &str) -> String {
     let mut out = String::with_capacity(body.len() + STYLE.len() + 1024);
     out.push_str("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-    out.push_str(
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-         style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n",
-    );
+    out.push_str("<meta http-equiv=\"Content-Security-Policy\" content=\"");
+    out.push_str(&csp());
+    out.push_str("\">\n");
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     out.push_str("<meta name=\"generator\" content=\"Better Harness\">\n<title>");
     push_escaped(&mut out, title);
@@ -47,6 +47,30 @@ pub(crate) fn page(title: &str, body: &str) -> String {
     out.push_str(SCRIPT);
     out.push_str("</script>\n</body>\n</html>\n");
     out
+}
+
+/// The page's policy: nothing is fetched (but inline images), and the only
+/// style and script that run are the report's own, admitted by their SHA-256
+/// — one escaping slip can add text, never a script that runs; no `<base>`,
+/// no form submission anywhere.
+pub(crate) fn csp() -> String {
+    format!(
+        "default-src 'none'; style-src '{}'; script-src '{}'; img-src data:; \
+         base-uri 'none'; form-action 'none'",
+        source_hash(STYLE),
+        source_hash(SCRIPT)
+    )
+}
+
+/// A CSP hash source (`sha256-<base64>`) of an inline element's text.
+fn source_hash(text: &str) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    format!(
+        "sha256-{}",
+        base64::engine::general_purpose::STANDARD.encode(digest)
+    )
 }
 
 const STYLE: &str = r#"
@@ -118,5 +142,25 @@ mod tests {
         assert!(p.contains("default-src 'none'"));
         assert!(p.contains("<title>t&lt;</title>"));
         assert!(!p.contains("http://") && !p.contains("https://"));
+    }
+
+    #[test]
+    fn the_csp_admits_only_the_reports_own_script_and_style() {
+        let p = page("t", "<p>b</p>");
+        let policy = csp();
+        assert!(p.contains(&policy));
+        assert!(!policy.contains("unsafe-inline"), "{policy}");
+        assert!(policy.contains("base-uri 'none'") && policy.contains("form-action 'none'"));
+        assert!(policy.contains(&format!("script-src '{}'", source_hash(SCRIPT))));
+        assert!(policy.contains(&format!("style-src '{}'", source_hash(STYLE))));
+        // The hashed texts are exactly what the page holds.
+        assert!(p.contains(&format!("<script>{SCRIPT}</script>")));
+        assert!(p.contains(&format!("<style>{STYLE}</style>")));
+        assert_eq!(p.matches("<script").count(), 1);
+    }
+
+    #[test]
+    fn invisible_characters_are_shown_in_reports() {
+        assert_eq!(escape("a\u{e0041}\u{200b}b"), "a\\u{e0041}\\u{200b}b");
     }
 }

@@ -1,7 +1,10 @@
 //! Self-contained HTML reports: one file, inline CSS and a few lines of
 //! inline script, no network (a Content-Security-Policy forbids every fetch
-//! but inline images), so a report can be attached to a pull request and
-//! opened anywhere.
+//! but inline images and admits only the report's own style and script, by
+//! SHA-256), so a report can be attached to a pull request and opened
+//! anywhere. [`reveal`] is the one escaping of what a person is asked to
+//! trust (reports, and the CLI's plan and prompt views): invisible and
+//! control characters shown as `\u{…}`.
 //!
 //! * [`session_html`]: a Pi session — its tree, every message, tool calls with
 //!   their diffs, checkpoint markers.
@@ -14,7 +17,9 @@
 mod exec;
 mod html;
 mod session;
+mod visible;
 
 pub use exec::{DiffStatRow, ExecReport, exec_html};
 pub use html::escape;
 pub use session::{SessionReportOptions, session_html};
+pub use visible::{hidden, hidden_count, reveal};

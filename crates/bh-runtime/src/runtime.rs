@@ -64,6 +64,9 @@ pub struct RuntimeOptions {
     pub limits: Limits,
     /// How the bash tool is sandboxed (workspace-write by default).
     pub sandbox: BashSandbox,
+    /// The bash tool's environment (`None`: the harness's own); the CLI
+    /// passes its own minus the provider keys.
+    pub bash_env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
 }
 
 impl RuntimeOptions {
@@ -80,6 +83,7 @@ impl RuntimeOptions {
             thinking: ThinkingLevel::Off,
             limits: Limits::default(),
             sandbox: BashSandbox::default(),
+            bash_env: None,
         }
     }
 }
@@ -103,6 +107,7 @@ impl Runtime {
             .unwrap_or_else(|| opts.state_dir.join("tool-output"));
         let mut tools = ToolboxOptions::new(cwd, opts.profile, output_dir);
         tools.sandbox = opts.sandbox.clone();
+        tools.bash_env = opts.bash_env.clone();
         tools.git = Some(runner.clone());
         let toolbox = Toolbox::new(tools).map_err(|source| RuntimeError::Tools {
             path: cwd.to_path_buf(),

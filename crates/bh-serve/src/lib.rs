@@ -10,11 +10,13 @@
 //!   stdin closes ([`serve_stdio`]);
 //! - over a **per-project Unix socket** in the state directory, for
 //!   short-lived callers such as the Claude Code hook ([`Listener`]): the
-//!   socket's folder is `0700` and owner-checked, the socket `0600`, every
-//!   peer's uid is checked with `SO_PEERCRED` (another uid gets an error line
-//!   and is disconnected), one `flock` per project makes a second server
-//!   bow out and lets a stale socket be replaced safely, and the server exits
-//!   after an idle period.
+//!   socket's folder is `0700` and owner-checked, the socket `0600`; only
+//!   `ping` and `snapshot` are served there, and only to a peer of the same
+//!   uid in the server's own PID and mount namespaces without `no_new_privs`
+//!   or seccomp the server lacks (no bh sandbox qualifies); each peer has a
+//!   thread and a whole-request deadline; one `flock` per project makes a
+//!   second server bow out and lets a stale socket be replaced safely, and
+//!   the server exits after an idle period.
 //!
 //! [`Client`] is the caller's side of the socket; it checks the socket's owner
 //! and the server's uid before sending anything.
@@ -27,9 +29,11 @@
 //! right checkpoint even when a snapshot was debounced into an older one.
 
 mod error;
+mod framing;
+mod peer;
 mod service;
 mod socket;
 
 pub use error::{Result, ServeError};
-pub use service::{Control, PROTOCOL_VERSION, Service};
-pub use socket::{Client, Listener, Paths, guess_project, serve_stdio};
+pub use service::{Access, Control, PROTOCOL_VERSION, Service};
+pub use socket::{Client, Listener, Paths, REQUEST_DEADLINE, guess_project, serve_stdio};

@@ -19,6 +19,20 @@ pub const JOURNAL_COMPACT_BYTES: u64 = 1 << 20;
 /// Bumped when a request or response changes incompatibly.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// What a transport lets its peers ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Every op: the peer is the parent that spawned this server (stdio).
+    Full,
+    /// `ping` and `snapshot` only: the per-project socket, which any process
+    /// of the user that can reach it may connect to. Nothing asked there can
+    /// delete work or checkpoints (PROTOCOL.md, "Who may ask what").
+    Snapshot,
+}
+
+/// The ops [`Access::Snapshot`] admits.
+const SOCKET_OPS: &[&str] = &["ping", "snapshot"];
+
 /// What the transport does after a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
@@ -198,8 +212,15 @@ impl Service {
         self.live.store().project()
     }
 
-    /// Answers one request line with one response line (no newline).
+    /// Answers one request line with one response line (no newline), every
+    /// op admitted ([`Access::Full`]).
     pub fn handle(&self, line: &[u8]) -> (String, Control) {
+        self.handle_as(line, Access::Full)
+    }
+
+    /// Answers one request line with one response line (no newline); an op
+    /// `access` does not admit is refused without being looked at further.
+    pub fn handle_as(&self, line: &[u8], access: Access) -> (String, Control) {
         let value: Value = match serde_json::from_slice(line) {
             Ok(v) => v,
             Err(e) => {
@@ -216,6 +237,19 @@ impl Service {
         let mut body = value;
         if let Some(obj) = body.as_object_mut() {
             obj.remove("id");
+        }
+        if access == Access::Snapshot {
+            let op = body.get("op").and_then(Value::as_str).unwrap_or("");
+            if !SOCKET_OPS.contains(&op) {
+                let message = format!(
+                    "op {} is not served over the socket (only ping and snapshot are); run `bh checkpoint` yourself for it",
+                    serde_json::to_string(op).unwrap_or_default()
+                );
+                return (
+                    respond(&id, Err(fail("refused", message))),
+                    Control::Continue,
+                );
+            }
         }
         let envelope: Envelope = match serde_json::from_value(body) {
             Ok(e) => e,

@@ -9,20 +9,28 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+
 use serde_json::Value;
 
 use crate::error::{Result, ServeError};
-use crate::service::{Control, Service};
+use crate::framing::{self, Line};
+use crate::peer;
+use crate::service::{Access, Control, Service};
 
 /// Longest line a peer may send (a request is small; this bounds memory).
-const MAX_LINE: u64 = 4 << 20;
-/// How long a connected peer may stay silent before it is dropped.
-const PEER_TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_LINE: usize = 4 << 20;
+/// How long a socket peer has to send each whole request (from its
+/// connection or its previous answer), however it trickles the bytes.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+/// Connections served at once; one more gets a `busy` line and is closed.
+const MAX_PEERS: usize = 32;
 
 /// Where one project's server keeps its socket, lock and call journal:
 /// `<state>/serve/<first 16 hex of sha256(canonical project)>.{sock,lock,calls}`.
@@ -42,11 +50,9 @@ impl Paths {
     pub fn new(state_dir: &Path, project: &Path) -> Result<Paths> {
         let key = bh_checkpoint::project_key(project);
         let dir = state_dir.join("serve");
+        // However long: bind and connect go through a short address
+        // (`peer::address`) when it passes `sun_path`.
         let socket = dir.join(format!("{key}.sock"));
-        let len = socket.as_os_str().len();
-        if len > 107 {
-            return Err(ServeError::PathTooLong { path: socket, len });
-        }
         Ok(Paths {
             lock: dir.join(format!("{key}.lock")),
             journal: bh_checkpoint::call_journal_path(state_dir, project),
@@ -131,32 +137,57 @@ pub fn guess_project(dir: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// Serves requests read from `input` until it ends (or a `shutdown`),
-/// writing one response line per request to `output`.
-pub fn serve_stdio(service: &Service, input: impl Read, mut output: impl Write) -> Result<()> {
+/// writing one response line per request to `output`. Every op is admitted:
+/// the peer is the parent that spawned this process.
+pub fn serve_stdio(service: &Service, input: impl Read, output: impl Write) -> Result<()> {
     let mut reader = BufReader::new(input);
+    serve_lines(
+        service,
+        &mut reader,
+        output,
+        Access::Full,
+        &mut || Ok(()),
+        ("stdin", "stdout"),
+    )
+}
+
+/// The request loop of both transports: one answer per line, an over-long
+/// line answered once (and drained to its newline, never split).
+fn serve_lines(
+    service: &Service,
+    reader: &mut impl BufRead,
+    mut output: impl Write,
+    access: Access,
+    before_read: &mut dyn FnMut() -> std::io::Result<()>,
+    (from, to): (&str, &str),
+) -> Result<()> {
     let mut line = Vec::new();
     loop {
-        line.clear();
-        let n = (&mut reader)
-            .take(MAX_LINE)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| ServeError::io("cannot read a request from", "stdin", e))?;
-        if n == 0 {
-            return Ok(());
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let (response, control) = service.handle(&line);
+        let got = framing::read_line(reader, MAX_LINE, &mut line, before_read)
+            .map_err(|e| ServeError::io("cannot read a request from", from, e))?;
+        let (response, control) = match got {
+            Line::Eof => return Ok(()),
+            Line::TooLong => (too_long(), Control::Continue),
+            Line::Whole if line.iter().all(u8::is_ascii_whitespace) => continue,
+            Line::Whole => service.handle_as(&line, access),
+        };
         output
             .write_all(response.as_bytes())
             .and_then(|()| output.write_all(b"\n"))
             .and_then(|()| output.flush())
-            .map_err(|e| ServeError::io("cannot write a response to", "stdout", e))?;
+            .map_err(|e| ServeError::io("cannot write a response to", to, e))?;
         if control == Control::Shutdown {
             return Ok(());
         }
     }
+}
+
+fn too_long() -> String {
+    serde_json::json!({ "id": null, "error": {
+        "kind": "usage",
+        "message": format!("request line longer than {MAX_LINE} bytes; dropped up to its newline"),
+    }})
+    .to_string()
 }
 
 /// A bound per-project socket; holds the project's server lock for its life
@@ -218,8 +249,10 @@ impl Listener {
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(e) => return Err(ServeError::io("cannot inspect", &paths.socket, e)),
         }
-        let listener = UnixListener::bind(&paths.socket)
+        let address = peer::address(&paths.socket)?;
+        let listener = UnixListener::bind(&address.path)
             .map_err(|e| ServeError::io("cannot listen on", &paths.socket, e))?;
+        drop(address);
         // The folder is 0700 already; the socket is closed to others too.
         fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| ServeError::io("cannot restrict", &paths.socket, e))?;
@@ -234,72 +267,127 @@ impl Listener {
         &self.socket
     }
 
-    /// Serves connections one at a time until none came for `idle`, the
-    /// project folder is gone, or a `shutdown` request came. A peer of another uid gets one error line and
-    /// is disconnected.
+    /// Serves connections, each on a thread of its own (at most
+    /// `MAX_PEERS` at once), until none was open for `idle` or the project
+    /// folder is gone. Only `ping` and `snapshot` are admitted
+    /// ([`Access::Snapshot`]); a peer that is not served ([`peer::refusal`])
+    /// gets one error line and is disconnected; a peer gets
+    /// [`REQUEST_DEADLINE`] for each whole request line.
     pub fn serve(&self, service: &Service, idle: Duration) -> Result<()> {
-        let mut last = Instant::now();
-        loop {
-            let left = idle.saturating_sub(last.elapsed());
-            // Idle, or the project is gone (a deleted temp folder): stop.
-            if left.is_zero() || !service.project().is_dir() {
-                return Ok(());
-            }
-            let wait =
-                PollTimeout::try_from(left.min(Duration::from_secs(5))).unwrap_or(PollTimeout::MAX);
-            let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, wait) {
-                Ok(0) => continue,
-                Ok(_) => {}
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => {
-                    return Err(ServeError::io(
-                        "cannot wait on",
-                        &self.socket,
-                        std::io::Error::from(e),
-                    ));
-                }
-            }
-            let stream = match self.listener.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(ServeError::io("cannot accept on", &self.socket, e)),
-            };
-            if self.connection(service, stream) == Control::Shutdown {
-                return Ok(());
-            }
-            last = Instant::now();
-        }
+        self.serve_with(service, idle, REQUEST_DEADLINE)
     }
 
-    fn connection(&self, service: &Service, mut stream: UnixStream) -> Control {
-        let peer = getsockopt(&stream, PeerCredentials).map(|c| c.uid());
-        if peer != Ok(me()) {
-            let who = peer.map_or_else(|e| format!("unknown ({e})"), |u| u.to_string());
-            let line = serde_json::json!({ "id": null, "error": {
-                "kind": "refused",
-                "message": format!("this checkpoint server serves uid {} only, not uid {who}", me()),
-            }});
-            let _ = writeln!(stream, "{line}");
-            return Control::Continue;
-        }
-        let _ = stream.set_read_timeout(Some(PEER_TIMEOUT));
-        let Ok(write_half) = stream.try_clone() else {
-            return Control::Continue;
+    /// [`Listener::serve`] with another whole-request deadline (tests).
+    pub fn serve_with(&self, service: &Service, idle: Duration, deadline: Duration) -> Result<()> {
+        let open = AtomicUsize::new(0);
+        let last = Mutex::new(Instant::now());
+        let touch = || {
+            if let Ok(mut l) = last.lock() {
+                *l = Instant::now();
+            }
         };
-        let _ = write_half.set_write_timeout(Some(PEER_TIMEOUT));
-        // A read error (timeout, reset) just ends this connection.
-        match serve_stdio(service, stream, write_half) {
-            Ok(()) => {}
-            Err(_) => return Control::Continue,
-        }
-        // serve_stdio returns on end of input or on shutdown; tell them apart
-        // by the service's answer, which serve_stdio already wrote.
-        if service.shutdown_requested() {
-            Control::Shutdown
-        } else {
-            Control::Continue
-        }
+        std::thread::scope(|scope| {
+            loop {
+                let since = last.lock().map(|l| l.elapsed()).unwrap_or_default();
+                let busy = open.load(Ordering::SeqCst) > 0;
+                let left = if busy {
+                    idle
+                } else {
+                    idle.saturating_sub(since)
+                };
+                // Idle, or the project is gone (a deleted temp folder): stop.
+                if left.is_zero() || !service.project().is_dir() {
+                    return Ok(());
+                }
+                let wait = PollTimeout::try_from(left.min(Duration::from_secs(1)))
+                    .unwrap_or(PollTimeout::MAX);
+                let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
+                match poll(&mut fds, wait) {
+                    Ok(0) => continue,
+                    Ok(_) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => {
+                        return Err(ServeError::io(
+                            "cannot wait on",
+                            &self.socket,
+                            std::io::Error::from(e),
+                        ));
+                    }
+                }
+                let mut stream = match self.listener.accept() {
+                    Ok((s, _)) => s,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(ServeError::io("cannot accept on", &self.socket, e)),
+                };
+                touch();
+                if open.load(Ordering::SeqCst) >= MAX_PEERS {
+                    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                    let _ = refuse(&mut stream, "busy", "too many connections; try again");
+                    continue;
+                }
+                open.fetch_add(1, Ordering::SeqCst);
+                let (open, touch) = (&open, &touch);
+                scope.spawn(move || {
+                    connection(service, stream, deadline);
+                    touch();
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        })
+    }
+}
+
+fn refuse(stream: &mut UnixStream, kind: &str, message: &str) -> std::io::Result<()> {
+    let line = serde_json::json!({ "id": null, "error": { "kind": kind, "message": message }});
+    writeln!(stream, "{line}")
+}
+
+/// One peer's requests, each due whole within `deadline`.
+fn connection(service: &Service, mut stream: UnixStream, deadline: Duration) {
+    let _ = stream.set_write_timeout(Some(deadline));
+    if let Some(why) = peer::refusal(&stream) {
+        let _ = refuse(&mut stream, "refused", &why);
+        return;
+    }
+    let Ok(write_half) = stream.try_clone() else {
+        return;
+    };
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(read_half);
+    // The deadline of the request being read: reset after every answer.
+    let due = std::cell::Cell::new(Instant::now() + deadline);
+    let writer = Answered {
+        inner: write_half,
+        on_answer: || due.set(Instant::now() + deadline),
+    };
+    let mut before = || framing::until(&stream, due.get())();
+    // A read error (deadline, reset) or a write error just ends it.
+    let _ = serve_lines(
+        service,
+        &mut reader,
+        writer,
+        Access::Snapshot,
+        &mut before,
+        ("the socket", "the socket"),
+    );
+}
+
+/// A writer that runs `on_answer` after each flush (one per answer).
+struct Answered<W, F> {
+    inner: W,
+    on_answer: F,
+}
+
+impl<W: Write, F: FnMut()> Write for Answered<W, F> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()?;
+        (self.on_answer)();
+        Ok(())
     }
 }
 
@@ -332,7 +420,8 @@ impl Client {
             }
             Err(e) => return Err(ServeError::io("cannot inspect", &paths.socket, e)),
         }
-        let stream = match UnixStream::connect(&paths.socket) {
+        let address = peer::address(&paths.socket)?;
+        let stream = match UnixStream::connect(&address.path) {
             Ok(s) => s,
             Err(e) if matches!(e.kind(), ErrorKind::ConnectionRefused | ErrorKind::NotFound) => {
                 return Err(ServeError::NoServer {
@@ -388,7 +477,7 @@ impl Client {
             .map_err(|e| ServeError::io("cannot send a request to", &self.socket, e))?;
         let mut answer = Vec::new();
         let n = (&mut self.stream)
-            .take(MAX_LINE * 4)
+            .take((MAX_LINE as u64) * 4)
             .read_until(b'\n', &mut answer)
             .map_err(|e| ServeError::io("no answer from", &self.socket, e))?;
         if n == 0 || answer.last() != Some(&b'\n') {

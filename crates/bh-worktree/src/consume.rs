@@ -35,7 +35,31 @@ use crate::enter::{
 };
 use crate::error::{Result, WorktreeError};
 use crate::list::same_path;
-use crate::receipt::{Receipt, State, file_sha256};
+use crate::receipt::{RECORD_CAP, Receipt, State, file_sha256, read_regular};
+
+/// The record opened as a regular file only (no FIFO to hang on, no
+/// symlink followed).
+fn open_regular(path: &Path) -> std::io::Result<fs::File> {
+    use fs_err::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidData,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(file)
+}
+
+/// The record's file name, escaped for a message (it is bh's own name
+/// pattern; the escape is for a session file named oddly).
+fn file_label(path: &Path) -> String {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    name.chars().flat_map(char::escape_debug).collect()
+}
 
 /// Verdicts reached before the record was found replaced (it never is by
 /// `bh`; a bound, not a retry policy).
@@ -60,7 +84,7 @@ pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
             Err(e) => (None, vec![format!("the handoff record is unreadable: {e}")]),
         };
         // 2. The record, under its own lock.
-        let mut file = match fs::File::open(&pending) {
+        let mut file = match open_regular(&pending) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(ConsumeOutcome::NotPending),
             Err(e) => return Err(WorktreeError::io(&pending, e)),
@@ -92,7 +116,7 @@ pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
 /// abandoned is put back first. `None`: nothing pending.
 fn read_pending(target: &Path, pending: &Path) -> Result<Option<Vec<u8>>> {
     for _ in 0..2 {
-        match fs::read(pending) {
+        match read_regular(pending, RECORD_CAP) {
             Ok(bytes) => return Ok(Some(bytes)),
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 if !reclaim_abandoned(target, pending)? {
@@ -124,7 +148,9 @@ fn record(
         Err(e) => return Err(WorktreeError::io(pending, e)),
     }
     let mut now = Vec::new();
-    file.read_to_end(&mut now)
+    file.by_ref()
+        .take(RECORD_CAP + 1)
+        .read_to_end(&mut now)
         .map_err(|e| WorktreeError::io(pending, e))?;
     if now != verified {
         return Ok(None);
@@ -150,10 +176,14 @@ fn record(
         )?;
         ConsumeOutcome::Verified { entry_id }
     } else {
+        // Fixed text naming the record, never its fields or what was found
+        // in them: a record bh did not write must not speak as the harness.
+        // The problems are in the entry's details, for a person.
         let text = format!(
-            "[better-harness] The move into this worktree did NOT land as planned: {}. \
+            "[better-harness] The move into this worktree did NOT land as planned \
+             (handoff record {}; details in this entry). \
              Check where you are (`pwd`, `git status`, `git worktree list`) before changing anything.",
-            problems.join("; ")
+            file_label(pending)
         );
         let entry_id = w.append_custom_message(
             VERIFICATION_TYPE,

@@ -78,7 +78,7 @@ impl Receipt {
 
     /// Reads a receipt; `None` when there is none.
     pub fn load(path: &Path) -> Result<Option<Receipt>> {
-        match fs_err::read(path) {
+        match read_regular(path, RECORD_CAP) {
             Ok(bytes) => {
                 serde_json::from_slice(&bytes)
                     .map(Some)
@@ -105,6 +105,47 @@ impl Receipt {
     }
 }
 
+/// The most a handoff record or a receipt may hold (bh writes a few KiB).
+pub(crate) const RECORD_CAP: u64 = 1 << 20;
+
+/// `path`'s bytes, read only as a regular file (`O_NOFOLLOW`, `O_NONBLOCK`:
+/// a FIFO, a device such as `/dev/zero` or a symlink is refused, never
+/// waited on or read endlessly) of at most `cap` bytes. `NotFound` as is;
+/// anything else not a regular file, or larger, is `InvalidData`.
+pub(crate) fn read_regular(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    use fs_err::os::unix::fs::OpenOptionsExt;
+    use std::io::Read;
+    let mut file = fs_err::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            // O_NOFOLLOW on a symlink.
+            Some(nix::libc::ELOOP) => invalid(path, "is a symlink"),
+            _ => e,
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(invalid(path, "is not a regular file"));
+    }
+    if meta.len() > cap {
+        return Err(invalid(path, "is larger than a record bh writes"));
+    }
+    let mut bytes = Vec::new();
+    file.by_ref().take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(invalid(path, "is larger than a record bh writes"));
+    }
+    Ok(bytes)
+}
+
+fn invalid(path: &Path, what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("{} {what}; refusing to read it", path.display()),
+    )
+}
+
 /// Writes `bytes` to `path` atomically (`bh_fs`), creating its folder.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -114,7 +155,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// SHA-256 of a file's bytes, `None` when it does not exist.
 pub(crate) fn file_sha256(path: &Path) -> Result<Option<String>> {
-    match fs_err::read(path) {
+    match read_regular(path, RECORD_CAP) {
         Ok(bytes) => Ok(Some(hex::encode(Sha256::digest(&bytes)))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(WorktreeError::io(path, e)),

@@ -1,5 +1,6 @@
 //! `bh agent`'s command line, and what it means for the runtime.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use bh_core::Limits;
@@ -78,6 +79,11 @@ pub struct AgentArgs {
     /// Cut the bash tool off the network (a network namespace of its own).
     #[arg(long)]
     pub(super) no_network: bool,
+    /// Give the bash tool this provider-key variable after all (repeatable):
+    /// by default bash gets none of bh's provider keys (`ANTHROPIC_API_KEY`,
+    /// `OPENAI_API_KEY`, every `api_key_env` of the config).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub(super) pass_env: Vec<String>,
 }
 
 /// `--sandbox` values.
@@ -125,8 +131,28 @@ impl AgentArgs {
         Ok(out)
     }
 
+    /// bh's environment minus the provider keys not passed (`--pass-env`),
+    /// and the names withheld (only those that were set).
+    pub(super) fn bash_env(&self, ctx: &Ctx) -> (Vec<(OsString, OsString)>, Vec<String>) {
+        let keys = super::provider::provider_key_vars(ctx);
+        let mut withheld = Vec::new();
+        let env = std::env::vars_os()
+            .filter(|(k, _)| {
+                let name = k.to_string_lossy();
+                let hold =
+                    keys.contains(name.as_ref()) && !self.pass_env.iter().any(|p| *p == name);
+                if hold {
+                    withheld.push(name.into_owned());
+                }
+                !hold
+            })
+            .collect();
+        (env, withheld)
+    }
+
     pub(super) fn runtime_options(&self, ctx: &Ctx) -> Result<RuntimeOptions, CliError> {
         let mut opts = RuntimeOptions::new(&ctx.state_dir, Profile::Interactive);
+        opts.bash_env = Some(self.bash_env(ctx).0);
         opts.tools = Some(self.tool_list()?);
         opts.checkpoints = !self.no_checkpoints;
         if let Some(text) = &self.system_prompt {

@@ -79,26 +79,7 @@ pub(crate) fn build_provider_with(
         ));
     };
     let r: ModelRef = model.parse().map_err(CliError::usage)?;
-    // Our own TOML config first (its entries win), then Pi's models.json.
-    let mut config = match config_file(ctx) {
-        Some(path) => match fs_err::read_to_string(&path) {
-            Ok(src) => Config::from_toml(&src).map_err(|e| {
-                CliError::new(ErrorKind::Invalid, format!("{}: {e}", path.display()))
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
-            // fs-err's error names the path.
-            Err(e) => return Err(CliError::new(ErrorKind::Invalid, e.to_string())),
-        },
-        None => Config::default(),
-    };
-    if let Ok(dir) = ctx.pi_agent_dir() {
-        let models = dir.join("models.json");
-        if let Ok(src) = fs_err::read_to_string(&models) {
-            config.add_pi_models_json(&src).map_err(|e| {
-                CliError::new(ErrorKind::Invalid, format!("{}: {e}", models.display()))
-            })?;
-        }
-    }
+    let config = load_config(ctx)?;
     let env = |name: &str| std::env::var(name).ok();
     let source = config.key_source(&r.provider);
     let key = source
@@ -139,4 +120,56 @@ pub(crate) fn build_provider_with(
         });
     }
     Ok(Arc::new(p))
+}
+
+/// Our own TOML config first (its entries win), then Pi's models.json.
+fn load_config(ctx: &Ctx) -> Result<Config, CliError> {
+    let mut config = match config_file(ctx) {
+        Some(path) => match fs_err::read_to_string(&path) {
+            Ok(src) => Config::from_toml(&src).map_err(|e| {
+                CliError::new(ErrorKind::Invalid, format!("{}: {e}", path.display()))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
+            // fs-err's error names the path.
+            Err(e) => return Err(CliError::new(ErrorKind::Invalid, e.to_string())),
+        },
+        None => Config::default(),
+    };
+    if let Ok(dir) = ctx.pi_agent_dir() {
+        let models = dir.join("models.json");
+        if let Ok(src) = fs_err::read_to_string(&models) {
+            config.add_pi_models_json(&src).map_err(|e| {
+                CliError::new(ErrorKind::Invalid, format!("{}: {e}", models.display()))
+            })?;
+        }
+    }
+    Ok(config)
+}
+
+/// The environment variables that hold bh's provider keys: the built-in
+/// `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, and every `api_key_env` the config
+/// (and Pi's models.json) names. An unreadable config gives the built-ins.
+pub(crate) fn provider_key_vars(ctx: &Ctx) -> std::collections::BTreeSet<String> {
+    let mut names: std::collections::BTreeSet<String> = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let config = load_config(ctx).unwrap_or_default();
+    for name in config.providers.keys() {
+        match config.key_source(name) {
+            Some(bh_llm::KeySource::Env(var)) => {
+                names.insert(var);
+            }
+            // A Pi `apiKey` that is not a command may name a variable.
+            Some(bh_llm::KeySource::PiValue(v))
+                if !v.starts_with('!')
+                    && !v.is_empty()
+                    && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                names.insert(v);
+            }
+            _ => {}
+        }
+    }
+    names
 }

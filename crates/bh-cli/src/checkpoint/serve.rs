@@ -14,8 +14,9 @@ use super::{ProjectArg, checkpoint_error};
 use crate::context::Ctx;
 use crate::error::CliError;
 
-/// How long the hook waits for the server's answer before it falls back.
-const HOOK_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the hook waits for the server's answer before it falls back to
+/// its ordinary snapshot (a server that hangs or is flooded costs this once).
+const HOOK_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn serve_error(err: ServeError) -> CliError {
     match err {

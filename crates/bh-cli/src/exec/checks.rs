@@ -28,7 +28,41 @@ pub(crate) fn prompt(text: &str, from: Option<&Path>) -> Result<(), CliError> {
             }
         }));
     }
+    let hidden = bh_report::hidden_count(text);
+    if hidden > 0 {
+        eprintln!(
+            "bh: warning: the prompt holds {hidden} invisible character(s) (shown as \\u{{…}} by `bh exec run` without --yes); a plan holding them is refused elsewhere unless --allow-invisible: {}",
+            crate::display::escape(text)
+        );
+    }
     Ok(())
+}
+
+/// A plan sealed by another state directory whose prompt holds characters a
+/// person cannot see is refused unless `allow` (`--allow-invisible`): what
+/// was shown for trust may not be what runs.
+pub(crate) fn foreign_invisible(plan: &Plan, own: bool, allow: bool) -> Result<(), CliError> {
+    let hidden = bh_report::hidden_count(&plan.prompt.text);
+    if own || allow || hidden == 0 {
+        return Ok(());
+    }
+    Err(CliError::new(
+        ErrorKind::Refused,
+        format!(
+            "the plan was sealed by another state directory and its prompt holds {hidden} invisible character(s): {}; pass --allow-invisible after reading it",
+            crate::display::escape(&plan.prompt.text)
+        ),
+    ))
+}
+
+/// The prompt's length in characters and its SHA-256 (hex), as a person
+/// compares it with what they were sent.
+pub(crate) fn prompt_digest(text: &str) -> (usize, String) {
+    use sha2::Digest as _;
+    (
+        text.chars().count(),
+        hex::encode(sha2::Sha256::digest(text.as_bytes())),
+    )
 }
 
 /// The planned model: present, `PROVIDER/MODEL`, a provider this machine
@@ -119,9 +153,15 @@ fn known_providers(ctx: &Ctx) -> Result<Vec<String>, CliError> {
 /// `bh exec run` without `--yes`: the plan holds (it was just verified);
 /// say what a run would do, change nothing, exit 0.
 pub(crate) fn dry_run(ctx: &Ctx, path: &Path, plan: &Plan) -> Result<(), CliError> {
+    let (chars, sha) = prompt_digest(&plan.prompt.text);
+    let hidden = bh_report::hidden_count(&plan.prompt.text);
     if ctx.json {
         return print_json(&json!({
             "dry_run": true,
+            "prompt_chars": chars,
+            "prompt_bytes": plan.prompt.text.len(),
+            "prompt_sha256": sha,
+            "prompt_invisible": hidden,
             "plan_file": path,
             "would": {
                 "session": plan.session.id,
@@ -155,6 +195,15 @@ pub(crate) fn dry_run(ctx: &Ctx, path: &Path, plan: &Plan) -> Result<(), CliErro
     println!(
         "  with the prompt: {}",
         crate::display::escape(&plan.prompt.text)
+    );
+    println!(
+        "  prompt: {chars} characters, {} bytes, sha256 {sha}{}",
+        plan.prompt.text.len(),
+        if hidden > 0 {
+            format!("; {hidden} invisible character(s), shown as \\u{{…}}")
+        } else {
+            String::new()
+        }
     );
     println!(
         "  with model {}, tools {}, at most {} tool calls and {}s",

@@ -356,7 +356,7 @@ fn write_html(
             format!("{}: exists (use --force to replace it)", dest.display()),
         ));
     }
-    bh_fs::write_atomic(&dest, html.as_bytes(), 0o644)
+    bh_fs::write_atomic(&dest, html.as_bytes(), 0o600)
         .map_err(|e| CliError::internal(format!("cannot write {}: {e}", dest.display())))?;
     if ctx.json {
         return print_json(&json!({ "execution": r.id, "html": dest }));

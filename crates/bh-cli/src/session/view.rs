@@ -196,7 +196,7 @@ pub(super) fn export(
             format!("{}: exists (use --force to replace it)", dest.display()),
         ));
     }
-    bh_fs::write_atomic(&dest, html.as_bytes(), 0o644).map_err(|e| {
+    bh_fs::write_atomic(&dest, html.as_bytes(), 0o600).map_err(|e| {
         CliError::new(
             ErrorKind::Internal,
             format!("cannot write {}: {e}", dest.display()),
