@@ -79,7 +79,7 @@ def test_path_scoped_restore(project: Path, state_dir: Path) -> None:
     cp = Checkpoints(state_dir=state_dir)
     steps = [[('write_file', {'path': 'a.txt', 'content': 'a2\n'}), ('write_file', {'path': 'b.txt', 'content': 'b2\n'})]]
     make_agent(project, steps, cp).run_sync('go')
-    first = cp.checkpoints()[0]
+    first = cp.checkpoints()[-1]
     r = cp.restore(first.id, paths=['sub/../a.txt'])
     assert r.restored == ['a.txt']
     assert (project / 'a.txt').read_text() == 'a1\n'
@@ -109,7 +109,7 @@ def test_users_git_untouched(project: Path, state_dir: Path) -> None:
     cp = Checkpoints(state_dir=state_dir)
     steps = [[('write_file', {'path': 'a.txt', 'content': 'a2\n'})], [('run_command', {'command': 'echo y > z.txt'})]]
     make_agent(project, steps, cp).run_sync('go')
-    cp.restore(cp.checkpoints()[0].id, exact=True)
+    cp.restore(cp.checkpoints()[-1].id, exact=True)
     assert tree_digest(project / '.git') == before
     # And the store is not inside the project.
     assert not any(p.name == 'checkpoints' for p in project.rglob('*'))

@@ -127,7 +127,7 @@ class Checkpoints(AbstractCapability[Any]):
         return Checkpoint._from_tuple(t)
 
     def checkpoints(self) -> list[Checkpoint]:
-        """Every checkpoint of the project, oldest first (undo points of restores included)."""
+        """Every checkpoint of the project, newest first, as `bh checkpoint list` shows them (restores' undo points included)."""
         return [Checkpoint._from_tuple(t) for t in self.store().list()]
 
     def restore(
@@ -196,7 +196,7 @@ class Checkpoints(AbstractCapability[Any]):
             lines = [
                 f'{c.id}  {c.time.isoformat(timespec="seconds")}  {c.tool_name}  {c.files_changed} file(s) changed'
                 + ('  (undo point of a restore)' if c.kind == 'pre-restore' else '')
-                for c in reversed(self.checkpoints())
+                for c in self.checkpoints()
             ]
             return '\n'.join(lines) or 'no checkpoints yet'
 
