@@ -43,7 +43,7 @@ fn check_path(scope: &FrozenScope, commit: Option<&str>, path: &[u8], out: &mut 
 /// candidate must descend from the base; no merge commits; every path touched
 /// by any commit (so a forbidden change committed and later reverted is still
 /// caught; a rename counts on both sides) must be in scope and unprotected; no
-/// commit may add a symlink or a gitlink.
+/// commit may add or retarget a symlink or a gitlink.
 pub fn validate_candidate(
     repo: &Repo,
     scope: &FrozenScope,
@@ -66,20 +66,24 @@ pub fn validate_candidate(
         }
         for change in entry.changes {
             check_path(scope, Some(&commit), &change.path, &mut out);
-            let became = |mode: u32| change.new_mode == mode && change.old_mode != mode;
-            if became(SYMLINK) {
-                out.push(violation(
-                    Some(&commit),
-                    Some(&change.path),
-                    "adds a symbolic link",
-                ));
+            // A link or gitlink is judged whenever a commit leaves one at
+            // the path: new, retargeted (`120000 -> 120000` with another
+            // target) or a file turned into one.
+            if change.new_mode == SYMLINK {
+                let what = if change.old_mode == SYMLINK {
+                    "changes a symbolic link"
+                } else {
+                    "adds a symbolic link"
+                };
+                out.push(violation(Some(&commit), Some(&change.path), what));
             }
-            if became(GITLINK) {
-                out.push(violation(
-                    Some(&commit),
-                    Some(&change.path),
-                    "adds a gitlink (submodule)",
-                ));
+            if change.new_mode == GITLINK {
+                let what = if change.old_mode == GITLINK {
+                    "changes a gitlink (submodule)"
+                } else {
+                    "adds a gitlink (submodule)"
+                };
+                out.push(violation(Some(&commit), Some(&change.path), what));
             }
         }
     }
