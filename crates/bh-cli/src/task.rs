@@ -350,6 +350,9 @@ fn print_report(report: &TaskReport) {
     if let Some(w) = &report.worktree {
         println!("  worktree:  {} (kept)", w.display());
     }
+    for n in &report.notes {
+        println!("  note:      {}", display::escape(n));
+    }
     println!("  artifacts: {}", report.artifacts.display());
 }
 

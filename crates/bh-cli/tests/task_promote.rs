@@ -100,3 +100,72 @@ fn a_retargeted_link_is_judged_like_a_new_one() {
         PathBuf::from("lib.rs")
     );
 }
+
+/// Issue 21: the state is written before the worker's repository is
+/// removed; a tree that cannot be removed keeps the outcome and says so.
+#[test]
+fn an_undeletable_worker_repository_keeps_the_outcome() {
+    let env = Env::new();
+    let root = nix::unistd::geteuid().is_root();
+    // As root only an immutable file resists removal (chattr, outside the
+    // sandbox: its capabilities are the worker's own); as a user a folder
+    // without write permission does.
+    let (flags, lock, unlock): (&[&str], &str, &str) = if root {
+        let probe = env.t.root.join("probe");
+        fs::write(&probe, "x").unwrap();
+        let ok = Command::new("chattr")
+            .arg("+i")
+            .arg(&probe)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "skipped: chattr +i does not work here (needed to make a tree undeletable as root)"
+            );
+            return;
+        }
+        Command::new("chattr")
+            .arg("-i")
+            .arg(&probe)
+            .status()
+            .unwrap();
+        (
+            &["--module", "src", "--no-sandbox"],
+            "chattr +i src/d/f",
+            "-i",
+        )
+    } else {
+        (&["--module", "src"], "chmod a-w src/d", "u+w")
+    };
+    let (code, doc) = env.task(
+        flags,
+        &format!("mkdir src/d && echo x > src/d/f && git add -A && git commit -qm d && {lock}"),
+    );
+    let worktree = PathBuf::from(doc["worktree"].as_str().unwrap_or_default());
+    // Let the temporary folder go again.
+    if root {
+        Command::new("chattr")
+            .arg(unlock)
+            .arg(worktree.join("src/d/f"))
+            .status()
+            .unwrap();
+    } else {
+        Command::new("chmod")
+            .arg(unlock)
+            .arg(worktree.join("src/d"))
+            .status()
+            .unwrap();
+    }
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["outcome"], "succeeded", "the outcome is kept: {doc}");
+    assert!(worktree.join("src/d").exists(), "{doc}");
+    assert!(
+        doc["notes"].to_string().contains("could not be removed"),
+        "{doc}"
+    );
+    let artifacts = PathBuf::from(doc["artifacts"].as_str().unwrap());
+    let state: Value =
+        serde_json::from_str(&fs::read_to_string(artifacts.join("state.json")).unwrap()).unwrap();
+    assert_eq!(state["outcome"], "succeeded");
+    assert_eq!(state["notes"], doc["notes"]);
+}

@@ -118,6 +118,10 @@ pub struct TaskReport {
     pub sandbox: Option<bh_sandbox::Report>,
     #[serde(default)]
     pub no_sandbox: bool,
+    /// What people should know besides the outcome: a patch cut at its
+    /// limit, a repository that could not be removed, the next step.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// Failures that prevent a task from starting (preflight, freeze, setup).
@@ -374,16 +378,15 @@ pub fn run_task(
         work: None,
         sandbox: sandbox_report,
         no_sandbox: opts.sandbox.is_none(),
+        notes: Vec::new(),
     };
     let run = match ran {
         Ok(run) => run,
         Err(err @ crate::contain::RunError::Spawn { .. }) => {
             // The command could not even start: the worker failed.
-            let _ = fs::remove_dir_all(&dir);
             report.outcome = Outcome::Failed;
             report.reasons.push(err.to_string());
-            write_json(&artifacts.join("state.json"), &report)?;
-            return Ok(report);
+            return finish(report, &artifacts, dir);
         }
         Err(err) => {
             let _ = fs::remove_dir_all(&dir);
@@ -531,9 +534,26 @@ pub fn run_task(
         }
         Ok(_) => {}
     }
-    // Ordinary endings remove the worker's repository (its work is kept
-    // under the task's ref and in work.patch).
-    fs::remove_dir_all(&dir).map_err(io(format!("cannot remove {}", dir.display())))?;
-    write_json(&artifacts.join("state.json"), &report)?;
+    finish(report, &artifacts, dir)
+}
+
+/// Ordinary endings: the state is written, then the worker's repository is
+/// removed (its work is kept under the task's ref and in `work.patch`). A
+/// removal that fails keeps the outcome, keeps the folder and says so.
+fn finish(
+    mut report: TaskReport,
+    artifacts: &Path,
+    dir: PathBuf,
+) -> Result<TaskReport, PreflightError> {
+    let state = artifacts.join("state.json");
+    write_json(&state, &report)?;
+    if let Err(e) = fs::remove_dir_all(&dir) {
+        report.notes.push(format!(
+            "the worker's repository could not be removed ({e}); what is left of it is kept: \
+             remove it by hand"
+        ));
+        report.worktree = Some(dir);
+        write_json(&state, &report)?;
+    }
     Ok(report)
 }
