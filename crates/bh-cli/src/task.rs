@@ -25,6 +25,8 @@ const WORKER_ENV: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR", "SHELL", "TZ",
 ];
 
+// Parsed once per process: the size of `Run` does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum TaskCmd {
     /// Run COMMAND in a disposable worktree of the repository and validate
@@ -59,6 +61,10 @@ pub enum TaskCmd {
         /// naming the task, then validate (and promote) it as usual.
         #[arg(long)]
         commit: bool,
+        /// The message of that commit (default: one naming the task and its
+        /// command). It is by you: your user.name and user.email.
+        #[arg(long, short = 'm', value_name = "TEXT", requires = "commit")]
+        message: Option<String>,
         /// Let the worker write this folder too, e.g. a build cache (repeatable).
         #[arg(long = "allow-write", value_name = "DIR")]
         allow_write: Vec<PathBuf>,
@@ -368,6 +374,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             env,
             repo,
             commit,
+            message,
             allow_write,
             no_network,
             no_sandbox,
@@ -420,6 +427,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                 tasks_root,
                 grace: Duration::from_secs(2),
                 commit,
+                message,
                 sandbox: (!no_sandbox).then(|| SandboxOptions {
                     allow_write: allow_write.iter().map(|d| ctx.cwd.join(d)).collect(),
                     network: !no_network,

@@ -169,3 +169,50 @@ fn an_undeletable_worker_repository_keeps_the_outcome() {
     assert_eq!(state["outcome"], "succeeded");
     assert_eq!(state["notes"], doc["notes"]);
 }
+
+/// Issue 27.4: a promoted `--commit` task is by the user (their Git
+/// configuration, not the repository's) and carries their `--message`.
+#[test]
+fn a_committed_task_is_by_the_user_with_their_message() {
+    let env = Env::new();
+    env.t.git(&["config", "--unset", "user.name"]);
+    env.t.git(&["config", "--unset", "user.email"]);
+    fs::write(
+        env.t.home.join(".gitconfig"),
+        "[user]\n\tname = Ada Lovelace\n\temail = ada@example.invalid\n",
+    )
+    .unwrap();
+    let (code, doc) = env.task(
+        &[
+            "--module",
+            "src",
+            "--commit",
+            "--promote",
+            "--message",
+            "Add b\n\nWritten by the agent.",
+        ],
+        "echo 'pub fn b() {}' >> src/lib.rs",
+    );
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["outcome"], "promoted", "{doc}");
+    assert_eq!(
+        env.t.git(&["log", "-1", "--format=%an <%ae>|%cn <%ce>|%B"]),
+        "Ada Lovelace <ada@example.invalid>|Ada Lovelace <ada@example.invalid>|Add b\n\nWritten by the agent."
+    );
+    // Without --message the commit names the task and its command.
+    let (code, doc) = env.task(
+        &["--module", "src", "--commit", "--promote"],
+        "echo 'pub fn c() {}' >> src/lib.rs",
+    );
+    assert_eq!(code, 0, "{doc}");
+    let subject = env.t.git(&["log", "-1", "--format=%an|%s"]);
+    assert!(
+        subject.starts_with("Ada Lovelace|bh task ")
+            && subject.contains(doc["id"].as_str().unwrap())
+            && subject.contains("sh -c echo"),
+        "{subject}"
+    );
+    // --message belongs to --commit.
+    let out = env.run(true, &["--module", "src", "--message", "x"], "true");
+    assert_eq!(out.status.code(), Some(2));
+}

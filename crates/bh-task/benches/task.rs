@@ -159,6 +159,7 @@ fn op(args: &[String]) -> Result<()> {
                 tasks_root: state.join("tasks"),
                 grace: Duration::from_secs(1),
                 commit: false,
+                message: None,
                 sandbox: Some(bh_task::run::SandboxOptions {
                     network: true,
                     ..Default::default()

@@ -56,6 +56,9 @@ pub struct TaskOptions {
     /// Commit the worker's uncommitted work as one commit and validate (and
     /// promote) that (`--commit`).
     pub commit: bool,
+    /// That commit's message (`--message`); `None`: one naming the task and
+    /// its command.
+    pub message: Option<String>,
     /// The sandbox; `None` is `--no-sandbox` (printed and recorded).
     pub sandbox: Option<SandboxOptions>,
     /// Global, system and XDG Git configuration and attributes files the
@@ -173,6 +176,29 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<(), PreflightError>
     bh_fs::write_json_atomic(path, value).map_err(io(format!("cannot write {}", path.display())))
 }
 
+/// The message of the commit holding the worker's uncommitted work.
+fn work_message(opts: &TaskOptions) -> String {
+    if let Some(m) = opts.message.as_deref().filter(|m| !m.trim().is_empty()) {
+        return m.to_owned();
+    }
+    if !opts.commit {
+        return format!("bh task {}: the worker's uncommitted work", opts.id);
+    }
+    let mut command: String = opts
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
+    if command.chars().count() > 60 {
+        command = command.chars().take(59).collect::<String>() + "…";
+    }
+    format!("bh task {}: {command}", opts.id)
+}
+
 /// Runs one task session end to end. Errors are preflight/setup failures;
 /// everything after the worker starts ends in a [`TaskReport`].
 pub fn run_task(
@@ -276,7 +302,10 @@ pub fn run_task(
     // --- the worker's repository and sandbox -----------------------------
     let dir = artifacts.join("worktree");
     let home = artifacts.join("home");
-    taskrepo::private_home(&repo, &home)?;
+    // Commits the harness makes for the user are theirs: their identity,
+    // read from their configuration through the hardened runner.
+    let identity = taskrepo::user_identity(&repo);
+    taskrepo::private_home(&home, identity.as_ref())?;
     taskrepo::create(runner, &dir, &common.join("objects"), &base)?;
     let nonce = sha256_hex(format!("{id}{:?}", std::time::SystemTime::now()).as_bytes());
     fs::write(dir.join(".git/bh-task-nonce"), &nonce)
@@ -421,7 +450,8 @@ pub fn run_task(
             sb,
             &env,
             &home,
-            &format!("bh task {id}: the worker's uncommitted work"),
+            identity.as_ref().unwrap_or(&taskrepo::Identity::harness()),
+            &work_message(opts),
         )
         .map_err(|why| format!("cannot read the worker's repository: {why}"))
     })?;
