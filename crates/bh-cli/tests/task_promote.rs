@@ -216,3 +216,67 @@ fn a_committed_task_is_by_the_user_with_their_message() {
     let out = env.run(true, &["--module", "src", "--message", "x"], "true");
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Issue 27.3: untracked files are the user's business until promotion
+/// would overwrite one; then the promotion is refused and names it.
+#[test]
+fn untracked_files_are_refused_only_where_promotion_would_overwrite_them() {
+    let env = Env::new();
+    let base = env.head();
+    env.t.write("notes.txt", "mine\n");
+    env.t.write("src/scratch.txt", "mine\n");
+    env.t.write("src/gen.secret", "my secret\n");
+    env.t.write("src/out.secret", "my other secret\n");
+    // Without --promote nothing in the checkout matters.
+    let (code, doc) = env.task(
+        &["--module", "src"],
+        "echo 'pub fn b() {}' >> src/lib.rs && git commit -qam b",
+    );
+    assert_eq!(code, 0, "{doc}");
+    // An ignored file at a path the candidate adds, or a file where it
+    // needs a folder: git would overwrite it; refused, named, nothing lost.
+    for (script, path) in [
+        (
+            "echo theirs > src/gen.secret && git add -f src/gen.secret && git commit -qm s",
+            "src/gen.secret",
+        ),
+        (
+            "mkdir src/out.secret && echo x > src/out.secret/x.rs && git add -f src/out.secret && git commit -qm o",
+            "src/out.secret",
+        ),
+    ] {
+        let (code, doc) = env.task(&["--module", "src", "--promote"], script);
+        assert_eq!(code, 6, "{script}: {doc}");
+        assert_eq!(doc["outcome"], "rejected", "{doc}");
+        let reasons = doc["reasons"].to_string();
+        assert!(
+            reasons.contains("would overwrite") && reasons.contains(path),
+            "{doc}"
+        );
+        assert_eq!(env.head(), base);
+    }
+    assert_eq!(env.t.read("src/gen.secret"), "my secret\n");
+    assert_eq!(env.t.read("src/out.secret"), "my other secret\n");
+    // Untracked files elsewhere do not stop a promotion.
+    let (code, doc) = env.task(
+        &["--module", "src", "--promote"],
+        "echo 'pub fn b() {}' >> src/lib.rs && echo new > src/new.rs && git add -A && git commit -qm b",
+    );
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["outcome"], "promoted", "{doc}");
+    assert_eq!(env.t.read("src/scratch.txt"), "mine\n");
+    assert_eq!(env.t.read("notes.txt"), "mine\n");
+    assert_eq!(env.t.read("src/new.rs"), "new\n");
+    // A tracked file changed in the checkout is still refused under
+    // --promote, and the refusal says why.
+    env.t.write("README.md", "edited\n");
+    let (code, doc) = env.task(&["--module", "src", "--promote"], "true");
+    assert_eq!(code, 3, "{doc}");
+    let message = doc["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("README.md") && message.contains("--promote"),
+        "{message}"
+    );
+    let (code, doc) = env.task(&["--module", "src"], "true");
+    assert_eq!(code, 0, "without --promote a task starts from HEAD: {doc}");
+}

@@ -134,7 +134,11 @@ pub enum PreflightError {
     NotTopLevel { path: String, top: String },
     #[error("{path} is not a Git repository")]
     NotARepository { path: String },
-    #[error("the source checkout {path} is not clean: {detail}")]
+    #[error(
+        "the source checkout {path} is not clean: {detail}; --promote fast-forwards it, so its \
+         tracked files must match HEAD: commit or stash them, or run without --promote (the \
+         task starts from HEAD either way)"
+    )]
     Dirty { path: String, detail: String },
     #[error("--promote needs the source to be on a branch; {path} has a detached HEAD")]
     Detached { path: String },
@@ -286,7 +290,13 @@ pub fn run_task(
             why: format!("inside the repository {}", source.display()),
         });
     }
-    if let Some(why) = clean_check(&repo, &artifacts)? {
+    // Only a promotion needs the checkout to match HEAD (the task itself
+    // starts from HEAD in a repository of its own); untracked files are
+    // judged at promotion, and only those it would overwrite.
+    if opts.promote
+        && let Some(why) = clean_check(&repo, &artifacts)?
+    {
+        let _ = fs::remove_dir_all(&artifacts);
         return Err(PreflightError::Dirty {
             path: source.display().to_string(),
             detail: why,
