@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::context::Ctx;
 use crate::display;
 use crate::error::{CliError, ErrorKind, print_json};
-use crate::units::parse_duration;
+use crate::units::{parse_duration, parse_size};
 
 /// Variables a worker inherits besides the ones named with `--env`.
 const WORKER_ENV: &[&str] = &[
@@ -65,6 +65,11 @@ pub enum TaskCmd {
         /// command). It is by you: your user.name and user.email.
         #[arg(long, short = 'm', value_name = "TEXT", requires = "commit")]
         message: Option<String>,
+        /// The most work.patch and rejected.patch may hold; a longer diff is
+        /// cut and the outcome says so (the work itself is whole under the
+        /// task's ref).
+        #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size)]
+        patch_limit: u64,
         /// Let the worker write this folder too, e.g. a build cache (repeatable).
         #[arg(long = "allow-write", value_name = "DIR")]
         allow_write: Vec<PathBuf>,
@@ -375,6 +380,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             repo,
             commit,
             message,
+            patch_limit,
             allow_write,
             no_network,
             no_sandbox,
@@ -428,6 +434,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                 grace: Duration::from_secs(2),
                 commit,
                 message,
+                patch_limit,
                 sandbox: (!no_sandbox).then(|| SandboxOptions {
                     allow_write: allow_write.iter().map(|d| ctx.cwd.join(d)).collect(),
                     network: !no_network,

@@ -280,3 +280,63 @@ fn untracked_files_are_refused_only_where_promotion_would_overwrite_them() {
     let (code, doc) = env.task(&["--module", "src"], "true");
     assert_eq!(code, 0, "without --promote a task starts from HEAD: {doc}");
 }
+
+/// Issue 21: a few KiB of objects (one compressible file) must not become a
+/// patch of hundreds of MiB: both patches are cut at their limit, the
+/// outcome says so, and the work stays whole under its ref.
+#[test]
+fn patches_are_cut_at_their_limit_and_the_outcome_says_so() {
+    let env = Env::new();
+    // 40 MB of one repeated line: about 40 KiB of objects.
+    let (code, doc) = env.task(
+        &["--module", "src"],
+        "yes 'the same line again and again' | head -c 40000000 > src/big.txt && git add -A && git commit -qm big",
+    );
+    assert_eq!(code, 0, "{doc}");
+    let artifacts = PathBuf::from(doc["artifacts"].as_str().unwrap());
+    let patch = fs::metadata(artifacts.join("work.patch")).unwrap().len();
+    assert!(patch <= (16 << 20) + 512, "work.patch is {patch} bytes");
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains("work.patch was cut") && notes.contains(doc["kept_ref"].as_str().unwrap()),
+        "{doc}"
+    );
+    let kept = doc["kept_ref"].as_str().unwrap();
+    assert_eq!(
+        env.t
+            .git(&["cat-file", "-s", &format!("{kept}:src/big.txt")]),
+        "40000000",
+        "the work itself is whole"
+    );
+    // A rejected one, with a smaller limit: rejected.patch too.
+    let (code, doc) = env.task(
+        &["--module", "src", "--patch-limit", "64KiB"],
+        "yes 'again' | head -c 1000000 > src/big.txt && echo x >> README.md && git add -A && git commit -qm big",
+    );
+    assert_eq!(code, 6, "{doc}");
+    let artifacts = PathBuf::from(doc["artifacts"].as_str().unwrap());
+    for name in ["work.patch", "rejected.patch"] {
+        let text = fs::read_to_string(artifacts.join(name)).unwrap();
+        assert!(text.len() <= (64 << 10) + 512, "{name}: {}", text.len());
+        assert!(text.trim_end().ends_with(&format!(
+            "# bh: cut at 65536 bytes; the whole diff: git diff --binary {} {}",
+            doc["base"].as_str().unwrap(),
+            doc["work"].as_str().unwrap()
+        )));
+        assert!(
+            doc["notes"]
+                .to_string()
+                .contains(&format!("{name} was cut"))
+        );
+    }
+    // A small diff is whole and says nothing.
+    let (code, doc) = env.task(
+        &["--module", "src"],
+        "echo 'pub fn b() {}' >> src/lib.rs && git commit -qam b",
+    );
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["notes"].as_array().map(Vec::len), Some(0), "{doc}");
+    let artifacts = PathBuf::from(doc["artifacts"].as_str().unwrap());
+    let text = fs::read_to_string(artifacts.join("work.patch")).unwrap();
+    assert!(text.ends_with("+pub fn b() {}\n"), "{text}");
+}

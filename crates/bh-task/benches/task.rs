@@ -160,6 +160,7 @@ fn op(args: &[String]) -> Result<()> {
                 grace: Duration::from_secs(1),
                 commit: false,
                 message: None,
+                patch_limit: 16 << 20,
                 sandbox: Some(bh_task::run::SandboxOptions {
                     network: true,
                     ..Default::default()

@@ -7,6 +7,7 @@
 
 pub mod contain;
 pub mod list;
+mod patch;
 mod policy;
 mod promote;
 pub mod run;

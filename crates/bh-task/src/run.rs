@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::contain::{Ending, RunSpec, run_contained, run_sandboxed};
+use crate::patch::write_patch;
 use crate::promote::{clean_check, promote};
 use crate::scope::{FrozenScope, ScopeSpec};
 use crate::second_line::Watch;
@@ -56,6 +57,10 @@ pub struct TaskOptions {
     /// Commit the worker's uncommitted work as one commit and validate (and
     /// promote) that (`--commit`).
     pub commit: bool,
+    /// The most `work.patch` and `rejected.patch` may hold (bytes); a
+    /// longer patch is cut and the outcome says so (the work itself is
+    /// whole under the task's ref).
+    pub patch_limit: u64,
     /// That commit's message (`--message`); `None`: one naming the task and
     /// its command.
     pub message: Option<String>,
@@ -178,6 +183,13 @@ pub fn new_task_id() -> String {
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), PreflightError> {
     bh_fs::write_json_atomic(path, value).map_err(io(format!("cannot write {}", path.display())))
+}
+
+fn patch_cut_note(name: &str, limit: u64, base: &str, kept_ref: &str) -> String {
+    format!(
+        "{name} was cut at its limit of {limit} bytes (the diff is longer); all of the work is \
+         under {kept_ref}: git diff --binary {base} {kept_ref}"
+    )
 }
 
 /// The message of the commit holding the worker's uncommitted work.
@@ -478,16 +490,20 @@ pub fn run_task(
     {
         report.kept_ref = Some(kept_ref.clone());
         report.work = Some(s.work.clone());
-        let patch = isolated.run([
-            "diff",
-            "--binary",
-            "--no-ext-diff",
-            "--no-textconv",
+        if write_patch(
+            &isolated,
             &base,
             &s.work,
-            "--",
-        ])?;
-        fs::write(artifacts.join("work.patch"), patch).map_err(io("cannot write work.patch"))?;
+            &artifacts.join("work.patch"),
+            opts.patch_limit,
+        )? {
+            report.notes.push(patch_cut_note(
+                "work.patch",
+                opts.patch_limit,
+                &base,
+                &kept_ref,
+            ));
+        }
     }
 
     match run.ending {
@@ -549,17 +565,20 @@ pub fn run_task(
                     violations.len()
                 ));
                 report.violations = violations;
-                let patch = isolated.run([
-                    "diff",
-                    "--binary",
-                    "--no-ext-diff",
-                    "--no-textconv",
+                if write_patch(
+                    &isolated,
                     &base,
                     &snap.work,
-                    "--",
-                ])?;
-                fs::write(artifacts.join("rejected.patch"), patch)
-                    .map_err(io("cannot write rejected.patch"))?;
+                    &artifacts.join("rejected.patch"),
+                    opts.patch_limit,
+                )? {
+                    report.notes.push(patch_cut_note(
+                        "rejected.patch",
+                        opts.patch_limit,
+                        &base,
+                        &kept_ref,
+                    ));
+                }
             } else if opts.promote && candidate != base {
                 promote(
                     runner,
