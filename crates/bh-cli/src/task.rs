@@ -406,12 +406,15 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                     worker_env.push((name.into(), v));
                 }
             }
+            // Streamed: the binary can be 100 MB (a debug build).
             let harness_digest = std::env::current_exe()
                 .ok()
-                .and_then(|p| fs_err::read(p).ok())
-                .map(|b| {
+                .and_then(|p| fs_err::File::open(p).ok())
+                .and_then(|mut f| {
                     use sha2::Digest;
-                    hex::encode(sha2::Sha256::digest(&b))
+                    let mut hasher = sha2::Sha256::new();
+                    std::io::copy(&mut f, &mut hasher).ok()?;
+                    Some(hex::encode(hasher.finalize()))
                 })
                 .unwrap_or_default();
             let opts = TaskOptions {
