@@ -73,6 +73,11 @@ pub enum TaskCmd {
         /// Let the worker write this folder too, e.g. a build cache (repeatable).
         #[arg(long = "allow-write", value_name = "DIR")]
         allow_write: Vec<PathBuf>,
+        /// Let the worker see this folder under /tmp, read-only (the sandbox
+        /// replaces /tmp with a private one; everything else is readable
+        /// already) (repeatable).
+        #[arg(long = "allow-read", value_name = "DIR")]
+        allow_read: Vec<PathBuf>,
         /// Cut the worker's network (a network namespace of its own).
         #[arg(long)]
         no_network: bool,
@@ -382,6 +387,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             message,
             patch_limit,
             allow_write,
+            allow_read,
             no_network,
             no_sandbox,
             quiet,
@@ -440,6 +446,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                 patch_limit,
                 sandbox: (!no_sandbox).then(|| SandboxOptions {
                     allow_write: allow_write.iter().map(|d| ctx.cwd.join(d)).collect(),
+                    allow_read: allow_read.iter().map(|d| ctx.cwd.join(d)).collect(),
                     network: !no_network,
                     protected: protected_paths(ctx),
                 }),

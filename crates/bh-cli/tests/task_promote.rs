@@ -340,3 +340,61 @@ fn patches_are_cut_at_their_limit_and_the_outcome_says_so() {
     let text = fs::read_to_string(artifacts.join("work.patch")).unwrap();
     assert!(text.ends_with("+pub fn b() {}\n"), "{text}");
 }
+
+/// Issue 27.5: a program kept under `/tmp` is hidden by the sandbox's
+/// private `/tmp`; the failure says so and what to do, and `--allow-read`
+/// carries its folder over.
+#[test]
+fn a_program_under_tmp_is_named_with_what_to_do() {
+    let env = Env::new();
+    let tools = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    let tools = fs::canonicalize(tools.path()).unwrap();
+    let prog = tools.join("mytool");
+    fs::write(&prog, "#!/bin/sh\necho tool-ran\n").unwrap();
+    Command::new("chmod").arg("+x").arg(&prog).status().unwrap();
+    let path = format!(
+        "{}:{}",
+        tools.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |cmd: &[&str], extra: &[&str]| -> (i32, Value) {
+        let out = Command::cargo_bin("bh")
+            .unwrap()
+            .current_dir(&env.t.dir)
+            .env("HOME", &env.t.home)
+            .env("PATH", &path)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("BH_STATE_DIR", &env.state)
+            .env_remove("BH_TASK_SESSION")
+            .args(["--json", "task", "run", "--module", "src"])
+            .args(extra)
+            .arg("--")
+            .args(cmd)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let doc = doc.get("task").cloned().unwrap_or(doc);
+        (out.status.code().unwrap(), doc)
+    };
+    let prog_s = prog.to_str().unwrap();
+    for cmd in [vec![prog_s], vec!["mytool"], vec!["sh", prog_s]] {
+        let (code, doc) = run(&cmd, &[]);
+        assert_eq!(code, 9, "{cmd:?}: {doc}");
+        let reasons = doc["reasons"].to_string();
+        assert!(
+            reasons.contains(&format!(
+                "{prog_s} lies under /tmp, which the sandbox replaces with a private one: pass --allow-read {} to carry it over read-only, or install it elsewhere",
+                tools.display()
+            )),
+            "{cmd:?}: {doc}"
+        );
+    }
+    let (code, doc) = run(&[prog_s], &["--allow-read", tools.to_str().unwrap()]);
+    assert_eq!(code, 0, "{doc}");
+    let log = PathBuf::from(doc["artifacts"].as_str().unwrap()).join("stdout.log");
+    assert_eq!(fs::read_to_string(log).unwrap(), "tool-ran\n");
+    // A failure that has nothing to do with /tmp gets no such hint.
+    let (code, doc) = run(&["sh", "-c", "exit 3"], &[]);
+    assert_eq!(code, 9, "{doc}");
+    assert!(!doc["reasons"].to_string().contains("/tmp"), "{doc}");
+}

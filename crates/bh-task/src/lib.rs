@@ -6,6 +6,7 @@
 //! worktree lifecycle, process containment and promotion build on it.
 
 pub mod contain;
+mod hints;
 pub mod list;
 mod patch;
 mod policy;

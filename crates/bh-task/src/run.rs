@@ -79,6 +79,9 @@ pub struct TaskOptions {
 pub struct SandboxOptions {
     /// `--allow-write DIR` (e.g. build caches).
     pub allow_write: Vec<PathBuf>,
+    /// `--allow-read DIR`: carried over read-only onto the private `/tmp`
+    /// (everything outside `/tmp` is readable already).
+    pub allow_read: Vec<PathBuf>,
     /// `false` for `--no-network`.
     pub network: bool,
     /// Kept read-only even inside a writable folder: `~/.gitconfig`,
@@ -344,7 +347,9 @@ pub fn run_task(
                 .chain(s.allow_write.iter().cloned())
                 .collect(),
             read_only,
-            visible: vec![source.clone()],
+            visible: std::iter::once(source.clone())
+                .chain(s.allow_read.iter().cloned())
+                .collect(),
             private_tmp: true,
             network: s.network,
         };
@@ -409,6 +414,20 @@ pub fn run_task(
         grace: opts.grace,
         echo: opts.echo.clone(),
     };
+    // What the sandbox hides under /tmp, named when the worker fails.
+    let tmp_hints = || -> Vec<String> {
+        let Some(s) = &opts.sandbox else {
+            return Vec::new();
+        };
+        let carried: Vec<PathBuf> = [source.clone(), dir.clone(), home.clone()]
+            .into_iter()
+            .chain(s.allow_write.iter().cloned())
+            .chain(s.allow_read.iter().cloned())
+            .chain(s.protected.iter().cloned())
+            .map(|p| fs::canonicalize(&p).unwrap_or(p))
+            .collect();
+        crate::hints::hidden_under_tmp(&opts.argv, &opts.env, &carried)
+    };
     let ran = match sandbox {
         Some(sb) => run_sandboxed(&spec, sb, cancel),
         None => run_contained(&spec, cancel),
@@ -437,6 +456,7 @@ pub fn run_task(
             // The command could not even start: the worker failed.
             report.outcome = Outcome::Failed;
             report.reasons.push(err.to_string());
+            report.reasons.extend(tmp_hints());
             return finish(report, &artifacts, dir);
         }
         Err(err) => {
@@ -527,6 +547,7 @@ pub fn run_task(
             } else {
                 format!("the worker exited with code {code}: {tail}")
             });
+            report.reasons.extend(tmp_hints());
         }
         Ending::Signaled { signal } => {
             report.outcome = Outcome::Failed;
