@@ -242,7 +242,7 @@ fn preflight_error(err: PreflightError) -> CliError {
         | PreflightError::Sandbox(_) => ErrorKind::Refused,
         _ => ErrorKind::Internal,
     };
-    CliError::new(kind, err.to_string())
+    CliError::new(kind, display::escape(&err.to_string()).into_owned())
 }
 
 fn path_bytes(p: &std::path::Path) -> Vec<u8> {
@@ -260,9 +260,13 @@ fn outcome_error(report: &TaskReport) -> Option<CliError> {
         Outcome::Interrupted => ErrorKind::Interrupted,
         Outcome::Untrusted => ErrorKind::Tampered,
     };
+    // The reasons quote the worker's stderr: escaped like its live echo.
     let mut message = format!("task {} {}", report.id, outcome_word(report.outcome));
     if !report.reasons.is_empty() {
-        message.push_str(&format!(": {}", report.reasons.join("; ")));
+        message.push_str(&format!(
+            ": {}",
+            display::escape(&report.reasons.join("; "))
+        ));
     }
     Some(CliError::new(kind, message))
 }
@@ -316,8 +320,13 @@ fn git_config_files(ctx: &Ctx) -> Vec<PathBuf> {
     out
 }
 
+/// The report for people. Every text that may carry the worker's bytes
+/// (reasons quote its stderr, paths are its file names) goes through the
+/// same escaping as the live echo.
 fn print_report(report: &TaskReport) {
-    println!("task {}: {}", report.id, outcome_word(report.outcome));
+    let esc = |t: &str| display::escape(t).into_owned();
+    let path = |p: &std::path::Path| esc(&p.display().to_string());
+    println!("task {}: {}", esc(&report.id), outcome_word(report.outcome));
     match &report.sandbox {
         Some(sb) => println!(
             "  sandbox:   Landlock ABI {}, network {}{}",
@@ -326,7 +335,7 @@ fn print_report(report: &TaskReport) {
             if sb.not_enforced.is_empty() {
                 String::new()
             } else {
-                format!(" (not enforced: {})", sb.not_enforced.join("; "))
+                format!(" (not enforced: {})", esc(&sb.not_enforced.join("; ")))
             }
         ),
         None if report.no_sandbox => println!("  sandbox:   OFF (--no-sandbox)"),
@@ -334,15 +343,15 @@ fn print_report(report: &TaskReport) {
     }
     println!(
         "  source:    {} ({})",
-        report.source.display(),
-        report.branch.as_deref().unwrap_or("detached")
+        path(&report.source),
+        esc(report.branch.as_deref().unwrap_or("detached"))
     );
-    println!("  base:      {}", report.base);
+    println!("  base:      {}", esc(&report.base));
     if let Some(c) = &report.candidate {
-        println!("  candidate: {c}");
+        println!("  candidate: {}", esc(c));
     }
     for r in &report.reasons {
-        println!("  reason:    {r}");
+        println!("  reason:    {}", esc(r));
     }
     for v in &report.violations {
         let at = v
@@ -352,24 +361,24 @@ fn print_report(report: &TaskReport) {
             .unwrap_or_default();
         println!(
             "  violation: {}{}: {}",
-            v.path.as_deref().unwrap_or("-"),
-            at,
-            v.reason
+            esc(v.path.as_deref().unwrap_or("-")),
+            esc(&at),
+            esc(&v.reason)
         );
     }
     if let Some(r) = &report.kept_ref {
-        println!("  kept:      {r}");
+        println!("  kept:      {}", esc(r));
     }
     if let Some(w) = &report.work {
-        println!("  work:      {w}");
+        println!("  work:      {}", esc(w));
     }
     if let Some(w) = &report.worktree {
-        println!("  worktree:  {} (kept)", w.display());
+        println!("  worktree:  {} (kept)", path(w));
     }
     for n in &report.notes {
-        println!("  note:      {}", display::escape(n));
+        println!("  note:      {}", esc(n));
     }
-    println!("  artifacts: {}", report.artifacts.display());
+    println!("  artifacts: {}", path(&report.artifacts));
 }
 
 pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
@@ -591,7 +600,10 @@ fn show(ctx: &Ctx, task: &str) -> Result<(), CliError> {
     let Some(report) = &record.report else {
         let why = record.problems.first().cloned();
         if let Some(why) = why {
-            return Err(CliError::new(ErrorKind::Invalid, why));
+            return Err(CliError::new(
+                ErrorKind::Invalid,
+                display::escape(&why).into_owned(),
+            ));
         }
         if ctx.json {
             return print_json(&json!({
@@ -603,10 +615,13 @@ fn show(ctx: &Ctx, task: &str) -> Result<(), CliError> {
         }
         println!(
             "task {}: no outcome yet (running, or stopped before it wrote state.json)",
-            record.id
+            display::escape(&record.id)
         );
         println!("  command:   {}", display::escape(&record.argv().join(" ")));
-        println!("  artifacts: {}", record.dir.display());
+        println!(
+            "  artifacts: {}",
+            display::escape(&record.dir.display().to_string())
+        );
         return Ok(());
     };
     if ctx.json {

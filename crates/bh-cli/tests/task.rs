@@ -481,4 +481,18 @@ fn an_interrupted_task_keeps_its_worktree() {
     let t = task_doc(&doc);
     assert_eq!(t["outcome"], "interrupted");
     assert!(PathBuf::from(t["worktree"].as_str().unwrap()).exists());
+    // Worded for people (issue 27.14 had "was interrupted: interrupted").
+    let err = doc["error"]["message"].as_str().unwrap();
+    assert!(
+        err.contains("was interrupted: bh was asked to stop")
+            && !err.contains("interrupted: interrupted"),
+        "{doc}"
+    );
+    assert!(
+        t["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("the worker's repository is kept"),
+        "{doc}"
+    );
 }

@@ -329,13 +329,13 @@ fn patches_are_cut_at_their_limit_and_the_outcome_says_so() {
                 .contains(&format!("{name} was cut"))
         );
     }
-    // A small diff is whole and says nothing.
+    // A small diff is whole and says nothing about a cut.
     let (code, doc) = env.task(
         &["--module", "src"],
         "echo 'pub fn b() {}' >> src/lib.rs && git commit -qam b",
     );
     assert_eq!(code, 0, "{doc}");
-    assert_eq!(doc["notes"].as_array().map(Vec::len), Some(0), "{doc}");
+    assert!(!doc["notes"].to_string().contains("cut"), "{doc}");
     let artifacts = PathBuf::from(doc["artifacts"].as_str().unwrap());
     let text = fs::read_to_string(artifacts.join("work.patch")).unwrap();
     assert!(text.ends_with("+pub fn b() {}\n"), "{text}");
@@ -397,4 +397,38 @@ fn a_program_under_tmp_is_named_with_what_to_do() {
     let (code, doc) = run(&["sh", "-c", "exit 3"], &[]);
     assert_eq!(code, 9, "{doc}");
     assert!(!doc["reasons"].to_string().contains("/tmp"), "{doc}");
+}
+
+/// A file-system error names its path once: `fs_err` already names it, so
+/// bh adds no "cannot open X: failed to open file `X`" of its own. Here the
+/// promotion lock is a folder.
+#[test]
+fn a_file_system_error_names_its_path_once() {
+    let env = Env::new();
+    let common = env
+        .t
+        .git(&["rev-parse", "--path-format=absolute", "--git-common-dir"]);
+    let hash = Command::new("sh")
+        .arg("-c")
+        .arg("printf %s \"$1\" | sha256sum")
+        .arg("sh")
+        .arg(common.trim())
+        .output()
+        .unwrap();
+    let hash = String::from_utf8(hash.stdout).unwrap();
+    let lock = env
+        .state
+        .join("locks")
+        .join(format!("{}.lock", &hash[..16]));
+    fs::create_dir_all(&lock).unwrap();
+    let o = env.run(
+        false,
+        &["-q", "--module", "src", "--promote"],
+        "echo 'pub fn b() {}' >> src/lib.rs && git commit -qam b",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    let named = lock.display().to_string();
+    assert_eq!(err.matches(&named).count(), 1, "{err}");
+    assert!(err.contains("failed to open file"), "{err}");
 }

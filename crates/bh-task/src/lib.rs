@@ -8,6 +8,7 @@
 pub mod contain;
 mod hints;
 pub mod list;
+mod outcome;
 mod patch;
 mod policy;
 mod promote;

@@ -32,9 +32,10 @@ pub(crate) fn write_patch(
             "--",
         ])
         .spawn_process()?;
-    let file = fs::File::create(path).map_err(io(format!("cannot create {}", path.display())))?;
+    // fs_err: its errors, the writes' too, name the file.
+    let file = fs::File::create(path).map_err(PreflightError::Fs)?;
     let mut out = std::io::BufWriter::new(file);
-    let write_err = || io(format!("cannot write {}", path.display()));
+    let write_err = || PreflightError::Fs;
     let mut buf = vec![0u8; 64 * 1024];
     let mut written: u64 = 0;
     let mut cut = false;

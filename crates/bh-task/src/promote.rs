@@ -141,9 +141,8 @@ pub(crate) fn promote(
         .truncate(false)
         .mode(0o600)
         .open(&lock_path)
-        .map_err(io(format!("cannot open {}", lock_path.display())))?;
-    lock.lock()
-        .map_err(io(format!("cannot lock {}", lock_path.display())))?;
+        .map_err(PreflightError::Fs)?;
+    lock.lock().map_err(PreflightError::Fs)?;
     let fresh = runner.repo(&report.source, Scope::User);
     let branch_now = fresh
         .cmd(["symbolic-ref", "-q", "HEAD"])

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::contain::{Ending, RunSpec, run_contained, run_sandboxed};
+use crate::outcome::{finish, patch_cut_note, rejection_reasons, work_message};
 use crate::patch::write_patch;
 use crate::promote::{clean_check, promote};
 use crate::scope::{FrozenScope, ScopeSpec};
@@ -168,8 +169,14 @@ pub enum PreflightError {
         #[source]
         source: std::io::Error,
     },
+    /// An error of an `fs_err` call: its message already names the path
+    /// ("failed to create directory `…`: …"), so none is added.
+    #[error(transparent)]
+    Fs(std::io::Error),
 }
 
+/// Context for an I/O error that does not name its path (a `std` or
+/// `bh_fs` call, a pipe); `fs_err` errors go in [`PreflightError::Fs`].
 pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PreflightError {
     let context = context.into();
     move |source| PreflightError::Io { context, source }
@@ -184,38 +191,8 @@ pub fn new_task_id() -> String {
     bh_fs::time_ordered_id("t", b"")
 }
 
-fn write_json(path: &Path, value: &impl Serialize) -> Result<(), PreflightError> {
+pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<(), PreflightError> {
     bh_fs::write_json_atomic(path, value).map_err(io(format!("cannot write {}", path.display())))
-}
-
-fn patch_cut_note(name: &str, limit: u64, base: &str, kept_ref: &str) -> String {
-    format!(
-        "{name} was cut at its limit of {limit} bytes (the diff is longer); all of the work is \
-         under {kept_ref}: git diff --binary {base} {kept_ref}"
-    )
-}
-
-/// The message of the commit holding the worker's uncommitted work.
-fn work_message(opts: &TaskOptions) -> String {
-    if let Some(m) = opts.message.as_deref().filter(|m| !m.trim().is_empty()) {
-        return m.to_owned();
-    }
-    if !opts.commit {
-        return format!("bh task {}: the worker's uncommitted work", opts.id);
-    }
-    let mut command: String = opts
-        .argv
-        .iter()
-        .map(|a| a.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .filter(|c| !c.is_control())
-        .collect();
-    if command.chars().count() > 60 {
-        command = command.chars().take(59).collect::<String>() + "…";
-    }
-    format!("bh task {}: {command}", opts.id)
 }
 
 /// Runs one task session end to end. Errors are preflight/setup failures;
@@ -226,15 +203,14 @@ pub fn run_task(
     cancel: &AtomicBool,
 ) -> Result<TaskReport, PreflightError> {
     // --- preflight -------------------------------------------------------
-    let source = fs::canonicalize(&opts.source)
-        .map_err(io(format!("cannot open {}", opts.source.display())))?;
+    let source = fs::canonicalize(&opts.source).map_err(PreflightError::Fs)?;
     let repo = runner.repo(&source, Scope::User);
     let top = repo
         .run_line(["rev-parse", "--show-toplevel"])
         .map_err(|_| PreflightError::NotARepository {
             path: source.display().to_string(),
         })?;
-    let top = fs::canonicalize(&top).map_err(io(format!("cannot resolve {top}")))?;
+    let top = fs::canonicalize(&top).map_err(PreflightError::Fs)?;
     if top != source {
         return Err(PreflightError::NotTopLevel {
             path: source.display().to_string(),
@@ -296,8 +272,7 @@ pub fn run_task(
     }
     bh_fs::create_dir_all_mode(artifacts, 0o700)
         .map_err(io(format!("cannot create {}", artifacts.display())))?;
-    let artifacts = fs::canonicalize(artifacts)
-        .map_err(io(format!("cannot resolve {}", artifacts.display())))?;
+    let artifacts = fs::canonicalize(artifacts).map_err(PreflightError::Fs)?;
     if artifacts.starts_with(&source) {
         let _ = fs::remove_dir(&artifacts);
         return Err(PreflightError::Artifacts {
@@ -333,8 +308,7 @@ pub fn run_task(
     taskrepo::private_home(&home, identity.as_ref())?;
     taskrepo::create(runner, &dir, &common.join("objects"), &base)?;
     let nonce = sha256_hex(format!("{id}{:?}", std::time::SystemTime::now()).as_bytes());
-    fs::write(dir.join(".git/bh-task-nonce"), &nonce)
-        .map_err(io("cannot write the task repository's nonce"))?;
+    fs::write(dir.join(".git/bh-task-nonce"), &nonce).map_err(PreflightError::Fs)?;
     let make_sandbox = || -> Result<Option<bh_sandbox::Sandbox>, PreflightError> {
         let Some(s) = &opts.sandbox else {
             return Ok(None);
@@ -529,7 +503,10 @@ pub fn run_task(
     match run.ending {
         Ending::Interrupted => {
             report.outcome = Outcome::Interrupted;
-            report.reasons.push("interrupted".into());
+            report.reasons.push(
+                "bh was asked to stop (Ctrl-C, SIGTERM or SIGHUP); the worker's repository is kept"
+                    .into(),
+            );
             report.worktree = Some(dir);
             write_json(&artifacts.join("state.json"), &report)?;
             return Ok(report);
@@ -581,10 +558,9 @@ pub fn run_task(
             }
             if !violations.is_empty() {
                 report.outcome = Outcome::Rejected;
-                report.reasons.push(format!(
-                    "{} violation(s) of the task boundary",
-                    violations.len()
-                ));
+                report
+                    .reasons
+                    .extend(rejection_reasons(&violations, &kept_ref));
                 report.violations = violations;
                 if write_patch(
                     &isolated,
@@ -614,26 +590,15 @@ pub fn run_task(
         }
         Ok(_) => {}
     }
-    finish(report, &artifacts, dir)
-}
-
-/// Ordinary endings: the state is written, then the worker's repository is
-/// removed (its work is kept under the task's ref and in `work.patch`). A
-/// removal that fails keeps the outcome, keeps the folder and says so.
-fn finish(
-    mut report: TaskReport,
-    artifacts: &Path,
-    dir: PathBuf,
-) -> Result<TaskReport, PreflightError> {
-    let state = artifacts.join("state.json");
-    write_json(&state, &report)?;
-    if let Err(e) = fs::remove_dir_all(&dir) {
-        report.notes.push(format!(
-            "the worker's repository could not be removed ({e}); what is left of it is kept: \
-             remove it by hand"
-        ));
-        report.worktree = Some(dir);
-        write_json(&state, &report)?;
+    if report.outcome == Outcome::Succeeded {
+        report.notes.push(match &report.candidate {
+            Some(c) if *c != base => format!(
+                "take the result with `git merge --ff-only {kept_ref}` in {} (or run the task \
+                 with --promote)",
+                source.display()
+            ),
+            _ => "the worker changed nothing".to_owned(),
+        });
     }
-    Ok(report)
+    finish(report, &artifacts, dir)
 }

@@ -31,15 +31,14 @@ pub fn create(
     user_objects: &Path,
     base: &str,
 ) -> Result<Repo, PreflightError> {
-    fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    fs::create_dir_all(dir).map_err(PreflightError::Fs)?;
     let repo = runner.repo(dir, Scope::Isolated);
     repo.run(["init", "-q", "--template=", "."])?;
     let alternates = dir.join(".git/objects/info/alternates");
-    fs::create_dir_all(dir.join(".git/objects/info"))
-        .map_err(io(format!("cannot create {}", alternates.display())))?;
+    fs::create_dir_all(dir.join(".git/objects/info")).map_err(PreflightError::Fs)?;
     let mut line = user_objects.as_os_str().as_encoded_bytes().to_vec();
     line.push(b'\n');
-    fs::write(&alternates, line).map_err(io(format!("cannot write {}", alternates.display())))?;
+    fs::write(&alternates, line).map_err(PreflightError::Fs)?;
     repo.run(["checkout", "-q", "--detach", base])?;
     Ok(repo)
 }
@@ -95,7 +94,7 @@ pub(crate) fn private_home(home: &Path, identity: Option<&Identity>) -> Result<(
         );
     }
     let path = home.join(".gitconfig");
-    fs::write(&path, cfg).map_err(io(format!("cannot write {}", path.display())))
+    fs::write(&path, cfg).map_err(PreflightError::Fs)
 }
 
 /// What the snapshot found.

@@ -8,6 +8,9 @@ use serde::Serialize;
 use crate::TaskError;
 use crate::scope::{FrozenScope, Verdict};
 
+/// The reason of a violation that is work left uncommitted.
+pub(crate) const UNCOMMITTED: &str = "uncommitted change";
+
 const SYMLINK: u32 = 0o120000;
 const GITLINK: u32 = 0o160000;
 
@@ -118,12 +121,12 @@ pub fn validate_worktree(
             | StatusEntry::Unmerged { path }
             | StatusEntry::Untracked { path } => path.clone(),
             StatusEntry::Renamed { path, orig, .. } => {
-                out.push(violation(None, Some(orig), "uncommitted change"));
+                out.push(violation(None, Some(orig), UNCOMMITTED));
                 path.clone()
             }
             StatusEntry::Ignored { .. } => continue,
         };
-        out.push(violation(None, Some(&path), "uncommitted change"));
+        out.push(violation(None, Some(&path), UNCOMMITTED));
         check_path(
             scope,
             None,
@@ -146,7 +149,7 @@ pub fn validate_uncommitted(
     let mut out = Vec::new();
     for entry in repo.log_raw(head, work)? {
         for change in entry.changes {
-            out.push(violation(None, Some(&change.path), "uncommitted change"));
+            out.push(violation(None, Some(&change.path), UNCOMMITTED));
             check_path(scope, None, &change.path, &mut out);
         }
     }
