@@ -103,14 +103,22 @@ fn a_retargeted_link_is_judged_like_a_new_one() {
 
 /// Issue 21: the state is written before the worker's repository is
 /// removed; a tree that cannot be removed keeps the outcome and says so.
+/// As root (an immutable file, outside the sandbox: chattr needs the
+/// worker's own capabilities) and as an unprivileged user (a folder without
+/// write permission, in the sandbox; as root, bh is re-run as nobody).
 #[test]
 fn an_undeletable_worker_repository_keeps_the_outcome() {
+    if !nix::unistd::geteuid().is_root() {
+        undeletable(false, false);
+        return;
+    }
+    undeletable(false, true);
+    undeletable(true, false);
+}
+
+fn undeletable(as_nobody: bool, immutable: bool) {
     let env = Env::new();
-    let root = nix::unistd::geteuid().is_root();
-    // As root only an immutable file resists removal (chattr, outside the
-    // sandbox: its capabilities are the worker's own); as a user a folder
-    // without write permission does.
-    let (flags, lock, unlock): (&[&str], &str, &str) = if root {
+    if immutable {
         let probe = env.t.root.join("probe");
         fs::write(&probe, "x").unwrap();
         let ok = Command::new("chattr")
@@ -118,45 +126,60 @@ fn an_undeletable_worker_repository_keeps_the_outcome() {
             .arg(&probe)
             .status()
             .is_ok_and(|s| s.success());
+        let _ = Command::new("chattr").arg("-i").arg(&probe).status();
         if !ok {
             eprintln!(
                 "skipped: chattr +i does not work here (needed to make a tree undeletable as root)"
             );
             return;
         }
-        Command::new("chattr")
-            .arg("-i")
-            .arg(&probe)
-            .status()
-            .unwrap();
-        (
-            &["--module", "src", "--no-sandbox"],
-            "chattr +i src/d/f",
-            "-i",
-        )
+    }
+    let (flags, lock): (&[&str], &str) = if immutable {
+        (&["--module", "src", "--no-sandbox"], "chattr +i src/d/f")
     } else {
-        (&["--module", "src"], "chmod a-w src/d", "u+w")
+        (&["--module", "src"], "chmod a-w src/d")
     };
-    let (code, doc) = env.task(
-        flags,
-        &format!("mkdir src/d && echo x > src/d/f && git add -A && git commit -qm d && {lock}"),
-    );
+    let script =
+        format!("mkdir src/d && echo x > src/d/f && git add -A && git commit -qm d && {lock}");
+    let out = if as_nobody {
+        // A copy of bh nobody can reach, on files nobody owns.
+        let bin = env.t.root.join("bh");
+        fs::copy(assert_cmd::cargo::cargo_bin("bh"), &bin).unwrap();
+        chown_r(&env.t.root);
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .current_dir(&env.t.dir)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &env.t.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("BH_STATE_DIR", &env.state)
+            .args(["--json", "task", "run"])
+            .args(flags)
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap()
+    } else {
+        env.run(true, flags, &script)
+    };
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let doc = doc.get("task").cloned().unwrap_or(doc);
     let worktree = PathBuf::from(doc["worktree"].as_str().unwrap_or_default());
     // Let the temporary folder go again.
-    if root {
-        Command::new("chattr")
-            .arg(unlock)
+    if immutable {
+        let _ = Command::new("chattr")
+            .arg("-i")
             .arg(worktree.join("src/d/f"))
-            .status()
-            .unwrap();
+            .status();
     } else {
-        Command::new("chmod")
-            .arg(unlock)
+        let _ = Command::new("chmod")
+            .arg("u+w")
             .arg(worktree.join("src/d"))
-            .status()
-            .unwrap();
+            .status();
     }
-    assert_eq!(code, 0, "{doc}");
+    assert_eq!(out.status.code(), Some(0), "{doc}");
     assert_eq!(doc["outcome"], "succeeded", "the outcome is kept: {doc}");
     assert!(worktree.join("src/d").exists(), "{doc}");
     assert!(
@@ -168,6 +191,15 @@ fn an_undeletable_worker_repository_keeps_the_outcome() {
         serde_json::from_str(&fs::read_to_string(artifacts.join("state.json")).unwrap()).unwrap();
     assert_eq!(state["outcome"], "succeeded");
     assert_eq!(state["notes"], doc["notes"]);
+}
+
+fn chown_r(path: &std::path::Path) {
+    fs::os::unix::fs::lchown(path, Some(65534), Some(65534)).unwrap();
+    if fs::symlink_metadata(path).unwrap().is_dir() {
+        for e in fs::read_dir(path).unwrap() {
+            chown_r(&e.unwrap().path());
+        }
+    }
 }
 
 /// Issue 27.4: a promoted `--commit` task is by the user (their Git
