@@ -464,3 +464,32 @@ fn a_file_system_error_names_its_path_once() {
     assert_eq!(err.matches(&named).count(), 1, "{err}");
     assert!(err.contains("failed to open file"), "{err}");
 }
+
+/// Issue 27.3: a folder the result turns into a file takes the ignored
+/// files in it along; the promotion is refused, naming them.
+#[test]
+fn a_folder_turned_into_a_file_keeps_the_ignored_files_in_it() {
+    let env = Env::new();
+    env.t.write("src/cache/x.rs", "x\n");
+    let base = env.t.commit_all("cache");
+    env.t.write("src/cache/data.secret", "mine\n");
+    let (code, doc) = env.task(
+        &["--module", "src", "--promote"],
+        "git rm -rq src/cache && echo file > src/cache && git add src/cache && git commit -qm f",
+    );
+    assert_eq!(code, 6, "{doc}");
+    assert!(
+        doc["reasons"].to_string().contains("src/cache/data.secret"),
+        "{doc}"
+    );
+    assert_eq!(env.head(), base);
+    assert_eq!(env.t.read("src/cache/data.secret"), "mine\n");
+    // Without the ignored file the same result is promoted.
+    fs::remove_file(env.t.dir.join("src/cache/data.secret")).unwrap();
+    let (code, doc) = env.task(
+        &["--module", "src", "--promote"],
+        "git rm -rq src/cache && echo file > src/cache && git add src/cache && git commit -qm f",
+    );
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(env.t.read("src/cache"), "file\n");
+}
