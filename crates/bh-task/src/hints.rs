@@ -6,6 +6,23 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+/// [`hidden_under_tmp`] for the task's command, when it runs sandboxed;
+/// `own` are the folders the sandbox carries besides the options' ones.
+pub(crate) fn hidden_by_the_sandbox(opts: &crate::run::TaskOptions, own: &[&Path]) -> Vec<String> {
+    let Some(s) = &opts.sandbox else {
+        return Vec::new();
+    };
+    let carried: Vec<PathBuf> = own
+        .iter()
+        .map(|p| p.to_path_buf())
+        .chain(s.allow_write.iter().cloned())
+        .chain(s.allow_read.iter().cloned())
+        .chain(s.protected.iter().cloned())
+        .map(|p| fs_err::canonicalize(&p).unwrap_or(p))
+        .collect();
+    hidden_under_tmp(&opts.argv, &opts.env, &carried)
+}
+
 /// For each path of the command line the sandbox hides — the program (as
 /// `PATH` finds it on the host when it is a bare name) and any absolute
 /// argument — that lies under the host's `/tmp` and outside what the

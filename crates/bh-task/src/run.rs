@@ -389,19 +389,7 @@ pub fn run_task(
         echo: opts.echo.clone(),
     };
     // What the sandbox hides under /tmp, named when the worker fails.
-    let tmp_hints = || -> Vec<String> {
-        let Some(s) = &opts.sandbox else {
-            return Vec::new();
-        };
-        let carried: Vec<PathBuf> = [source.clone(), dir.clone(), home.clone()]
-            .into_iter()
-            .chain(s.allow_write.iter().cloned())
-            .chain(s.allow_read.iter().cloned())
-            .chain(s.protected.iter().cloned())
-            .map(|p| fs::canonicalize(&p).unwrap_or(p))
-            .collect();
-        crate::hints::hidden_under_tmp(&opts.argv, &opts.env, &carried)
-    };
+    let tmp_hints = || crate::hints::hidden_by_the_sandbox(opts, &[&source, &dir, &home]);
     let ran = match sandbox {
         Some(sb) => run_sandboxed(&spec, sb, cancel),
         None => run_contained(&spec, cancel),
