@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bh_task::contain::{Echo, Stream};
+use bh_task::contain::Echo;
 use bh_task::list::{list_tasks, read_task};
 use bh_task::run::{
     Outcome, PreflightError, SandboxOptions, TaskOptions, TaskReport, new_task_id, run_task,
@@ -18,13 +18,18 @@ use serde_json::json;
 use crate::context::Ctx;
 use crate::display;
 use crate::error::{CliError, ErrorKind, print_json};
-use crate::units::parse_duration;
+use crate::units::{parse_duration, parse_size};
+
+mod live;
+use live::LiveOutput;
 
 /// Variables a worker inherits besides the ones named with `--env`.
 const WORKER_ENV: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR", "SHELL", "TZ",
 ];
 
+// Parsed once per process: the size of `Run` does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum TaskCmd {
     /// Run COMMAND in a disposable worktree of the repository and validate
@@ -59,9 +64,23 @@ pub enum TaskCmd {
         /// naming the task, then validate (and promote) it as usual.
         #[arg(long)]
         commit: bool,
+        /// The message of that commit (default: one naming the task and its
+        /// command). It is by you: your user.name and user.email.
+        #[arg(long, short = 'm', value_name = "TEXT", requires = "commit")]
+        message: Option<String>,
+        /// The most work.patch and rejected.patch may hold; a longer diff is
+        /// cut and the outcome says so (the work itself is whole under the
+        /// task's ref).
+        #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size)]
+        patch_limit: u64,
         /// Let the worker write this folder too, e.g. a build cache (repeatable).
         #[arg(long = "allow-write", value_name = "DIR")]
         allow_write: Vec<PathBuf>,
+        /// Let the worker see this folder under /tmp, read-only (the sandbox
+        /// replaces /tmp with a private one; everything else is readable
+        /// already) (repeatable).
+        #[arg(long = "allow-read", value_name = "DIR")]
+        allow_read: Vec<PathBuf>,
         /// Cut the worker's network (a network namespace of its own).
         #[arg(long)]
         no_network: bool,
@@ -94,69 +113,6 @@ pub enum TaskCmd {
         #[arg(long, visible_alias = "project", value_name = "DIR")]
         repo: Option<PathBuf>,
     },
-}
-
-/// The worker's output shown as it comes, line by line (a line longer than
-/// 8 KiB is shown in pieces), control characters escaped so the worker
-/// cannot drive the terminal. Under `--json` everything goes to stderr.
-#[derive(Debug)]
-struct LiveOutput {
-    json: bool,
-    /// The unfinished line of stdout and of stderr.
-    pending: std::sync::Mutex<[Vec<u8>; 2]>,
-}
-
-const LIVE_LINE_MAX: usize = 8 * 1024;
-
-impl LiveOutput {
-    fn new(json: bool) -> LiveOutput {
-        LiveOutput {
-            json,
-            pending: std::sync::Mutex::new([Vec::new(), Vec::new()]),
-        }
-    }
-
-    fn show(&self, stream: Stream, line: &[u8]) {
-        use std::io::Write;
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let text = String::from_utf8_lossy(line);
-        let text = format!("{}\n", display::escape(&text));
-        // A reader that went away is not the worker's problem: ignored.
-        let _ = match (self.json, stream) {
-            (false, Stream::Stdout) => std::io::stdout().lock().write_all(text.as_bytes()),
-            _ => std::io::stderr().lock().write_all(text.as_bytes()),
-        };
-    }
-}
-
-impl Echo for LiveOutput {
-    fn chunk(&self, stream: Stream, bytes: &[u8]) {
-        let mut pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let buf = &mut pending[stream as usize];
-        buf.extend_from_slice(bytes);
-        while let Some(at) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=at).collect();
-            self.show(stream, &line[..at]);
-        }
-        if buf.len() > LIVE_LINE_MAX {
-            let piece = std::mem::take(buf);
-            self.show(stream, &piece);
-        }
-    }
-
-    fn end(&self, stream: Stream) {
-        let mut pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let rest = std::mem::take(&mut pending[stream as usize]);
-        if !rest.is_empty() {
-            self.show(stream, &rest);
-        }
-    }
 }
 
 static CANCEL: AtomicBool = AtomicBool::new(false);
@@ -226,7 +182,7 @@ fn preflight_error(err: PreflightError) -> CliError {
         | PreflightError::Sandbox(_) => ErrorKind::Refused,
         _ => ErrorKind::Internal,
     };
-    CliError::new(kind, err.to_string())
+    CliError::new(kind, display::escape(&err.to_string()).into_owned())
 }
 
 fn path_bytes(p: &std::path::Path) -> Vec<u8> {
@@ -244,9 +200,13 @@ fn outcome_error(report: &TaskReport) -> Option<CliError> {
         Outcome::Interrupted => ErrorKind::Interrupted,
         Outcome::Untrusted => ErrorKind::Tampered,
     };
+    // The reasons quote the worker's stderr: escaped like its live echo.
     let mut message = format!("task {} {}", report.id, outcome_word(report.outcome));
     if !report.reasons.is_empty() {
-        message.push_str(&format!(": {}", report.reasons.join("; ")));
+        message.push_str(&format!(
+            ": {}",
+            display::escape(&report.reasons.join("; "))
+        ));
     }
     Some(CliError::new(kind, message))
 }
@@ -300,8 +260,13 @@ fn git_config_files(ctx: &Ctx) -> Vec<PathBuf> {
     out
 }
 
+/// The report for people. Every text that may carry the worker's bytes
+/// (reasons quote its stderr, paths are its file names) goes through the
+/// same escaping as the live echo.
 fn print_report(report: &TaskReport) {
-    println!("task {}: {}", report.id, outcome_word(report.outcome));
+    let esc = |t: &str| display::escape(t).into_owned();
+    let path = |p: &std::path::Path| esc(&p.display().to_string());
+    println!("task {}: {}", esc(&report.id), outcome_word(report.outcome));
     match &report.sandbox {
         Some(sb) => println!(
             "  sandbox:   Landlock ABI {}, network {}{}",
@@ -310,7 +275,7 @@ fn print_report(report: &TaskReport) {
             if sb.not_enforced.is_empty() {
                 String::new()
             } else {
-                format!(" (not enforced: {})", sb.not_enforced.join("; "))
+                format!(" (not enforced: {})", esc(&sb.not_enforced.join("; ")))
             }
         ),
         None if report.no_sandbox => println!("  sandbox:   OFF (--no-sandbox)"),
@@ -318,15 +283,15 @@ fn print_report(report: &TaskReport) {
     }
     println!(
         "  source:    {} ({})",
-        report.source.display(),
-        report.branch.as_deref().unwrap_or("detached")
+        path(&report.source),
+        esc(report.branch.as_deref().unwrap_or("detached"))
     );
-    println!("  base:      {}", report.base);
+    println!("  base:      {}", esc(&report.base));
     if let Some(c) = &report.candidate {
-        println!("  candidate: {c}");
+        println!("  candidate: {}", esc(c));
     }
     for r in &report.reasons {
-        println!("  reason:    {r}");
+        println!("  reason:    {}", esc(r));
     }
     for v in &report.violations {
         let at = v
@@ -336,21 +301,24 @@ fn print_report(report: &TaskReport) {
             .unwrap_or_default();
         println!(
             "  violation: {}{}: {}",
-            v.path.as_deref().unwrap_or("-"),
-            at,
-            v.reason
+            esc(v.path.as_deref().unwrap_or("-")),
+            esc(&at),
+            esc(&v.reason)
         );
     }
     if let Some(r) = &report.kept_ref {
-        println!("  kept:      {r}");
+        println!("  kept:      {}", esc(r));
     }
     if let Some(w) = &report.work {
-        println!("  work:      {w}");
+        println!("  work:      {}", esc(w));
     }
     if let Some(w) = &report.worktree {
-        println!("  worktree:  {} (kept)", w.display());
+        println!("  worktree:  {} (kept)", path(w));
     }
-    println!("  artifacts: {}", report.artifacts.display());
+    for n in &report.notes {
+        println!("  note:      {}", esc(n));
+    }
+    println!("  artifacts: {}", path(&report.artifacts));
 }
 
 pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
@@ -365,7 +333,10 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             env,
             repo,
             commit,
+            message,
+            patch_limit,
             allow_write,
+            allow_read,
             no_network,
             no_sandbox,
             quiet,
@@ -390,12 +361,15 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                     worker_env.push((name.into(), v));
                 }
             }
+            // Streamed: the binary can be 100 MB (a debug build).
             let harness_digest = std::env::current_exe()
                 .ok()
-                .and_then(|p| fs_err::read(p).ok())
-                .map(|b| {
+                .and_then(|p| fs_err::File::open(p).ok())
+                .and_then(|mut f| {
                     use sha2::Digest;
-                    hex::encode(sha2::Sha256::digest(&b))
+                    let mut hasher = sha2::Sha256::new();
+                    std::io::copy(&mut f, &mut hasher).ok()?;
+                    Some(hex::encode(hasher.finalize()))
                 })
                 .unwrap_or_default();
             let opts = TaskOptions {
@@ -417,8 +391,11 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                 tasks_root,
                 grace: Duration::from_secs(2),
                 commit,
+                message,
+                patch_limit,
                 sandbox: (!no_sandbox).then(|| SandboxOptions {
                     allow_write: allow_write.iter().map(|d| ctx.cwd.join(d)).collect(),
+                    allow_read: allow_read.iter().map(|d| ctx.cwd.join(d)).collect(),
                     network: !no_network,
                     protected: protected_paths(ctx),
                 }),
@@ -563,7 +540,10 @@ fn show(ctx: &Ctx, task: &str) -> Result<(), CliError> {
     let Some(report) = &record.report else {
         let why = record.problems.first().cloned();
         if let Some(why) = why {
-            return Err(CliError::new(ErrorKind::Invalid, why));
+            return Err(CliError::new(
+                ErrorKind::Invalid,
+                display::escape(&why).into_owned(),
+            ));
         }
         if ctx.json {
             return print_json(&json!({
@@ -575,10 +555,13 @@ fn show(ctx: &Ctx, task: &str) -> Result<(), CliError> {
         }
         println!(
             "task {}: no outcome yet (running, or stopped before it wrote state.json)",
-            record.id
+            display::escape(&record.id)
         );
         println!("  command:   {}", display::escape(&record.argv().join(" ")));
-        println!("  artifacts: {}", record.dir.display());
+        println!(
+            "  artifacts: {}",
+            display::escape(&record.dir.display().to_string())
+        );
         return Ok(());
     };
     if ctx.json {

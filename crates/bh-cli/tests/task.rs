@@ -293,10 +293,10 @@ fn without_the_sandbox_the_second_line_still_catches_tampering() {
 #[test]
 fn preflight_refuses_dirty_sources_and_nested_sessions() {
     let env = Env::new();
-    // hidden with assume-unchanged: still dirty
+    // hidden with assume-unchanged: still dirty (promotion needs HEAD)
     env.write("README.md", "# edited\n");
     env.git(&["update-index", "--assume-unchanged", "README.md"]);
-    let (code, doc) = env.task(&["--module", "src"], "true");
+    let (code, doc) = env.task(&["--module", "src", "--promote"], "true");
     assert_eq!(code, 3, "{doc}");
     assert!(
         doc["error"]["message"]
@@ -306,11 +306,13 @@ fn preflight_refuses_dirty_sources_and_nested_sessions() {
     );
     env.git(&["update-index", "--no-assume-unchanged", "README.md"]);
     env.git(&["checkout", "--", "README.md"]);
-    // hidden with info/exclude: still dirty
+    // an untracked file (even hidden with info/exclude) that no promotion
+    // would overwrite: not the task's business (task_promote.rs has those
+    // that would be)
     fs::write(env.repo.join(".git/info/exclude"), "stray.txt\n").unwrap();
     env.write("stray.txt", "x");
-    let (code, _) = env.task(&["--module", "src"], "true");
-    assert_eq!(code, 3);
+    let (code, doc) = env.task(&["--module", "src", "--promote"], "true");
+    assert_eq!(code, 0, "{doc}");
     fs::remove_file(env.repo.join("stray.txt")).unwrap();
     // nested: marker set, and a worker starting a task from inside its worktree
     let out = Command::cargo_bin("bh")
@@ -479,4 +481,18 @@ fn an_interrupted_task_keeps_its_worktree() {
     let t = task_doc(&doc);
     assert_eq!(t["outcome"], "interrupted");
     assert!(PathBuf::from(t["worktree"].as_str().unwrap()).exists());
+    // Worded for people (issue 27.14 had "was interrupted: interrupted").
+    let err = doc["error"]["message"].as_str().unwrap();
+    assert!(
+        err.contains("was interrupted: bh was asked to stop")
+            && !err.contains("interrupted: interrupted"),
+        "{doc}"
+    );
+    assert!(
+        t["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("the worker's repository is kept"),
+        "{doc}"
+    );
 }

@@ -198,3 +198,109 @@ fn list_and_show_by_id_prefix_or_folder() {
     let o = env.bh(&["task", "show", "0000aaaa"]);
     assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
 }
+
+/// Issue 27.12: outcomes say what to do next — uncommitted work points to
+/// `--commit`, a success gives the exact command that takes it (and it
+/// works), no change says so.
+#[test]
+fn outcomes_say_what_to_do_next() {
+    let env = Env::new();
+    let o = env.run(false, &["-q"], "echo 'pub fn b() {}' >> src/lib.rs");
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("changed without committing them: run the task with --commit")
+            && out.contains("kept under refs/better-harness/tasks/"),
+        "{out}"
+    );
+    assert!(stderr(&o).contains("--commit"), "{}", stderr(&o));
+
+    let o = env.run(
+        false,
+        &["-q"],
+        "echo 'pub fn b() {}' >> src/lib.rs && git commit -qam b",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let start = out
+        .find("take the result with `")
+        .unwrap_or_else(|| panic!("{out}"))
+        + 22;
+    let command = &out[start..start + out[start..].find('`').unwrap()];
+    assert!(
+        command.starts_with("git merge --ff-only refs/better-harness/tasks/t"),
+        "{out}"
+    );
+    assert!(out.contains("or run the task with --promote"), "{out}");
+    // The command as printed brings the result onto the branch.
+    let ran = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&env.t.dir)
+        .env("HOME", &env.t.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert!(env.t.read("src/lib.rs").contains("fn b"));
+
+    let o = env.run(false, &["-q"], "true");
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        stdout(&o).contains("the worker changed nothing"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// Every byte of the worker shown on bh's terminal — reasons quoting its
+/// stderr, its file names, the error line, `task show` — is escaped like
+/// the live echo: a worker cannot drive the terminal through them.
+#[test]
+fn the_workers_bytes_are_escaped_wherever_they_are_shown() {
+    let env = Env::new();
+    let o = env.run(
+        false,
+        &["-q"],
+        r"printf 'boom \033]0;pwned\007 \033[2J\n' >&2; exit 3",
+    );
+    assert_eq!(o.status.code(), Some(9));
+    let (out, err) = (stdout(&o), stderr(&o));
+    for text in [&out, &err] {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+    }
+    assert!(out.contains(r"boom \e]0;pwned\x07 \e[2J"), "{out}");
+    assert!(err.contains(r"boom \e]0;pwned\x07"), "{err}");
+    // A file name with a bidirectional override, left uncommitted.
+    let o = env.run(
+        false,
+        &["-q"],
+        r"printf x > src/$(printf 'a\342\200\256b').rs",
+    );
+    assert_eq!(o.status.code(), Some(6));
+    let out = stdout(&o);
+    assert!(
+        !out.contains('\u{202e}') && out.contains(r"a\u{202e}b.rs"),
+        "{out}"
+    );
+    let list = json(&env.bh(&["--json", "task", "list"]));
+    for task in list["tasks"].as_array().unwrap() {
+        let o = env.bh(&["task", "show", task["id"].as_str().unwrap()]);
+        let shown = stdout(&o);
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{7}') && !shown.contains('\u{202e}'),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains(r"\e]0;pwned") || shown.contains(r"\u{202e}"),
+            "{shown}"
+        );
+    }
+}

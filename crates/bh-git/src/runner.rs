@@ -480,6 +480,12 @@ impl GitProcess {
     pub fn argv(&self) -> &str {
         &self.argv
     }
+
+    /// Waits for the child to exit, once its output was read to the end
+    /// (dropping the process instead kills it).
+    pub fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.child.wait()
+    }
 }
 
 impl Drop for GitProcess {

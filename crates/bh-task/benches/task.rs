@@ -159,6 +159,8 @@ fn op(args: &[String]) -> Result<()> {
                 tasks_root: state.join("tasks"),
                 grace: Duration::from_secs(1),
                 commit: false,
+                message: None,
+                patch_limit: 16 << 20,
                 sandbox: Some(bh_task::run::SandboxOptions {
                     network: true,
                     ..Default::default()

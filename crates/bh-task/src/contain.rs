@@ -103,9 +103,9 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot write the log {path}: {source}")]
+    /// `source` is an `fs_err` error: it names the log's path.
+    #[error("cannot write the worker's log: {source}")]
     Log {
-        path: String,
         #[source]
         source: std::io::Error,
     },
@@ -135,12 +135,7 @@ pub fn run_sandboxed(
     cancel: &AtomicBool,
 ) -> Result<RunOutcome, RunError> {
     let (program, args) = spec.argv.split_first().ok_or(RunError::EmptyCommand)?;
-    let log = |path: &PathBuf| {
-        File::create(path).map_err(|source| RunError::Log {
-            path: path.display().to_string(),
-            source,
-        })
-    };
+    let log = |path: &PathBuf| File::create(path).map_err(|source| RunError::Log { source });
     let (out_file, err_file) = (log(&spec.stdout_log)?, log(&spec.stderr_log)?);
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -208,12 +203,7 @@ pub fn run_sandboxed(
 pub fn run_contained(spec: &RunSpec, cancel: &AtomicBool) -> Result<RunOutcome, RunError> {
     let (program, args) = spec.argv.split_first().ok_or(RunError::EmptyCommand)?;
     nix::sys::prctl::set_child_subreaper(true)?;
-    let log = |path: &PathBuf| {
-        File::create(path).map_err(|source| RunError::Log {
-            path: path.display().to_string(),
-            source,
-        })
-    };
+    let log = |path: &PathBuf| File::create(path).map_err(|source| RunError::Log { source });
     let (out_file, err_file) = (log(&spec.stdout_log)?, log(&spec.stderr_log)?);
     let mut cmd = Command::new(program);
     cmd.args(args)

@@ -6,7 +6,10 @@
 //! worktree lifecycle, process containment and promotion build on it.
 
 pub mod contain;
+mod hints;
 pub mod list;
+mod outcome;
+mod patch;
 mod policy;
 mod promote;
 pub mod run;

@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::contain::{Ending, RunSpec, run_contained, run_sandboxed};
+use crate::outcome::{finish, patch_cut_note, rejection_reasons, work_message};
+use crate::patch::write_patch;
 use crate::promote::{clean_check, promote};
 use crate::scope::{FrozenScope, ScopeSpec};
 use crate::second_line::Watch;
@@ -56,6 +58,13 @@ pub struct TaskOptions {
     /// Commit the worker's uncommitted work as one commit and validate (and
     /// promote) that (`--commit`).
     pub commit: bool,
+    /// The most `work.patch` and `rejected.patch` may hold (bytes); a
+    /// longer patch is cut and the outcome says so (the work itself is
+    /// whole under the task's ref).
+    pub patch_limit: u64,
+    /// That commit's message (`--message`); `None`: one naming the task and
+    /// its command.
+    pub message: Option<String>,
     /// The sandbox; `None` is `--no-sandbox` (printed and recorded).
     pub sandbox: Option<SandboxOptions>,
     /// Global, system and XDG Git configuration and attributes files the
@@ -71,6 +80,9 @@ pub struct TaskOptions {
 pub struct SandboxOptions {
     /// `--allow-write DIR` (e.g. build caches).
     pub allow_write: Vec<PathBuf>,
+    /// `--allow-read DIR`: carried over read-only onto the private `/tmp`
+    /// (everything outside `/tmp` is readable already).
+    pub allow_read: Vec<PathBuf>,
     /// `false` for `--no-network`.
     pub network: bool,
     /// Kept read-only even inside a writable folder: `~/.gitconfig`,
@@ -118,6 +130,10 @@ pub struct TaskReport {
     pub sandbox: Option<bh_sandbox::Report>,
     #[serde(default)]
     pub no_sandbox: bool,
+    /// What people should know besides the outcome: a patch cut at its
+    /// limit, a repository that could not be removed, the next step.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// Failures that prevent a task from starting (preflight, freeze, setup).
@@ -127,7 +143,11 @@ pub enum PreflightError {
     NotTopLevel { path: String, top: String },
     #[error("{path} is not a Git repository")]
     NotARepository { path: String },
-    #[error("the source checkout {path} is not clean: {detail}")]
+    #[error(
+        "the source checkout {path} is not clean: {detail}; --promote fast-forwards it, so its \
+         tracked files must match HEAD: commit or stash them, or run without --promote (the \
+         task starts from HEAD either way)"
+    )]
     Dirty { path: String, detail: String },
     #[error("--promote needs the source to be on a branch; {path} has a detached HEAD")]
     Detached { path: String },
@@ -149,8 +169,14 @@ pub enum PreflightError {
         #[source]
         source: std::io::Error,
     },
+    /// An error of an `fs_err` call: its message already names the path
+    /// ("failed to create directory `…`: …"), so none is added.
+    #[error(transparent)]
+    Fs(std::io::Error),
 }
 
+/// Context for an I/O error that does not name its path (a `std` or
+/// `bh_fs` call, a pipe); `fs_err` errors go in [`PreflightError::Fs`].
 pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PreflightError {
     let context = context.into();
     move |source| PreflightError::Io { context, source }
@@ -165,7 +191,7 @@ pub fn new_task_id() -> String {
     bh_fs::time_ordered_id("t", b"")
 }
 
-fn write_json(path: &Path, value: &impl Serialize) -> Result<(), PreflightError> {
+pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<(), PreflightError> {
     bh_fs::write_json_atomic(path, value).map_err(io(format!("cannot write {}", path.display())))
 }
 
@@ -177,15 +203,14 @@ pub fn run_task(
     cancel: &AtomicBool,
 ) -> Result<TaskReport, PreflightError> {
     // --- preflight -------------------------------------------------------
-    let source = fs::canonicalize(&opts.source)
-        .map_err(io(format!("cannot open {}", opts.source.display())))?;
+    let source = fs::canonicalize(&opts.source).map_err(PreflightError::Fs)?;
     let repo = runner.repo(&source, Scope::User);
     let top = repo
         .run_line(["rev-parse", "--show-toplevel"])
         .map_err(|_| PreflightError::NotARepository {
             path: source.display().to_string(),
         })?;
-    let top = fs::canonicalize(&top).map_err(io(format!("cannot resolve {top}")))?;
+    let top = fs::canonicalize(&top).map_err(PreflightError::Fs)?;
     if top != source {
         return Err(PreflightError::NotTopLevel {
             path: source.display().to_string(),
@@ -247,8 +272,7 @@ pub fn run_task(
     }
     bh_fs::create_dir_all_mode(artifacts, 0o700)
         .map_err(io(format!("cannot create {}", artifacts.display())))?;
-    let artifacts = fs::canonicalize(artifacts)
-        .map_err(io(format!("cannot resolve {}", artifacts.display())))?;
+    let artifacts = fs::canonicalize(artifacts).map_err(PreflightError::Fs)?;
     if artifacts.starts_with(&source) {
         let _ = fs::remove_dir(&artifacts);
         return Err(PreflightError::Artifacts {
@@ -256,7 +280,13 @@ pub fn run_task(
             why: format!("inside the repository {}", source.display()),
         });
     }
-    if let Some(why) = clean_check(&repo, &artifacts)? {
+    // Only a promotion needs the checkout to match HEAD (the task itself
+    // starts from HEAD in a repository of its own); untracked files are
+    // judged at promotion, and only those it would overwrite.
+    if opts.promote
+        && let Some(why) = clean_check(&repo, &artifacts)?
+    {
+        let _ = fs::remove_dir_all(&artifacts);
         return Err(PreflightError::Dirty {
             path: source.display().to_string(),
             detail: why,
@@ -272,11 +302,13 @@ pub fn run_task(
     // --- the worker's repository and sandbox -----------------------------
     let dir = artifacts.join("worktree");
     let home = artifacts.join("home");
-    taskrepo::private_home(&repo, &home)?;
+    // Commits the harness makes for the user are theirs: their identity,
+    // read from their configuration through the hardened runner.
+    let identity = taskrepo::user_identity(&repo);
+    taskrepo::private_home(&home, identity.as_ref())?;
     taskrepo::create(runner, &dir, &common.join("objects"), &base)?;
     let nonce = sha256_hex(format!("{id}{:?}", std::time::SystemTime::now()).as_bytes());
-    fs::write(dir.join(".git/bh-task-nonce"), &nonce)
-        .map_err(io("cannot write the task repository's nonce"))?;
+    fs::write(dir.join(".git/bh-task-nonce"), &nonce).map_err(PreflightError::Fs)?;
     let make_sandbox = || -> Result<Option<bh_sandbox::Sandbox>, PreflightError> {
         let Some(s) = &opts.sandbox else {
             return Ok(None);
@@ -289,7 +321,9 @@ pub fn run_task(
                 .chain(s.allow_write.iter().cloned())
                 .collect(),
             read_only,
-            visible: vec![source.clone()],
+            visible: std::iter::once(source.clone())
+                .chain(s.allow_read.iter().cloned())
+                .collect(),
             private_tmp: true,
             network: s.network,
         };
@@ -354,6 +388,8 @@ pub fn run_task(
         grace: opts.grace,
         echo: opts.echo.clone(),
     };
+    // What the sandbox hides under /tmp, named when the worker fails.
+    let tmp_hints = || crate::hints::hidden_by_the_sandbox(opts, &[&source, &dir, &home]);
     let ran = match sandbox {
         Some(sb) => run_sandboxed(&spec, sb, cancel),
         None => run_contained(&spec, cancel),
@@ -374,16 +410,16 @@ pub fn run_task(
         work: None,
         sandbox: sandbox_report,
         no_sandbox: opts.sandbox.is_none(),
+        notes: Vec::new(),
     };
     let run = match ran {
         Ok(run) => run,
         Err(err @ crate::contain::RunError::Spawn { .. }) => {
             // The command could not even start: the worker failed.
-            let _ = fs::remove_dir_all(&dir);
             report.outcome = Outcome::Failed;
             report.reasons.push(err.to_string());
-            write_json(&artifacts.join("state.json"), &report)?;
-            return Ok(report);
+            report.reasons.extend(tmp_hints());
+            return finish(report, &artifacts, dir);
         }
         Err(err) => {
             let _ = fs::remove_dir_all(&dir);
@@ -418,7 +454,8 @@ pub fn run_task(
             sb,
             &env,
             &home,
-            &format!("bh task {id}: the worker's uncommitted work"),
+            identity.as_ref().unwrap_or(&taskrepo::Identity::harness()),
+            &work_message(opts),
         )
         .map_err(|why| format!("cannot read the worker's repository: {why}"))
     })?;
@@ -435,22 +472,29 @@ pub fn run_task(
     {
         report.kept_ref = Some(kept_ref.clone());
         report.work = Some(s.work.clone());
-        let patch = isolated.run([
-            "diff",
-            "--binary",
-            "--no-ext-diff",
-            "--no-textconv",
+        if write_patch(
+            &isolated,
             &base,
             &s.work,
-            "--",
-        ])?;
-        fs::write(artifacts.join("work.patch"), patch).map_err(io("cannot write work.patch"))?;
+            &artifacts.join("work.patch"),
+            opts.patch_limit,
+        )? {
+            report.notes.push(patch_cut_note(
+                "work.patch",
+                opts.patch_limit,
+                &base,
+                &kept_ref,
+            ));
+        }
     }
 
     match run.ending {
         Ending::Interrupted => {
             report.outcome = Outcome::Interrupted;
-            report.reasons.push("interrupted".into());
+            report.reasons.push(
+                "bh was asked to stop (Ctrl-C, SIGTERM or SIGHUP); the worker's repository is kept"
+                    .into(),
+            );
             report.worktree = Some(dir);
             write_json(&artifacts.join("state.json"), &report)?;
             return Ok(report);
@@ -468,6 +512,7 @@ pub fn run_task(
             } else {
                 format!("the worker exited with code {code}: {tail}")
             });
+            report.reasons.extend(tmp_hints());
         }
         Ending::Signaled { signal } => {
             report.outcome = Outcome::Failed;
@@ -501,22 +546,24 @@ pub fn run_task(
             }
             if !violations.is_empty() {
                 report.outcome = Outcome::Rejected;
-                report.reasons.push(format!(
-                    "{} violation(s) of the task boundary",
-                    violations.len()
-                ));
+                report
+                    .reasons
+                    .extend(rejection_reasons(&violations, &kept_ref));
                 report.violations = violations;
-                let patch = isolated.run([
-                    "diff",
-                    "--binary",
-                    "--no-ext-diff",
-                    "--no-textconv",
+                if write_patch(
+                    &isolated,
                     &base,
                     &snap.work,
-                    "--",
-                ])?;
-                fs::write(artifacts.join("rejected.patch"), patch)
-                    .map_err(io("cannot write rejected.patch"))?;
+                    &artifacts.join("rejected.patch"),
+                    opts.patch_limit,
+                )? {
+                    report.notes.push(patch_cut_note(
+                        "rejected.patch",
+                        opts.patch_limit,
+                        &base,
+                        &kept_ref,
+                    ));
+                }
             } else if opts.promote && candidate != base {
                 promote(
                     runner,
@@ -531,9 +578,15 @@ pub fn run_task(
         }
         Ok(_) => {}
     }
-    // Ordinary endings remove the worker's repository (its work is kept
-    // under the task's ref and in work.patch).
-    fs::remove_dir_all(&dir).map_err(io(format!("cannot remove {}", dir.display())))?;
-    write_json(&artifacts.join("state.json"), &report)?;
-    Ok(report)
+    if report.outcome == Outcome::Succeeded {
+        report.notes.push(match &report.candidate {
+            Some(c) if *c != base => format!(
+                "take the result with `git merge --ff-only {kept_ref}` in {} (or run the task \
+                 with --promote)",
+                source.display()
+            ),
+            _ => "the worker changed nothing".to_owned(),
+        });
+    }
+    finish(report, &artifacts, dir)
 }

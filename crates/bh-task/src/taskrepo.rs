@@ -31,37 +31,70 @@ pub fn create(
     user_objects: &Path,
     base: &str,
 ) -> Result<Repo, PreflightError> {
-    fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    fs::create_dir_all(dir).map_err(PreflightError::Fs)?;
     let repo = runner.repo(dir, Scope::Isolated);
     repo.run(["init", "-q", "--template=", "."])?;
     let alternates = dir.join(".git/objects/info/alternates");
-    fs::create_dir_all(dir.join(".git/objects/info"))
-        .map_err(io(format!("cannot create {}", alternates.display())))?;
+    fs::create_dir_all(dir.join(".git/objects/info")).map_err(PreflightError::Fs)?;
     let mut line = user_objects.as_os_str().as_encoded_bytes().to_vec();
     line.push(b'\n');
-    fs::write(&alternates, line).map_err(io(format!("cannot write {}", alternates.display())))?;
+    fs::write(&alternates, line).map_err(PreflightError::Fs)?;
     repo.run(["checkout", "-q", "--detach", base])?;
     Ok(repo)
 }
 
-/// A private home for the worker, with the user's commit identity only.
-pub(crate) fn private_home(repo: &Repo, home: &Path) -> Result<(), PreflightError> {
-    bh_fs::create_dir_all_mode(home, 0o700)
-        .map_err(io(format!("cannot create {}", home.display())))?;
+/// The user's commit identity (`user.name`, `user.email`) as their Git
+/// configuration gives it, read through the hardened runner; `None` when
+/// either is unset.
+pub fn user_identity(repo: &Repo) -> Option<Identity> {
     let get = |key: &str| {
         repo.cmd(["config", "--get", key])
             .ok_codes(&[0, 1])
             .run()
             .ok()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .filter(|v| !v.is_empty() && !v.contains(['\n', '"', '\\']))
+            .filter(|v| !v.is_empty() && !v.contains(['\n', '\0']))
     };
+    Some(Identity {
+        name: get("user.name")?,
+        email: get("user.email")?,
+    })
+}
+
+/// Who a commit made by the harness is by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    pub email: String,
+}
+
+impl Identity {
+    /// The harness's own, when the user has none.
+    pub fn harness() -> Identity {
+        Identity {
+            name: "bh task".into(),
+            email: "bh-task@localhost".into(),
+        }
+    }
+}
+
+/// A private home for the worker, with the user's commit identity only.
+pub(crate) fn private_home(home: &Path, identity: Option<&Identity>) -> Result<(), PreflightError> {
+    bh_fs::create_dir_all_mode(home, 0o700)
+        .map_err(io(format!("cannot create {}", home.display())))?;
     let mut cfg = String::new();
-    if let (Some(name), Some(email)) = (get("user.name"), get("user.email")) {
-        cfg = format!("[user]\n\tname = \"{name}\"\n\temail = \"{email}\"\n");
+    if let Some(id) = identity
+        && ![&id.name, &id.email]
+            .iter()
+            .any(|v| v.contains(['"', '\\']))
+    {
+        cfg = format!(
+            "[user]\n\tname = \"{}\"\n\temail = \"{}\"\n",
+            id.name, id.email
+        );
     }
     let path = home.join(".gitconfig");
-    fs::write(&path, cfg).map_err(io(format!("cannot write {}", path.display())))
+    fs::write(&path, cfg).map_err(PreflightError::Fs)
 }
 
 /// What the snapshot found.
@@ -104,12 +137,14 @@ echo "$head $work"
 "#;
 
 /// Takes the snapshot in `dir`, inside `sandbox` when given. `env` is the
-/// worker's environment (for `PATH`); `scratch` a folder for the index.
+/// worker's environment (for `PATH`); `scratch` a folder for the index;
+/// `identity` the author and committer of the commit of uncommitted work.
 pub fn snapshot(
     dir: &Path,
     sandbox: Option<bh_sandbox::Sandbox>,
     env: &[(OsString, OsString)],
     scratch: &Path,
+    identity: &Identity,
     message: &str,
 ) -> Result<Snapshot, String> {
     let mut cmd = Command::new("sh");
@@ -130,10 +165,10 @@ pub fn snapshot(
         .env("GIT_CONFIG_VALUE_0", "/dev/null")
         .env("GIT_CONFIG_KEY_1", "core.fsmonitor")
         .env("GIT_CONFIG_VALUE_1", "false")
-        .env("GIT_AUTHOR_NAME", "bh task")
-        .env("GIT_AUTHOR_EMAIL", "bh-task@localhost")
-        .env("GIT_COMMITTER_NAME", "bh task")
-        .env("GIT_COMMITTER_EMAIL", "bh-task@localhost")
+        .env("GIT_AUTHOR_NAME", &identity.name)
+        .env("GIT_AUTHOR_EMAIL", &identity.email)
+        .env("GIT_COMMITTER_NAME", &identity.name)
+        .env("GIT_COMMITTER_EMAIL", &identity.email)
         .env("BH_SNAPSHOT_INDEX", scratch.join("snapshot.index"))
         .env("BH_SNAPSHOT_REF", SNAPSHOT_REF)
         .env("BH_SNAPSHOT_MESSAGE", message)

@@ -8,6 +8,9 @@ use serde::Serialize;
 use crate::TaskError;
 use crate::scope::{FrozenScope, Verdict};
 
+/// The reason of a violation that is work left uncommitted.
+pub(crate) const UNCOMMITTED: &str = "uncommitted change";
+
 const SYMLINK: u32 = 0o120000;
 const GITLINK: u32 = 0o160000;
 
@@ -43,7 +46,7 @@ fn check_path(scope: &FrozenScope, commit: Option<&str>, path: &[u8], out: &mut 
 /// candidate must descend from the base; no merge commits; every path touched
 /// by any commit (so a forbidden change committed and later reverted is still
 /// caught; a rename counts on both sides) must be in scope and unprotected; no
-/// commit may add a symlink or a gitlink.
+/// commit may add or retarget a symlink or a gitlink.
 pub fn validate_candidate(
     repo: &Repo,
     scope: &FrozenScope,
@@ -66,20 +69,24 @@ pub fn validate_candidate(
         }
         for change in entry.changes {
             check_path(scope, Some(&commit), &change.path, &mut out);
-            let became = |mode: u32| change.new_mode == mode && change.old_mode != mode;
-            if became(SYMLINK) {
-                out.push(violation(
-                    Some(&commit),
-                    Some(&change.path),
-                    "adds a symbolic link",
-                ));
+            // A link or gitlink is judged whenever a commit leaves one at
+            // the path: new, retargeted (`120000 -> 120000` with another
+            // target) or a file turned into one.
+            if change.new_mode == SYMLINK {
+                let what = if change.old_mode == SYMLINK {
+                    "changes a symbolic link"
+                } else {
+                    "adds a symbolic link"
+                };
+                out.push(violation(Some(&commit), Some(&change.path), what));
             }
-            if became(GITLINK) {
-                out.push(violation(
-                    Some(&commit),
-                    Some(&change.path),
-                    "adds a gitlink (submodule)",
-                ));
+            if change.new_mode == GITLINK {
+                let what = if change.old_mode == GITLINK {
+                    "changes a gitlink (submodule)"
+                } else {
+                    "adds a gitlink (submodule)"
+                };
+                out.push(violation(Some(&commit), Some(&change.path), what));
             }
         }
     }
@@ -114,12 +121,12 @@ pub fn validate_worktree(
             | StatusEntry::Unmerged { path }
             | StatusEntry::Untracked { path } => path.clone(),
             StatusEntry::Renamed { path, orig, .. } => {
-                out.push(violation(None, Some(orig), "uncommitted change"));
+                out.push(violation(None, Some(orig), UNCOMMITTED));
                 path.clone()
             }
             StatusEntry::Ignored { .. } => continue,
         };
-        out.push(violation(None, Some(&path), "uncommitted change"));
+        out.push(violation(None, Some(&path), UNCOMMITTED));
         check_path(
             scope,
             None,
@@ -142,7 +149,7 @@ pub fn validate_uncommitted(
     let mut out = Vec::new();
     for entry in repo.log_raw(head, work)? {
         for change in entry.changes {
-            out.push(violation(None, Some(&change.path), "uncommitted change"));
+            out.push(violation(None, Some(&change.path), UNCOMMITTED));
             check_path(scope, None, &change.path, &mut out);
         }
     }
