@@ -93,6 +93,8 @@ pub enum SandboxError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot grant writes to {path}: it {why}")]
+    Grant { path: String, why: String },
     #[error("cannot start {program}: {source}")]
     Spawn {
         program: String,
@@ -173,6 +175,14 @@ impl Sandbox {
         let mut not_enforced = Vec::new();
         let mut writable = Vec::new();
         for p in &policy.writable {
+            // A grant through a link names one folder and grants another
+            // (`build-cache -> .git/hooks`): refused, not followed.
+            if fs_err::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(SandboxError::Grant {
+                    path: p.display().to_string(),
+                    why: "is a symbolic link; grant the folder it leads to by its own path".into(),
+                });
+            }
             writable.push(resolve("writable path", p)?);
         }
         let mut read_only = Vec::new();
@@ -188,6 +198,12 @@ impl Sandbox {
         }
         read_only.sort();
         read_only.dedup();
+        if let Some(w) = writable.iter().find(|w| read_only.contains(w)) {
+            return Err(SandboxError::Grant {
+                path: w.display().to_string(),
+                why: "is a protected path (it stays read-only)".into(),
+            });
+        }
         let cwd = resolve("working folder", cwd)?;
         let tmp = fs_err::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"));
 

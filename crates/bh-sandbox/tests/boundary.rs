@@ -541,3 +541,26 @@ fn attacker() {
         other => panic!("unknown attack {other}"),
     }
 }
+
+#[test]
+fn a_grant_through_a_symlink_or_of_a_protected_path_is_refused() {
+    let (_t, p) = project();
+    fs_err::create_dir_all(p.join(".git/hooks")).unwrap();
+    fs_err::os::unix::fs::symlink(".git/hooks", p.join("build-cache")).unwrap();
+    let mut pol = policy(&p);
+    pol.writable.push(p.join("build-cache"));
+    let err = Sandbox::new(&pol, &p).err().unwrap().to_string();
+    assert!(
+        err.contains("build-cache") && err.contains("symbolic link"),
+        "{err}"
+    );
+    let mut pol = policy(&p);
+    pol.writable.push(p.join(".git"));
+    let err = Sandbox::new(&pol, &p).err().unwrap().to_string();
+    assert!(err.contains(".git") && err.contains("protected"), "{err}");
+    // The report names canonical paths.
+    let sb = Sandbox::new(&policy(&p), &p).unwrap();
+    let canon = fs_err::canonicalize(&p).unwrap();
+    assert_eq!(sb.report().writable, vec![canon.clone()]);
+    assert_eq!(sb.report().read_only, vec![canon.join(".git")]);
+}
