@@ -302,3 +302,34 @@ fn bash_refuses_to_run_when_a_dot_git_cannot_be_resolved() {
     assert!(out.contains("inner/.git"), "{out}");
     assert!(!p.join("ran").exists());
 }
+
+/// `kill -STOP 0` from the command (before the command had a session of its
+/// own this also stopped the sandbox's intermediate, and the timeout then
+/// waited forever), and a program waiting for `/dev/tty`: the bash call's
+/// timeout still returns, with the command's output so far.
+#[test]
+fn kill_stop_0_or_a_tty_prompt_cannot_outlast_the_timeout() {
+    let f = Fixture::new();
+    let root = f.repo("p");
+    let tb = f.toolbox(&root, BashSandbox::default());
+    let commands = [
+        "echo before; kill -STOP 0; echo after",
+        "echo before; read -r x < /dev/tty || sleep 600",
+    ];
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Not scoped: a hung call must fail the test, not hang it.
+    std::thread::spawn(move || {
+        for command in commands {
+            let r = tb.call("bash", &json!({ "command": command, "timeout": 1 }));
+            let _ = tx.send(r.text_content());
+        }
+    });
+    for command in commands {
+        // A hang guard, not a timing assertion.
+        let text = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("bash never returned: {command}"));
+        assert!(text.contains("before"), "{command}: {text}");
+        assert!(text.contains("timed out"), "{command}: {text}");
+    }
+}
