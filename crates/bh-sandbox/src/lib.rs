@@ -31,10 +31,11 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Serialize;
 
+mod seccomp;
 mod sys;
 
 pub use sys::die_with_parent;
@@ -92,6 +93,8 @@ pub enum SandboxError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot grant writes to {path}: it {why}")]
+    Grant { path: String, why: String },
     #[error("cannot start {program}: {source}")]
     Spawn {
         program: String,
@@ -113,6 +116,10 @@ const ABI1_ALL: u64 = (1 << 13) - 1;
 const REFER: u64 = 1 << 13;
 const TRUNCATE: u64 = 1 << 14;
 const IOCTL_DEV: u64 = 1 << 15;
+const MAKE_CHAR: u64 = 1 << 6;
+const MAKE_BLOCK: u64 = 1 << 11;
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+const SCOPE_SIGNAL: u64 = 1 << 1;
 
 /// Devices any command may read and write.
 const DEVICES: &[&str] = &[
@@ -121,7 +128,6 @@ const DEVICES: &[&str] = &[
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
 ];
 
 /// The Landlock ABI this kernel offers, or why none.
@@ -169,6 +175,14 @@ impl Sandbox {
         let mut not_enforced = Vec::new();
         let mut writable = Vec::new();
         for p in &policy.writable {
+            // A grant through a link names one folder and grants another
+            // (`build-cache -> .git/hooks`): refused, not followed.
+            if fs_err::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(SandboxError::Grant {
+                    path: p.display().to_string(),
+                    why: "is a symbolic link; grant the folder it leads to by its own path".into(),
+                });
+            }
             writable.push(resolve("writable path", p)?);
         }
         let mut read_only = Vec::new();
@@ -184,6 +198,12 @@ impl Sandbox {
         }
         read_only.sort();
         read_only.dedup();
+        if let Some(w) = writable.iter().find(|w| read_only.contains(w)) {
+            return Err(SandboxError::Grant {
+                path: w.display().to_string(),
+                why: "is a protected path (it stays read-only)".into(),
+            });
+        }
         let cwd = resolve("working folder", cwd)?;
         let tmp = fs_err::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"));
 
@@ -249,22 +269,36 @@ impl Sandbox {
         if policy.private_tmp {
             ll_writable.push((c(&tmp), true));
         }
-        let euid = nix::unistd::geteuid();
-        let user_ns = !euid.is_root();
-        let mut unshare = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
-        if user_ns {
-            unshare |= libc::CLONE_NEWUSER;
+        let mut scoped = 0;
+        if abi >= 6 {
+            scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL;
+        } else {
+            not_enforced.push(
+                "signal and abstract-socket scoping (Landlock ABI < 6; the PID namespace and the command's own session still apply)".to_owned(),
+            );
         }
+        // Always a user namespace, root included: capabilities then count
+        // only inside it (no CAP_MKNOD, CAP_DAC_READ_SEARCH or CAP_SYS_ADMIN
+        // over the host), and the command drops even those before exec.
+        // Each maps its own uid and gid onto itself (root: 0 -> 0); a map
+        // of more ids would need the parent namespace to write it.
+        let euid = nix::unistd::geteuid();
+        let user_ns = true;
+        let mut unshare = libc::CLONE_NEWUSER
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS;
         if !policy.network {
             unshare |= libc::CLONE_NEWNET;
         }
-        let maps = user_ns.then(|| {
+        let maps = {
             let gid = nix::unistd::getegid();
-            (
+            Some((
                 format!("{euid} {euid} 1").into_bytes(),
                 format!("{gid} {gid} 1").into_bytes(),
-            )
-        });
+            ))
+        };
         let (step_rd, step_wr) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SandboxError::Pipe)?;
         nix::fcntl::fcntl(
@@ -313,13 +347,15 @@ impl Sandbox {
             landlock: Some(sys::Landlock {
                 abi,
                 handled_fs: handled,
-                scoped: 0,
+                scoped,
                 read,
-                dir_write: handled,
+                // No device nodes on writable roots (nodev, Landlock's way).
+                dir_write: handled & !(MAKE_CHAR | MAKE_BLOCK),
                 file_write,
                 writable: ll_writable,
                 devices: DEVICES.iter().map(|d| c(Path::new(d))).collect(),
             }),
+            seccomp: seccomp::program(),
             parent: nix::unistd::getpid().as_raw(),
             step_wr,
         };
@@ -339,6 +375,7 @@ impl Sandbox {
         let Sandbox { plan, step_rd, .. } = self;
         let program = cmd.get_program().to_string_lossy().into_owned();
         cmd.process_group(0);
+        cmd.env("GIT_TERMINAL_PROMPT", "0");
         sys::install(&mut cmd, plan);
         let spawned = cmd.spawn();
         drop(cmd); // closes the parent's copy of the step pipe's write end
@@ -406,6 +443,18 @@ fn describe(step: sys::Step) -> (&'static str, &'static str) {
             "restrict the command with Landlock",
             "Landlock refused the ruleset",
         ),
+        Session => (
+            "give the command a session of its own (setsid/close_range)",
+            "the kernel needs close_range (Linux 5.11+)",
+        ),
+        Capabilities => (
+            "drop every capability and the bounding set (prctl/capset)",
+            "the user namespace refused it",
+        ),
+        Seccomp => (
+            "install its seccomp filter",
+            "the kernel may be built without seccomp",
+        ),
     }
 }
 
@@ -426,22 +475,26 @@ impl Confined {
         &mut self.child
     }
 
-    /// SIGTERM to the command's process group (the intermediate and the init
-    /// ignore it); what the command does not stop dies with the init.
+    /// SIGTERM to every process of the command: the init forwards it to
+    /// the whole namespace (the command runs in a session of its own); what
+    /// does not stop dies with the init.
     pub fn terminate(&self) {
         if !self.done {
-            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+            let _ = kill(self.init, Signal::SIGTERM);
         }
     }
 
-    /// SIGKILL to the init: the kernel kills every process of the namespace;
-    /// the intermediate then exits.
+    /// SIGKILL to the init (the kernel kills every process of the
+    /// namespace), then SIGCONT to the intermediate, whatever state it is in
+    /// (a stopped one resumes), so that it reaps the init and
+    /// [`Confined::wait`] returns once the namespace is empty.
     pub fn kill(&self) {
         if !self.done {
             // The init cannot be reaped (and its pid reused) before the
             // intermediate waited for it, and the intermediate is ours and
             // not yet waited for.
             let _ = kill(self.init, Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGCONT);
         }
     }
 

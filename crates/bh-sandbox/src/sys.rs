@@ -68,6 +68,9 @@ pub(crate) enum Step {
     MountProc = 10,
     Chdir = 11,
     Landlock = 12,
+    Session = 13,
+    Capabilities = 14,
+    Seccomp = 15,
 }
 
 impl Step {
@@ -86,6 +89,9 @@ impl Step {
             MountProc,
             Chdir,
             Landlock,
+            Session,
+            Capabilities,
+            Seccomp,
         ]
         .into_iter()
         .find(|s| *s as i32 == b)
@@ -131,6 +137,8 @@ pub(crate) struct Plan {
     pub ro_after: Vec<CString>,
     pub cwd: CString,
     pub landlock: Option<Landlock>,
+    /// The seccomp program (see `crate::seccomp`), installed last.
+    pub seccomp: Vec<libc::sock_filter>,
     pub parent: libc::pid_t,
     pub step_wr: OwnedFd,
 }
@@ -468,6 +476,12 @@ fn init_process(plan: &mut Plan, life: [c_int; 2], status: [c_int; 2]) -> io::Re
         }
         let keep = status[1];
         close_all_but(keep, keep);
+        // SIGTERM from the harness (`Confined::terminate`) goes to every
+        // process of the namespace: the command has a session of its own.
+        libc::signal(
+            libc::SIGTERM,
+            forward_term as *const () as libc::sighandler_t,
+        );
         loop {
             let mut st: c_int = 0;
             let r = libc::waitpid(-1, &mut st, 0);
@@ -487,6 +501,65 @@ fn init_process(plan: &mut Plan, life: [c_int; 2], status: [c_int; 2]) -> io::Re
     }
 }
 
+extern "C" fn forward_term(_: c_int) {
+    // SAFETY: kill(2) is async-signal-safe; -1 from the namespace's init
+    // reaches every other process of the namespace.
+    unsafe { libc::kill(-1, libc::SIGTERM) };
+}
+
+const CLOSE_RANGE_CLOEXEC: c_uint = 1 << 2;
+const SECBITS_LOCKED_NOROOT: c_long = 0xef;
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Drops every capability: the bounding set (so that no exec regains one),
+/// the ambient set, then effective/permitted/inheritable, with the
+/// securebits that keep uid 0 from regaining them locked.
+unsafe fn drop_capabilities() -> bool {
+    // SAFETY: prctl/capset with integer arguments and stack structs.
+    unsafe {
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno() != libc::EINVAL {
+                return false;
+            }
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        ) != 0
+            || libc::prctl(libc::PR_SET_SECUREBITS, SECBITS_LOCKED_NOROOT, 0, 0, 0) != 0
+        {
+            return false;
+        }
+        let mut head = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        libc::syscall(libc::SYS_capset, &mut head as *mut CapHeader, data.as_ptr()) == 0
+    }
+}
+
 /// PID 2: mounts the namespace's own `/proc`, re-enters its folder through
 /// the new mount table and restricts itself with Landlock; `std` execs next.
 fn command(plan: &mut Plan) -> io::Result<()> {
@@ -495,6 +568,23 @@ fn command(plan: &mut Plan) -> io::Result<()> {
     // stack structs.
     unsafe {
         libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        // A session of its own: no controlling terminal (TIOCSTI and
+        // /dev/tty need one), and `kill 0` reaches only the command's group.
+        if libc::setsid() < 0 {
+            return Err(fail(step, Step::Session));
+        }
+        // Every descriptor above 2 inherited from bh's caller is closed at
+        // exec (before any code of the command runs); marking rather than
+        // closing keeps the set-up pipes reporting until then.
+        if libc::syscall(
+            libc::SYS_close_range,
+            3 as c_uint,
+            c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        ) != 0
+        {
+            return Err(fail(step, Step::Session));
+        }
         if plan.unshare & libc::CLONE_NEWPID != 0
             && libc::mount(
                 cptr(b"proc\0"),
@@ -550,6 +640,22 @@ fn command(plan: &mut Plan) -> io::Result<()> {
                 return Err(fail(step, Step::Landlock));
             }
             libc::close(rfd);
+        }
+        if !drop_capabilities() {
+            return Err(fail(step, Step::Capabilities));
+        }
+        let prog = libc::sock_fprog {
+            len: plan.seccomp.len() as u16,
+            filter: plan.seccomp.as_mut_ptr(),
+        };
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog,
+            ) != 0
+        {
+            return Err(fail(step, Step::Seccomp));
         }
     }
     Ok(())

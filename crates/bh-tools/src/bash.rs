@@ -5,8 +5,10 @@
 //! that truncates, the full output is saved in the caller's output directory.
 //!
 //! The command runs under the toolbox's [`BashSandbox`] (`bh-sandbox`): by
-//! default writable = the root minus its git dir and common dir (resolved
-//! with `git rev-parse`, never by name) and the caller's protected paths,
+//! default writable = the root minus every git dir under it (the root's git
+//! dir and common dir resolved by the harness's runner, nested repositories,
+//! `gitdir:` targets, bare layouts: `bash_gitdirs.rs`; a `.git` that cannot be
+//! resolved refuses the command) and the caller's protected paths,
 //! plus the private `/tmp` and `--allow-write` folders. A denied write is the
 //! shell's own `Permission denied` / `Read-only file system`, in the result.
 //! With the sandbox, every process of the command — background jobs,
@@ -15,11 +17,9 @@
 use fs_err::os::unix::fs::OpenOptionsExt;
 use fs_err::{File, OpenOptions};
 use std::collections::hash_map::RandomState;
-use std::ffi::OsString;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -219,34 +219,14 @@ impl Shell {
     }
 }
 
-/// The git dir, the common dir and the root's own `.git` entry, resolved by
-/// git itself (a bare-plus-worktrees layout's `.bare` included).
-fn git_metadata(root: &std::path::Path, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
-    let runner = bh_git::GitRunner::new("git", env.to_vec());
-    let repo = runner.repo(root, bh_git::Scope::User);
-    let mut out = Vec::new();
-    if let Ok(o) = repo.run([
-        "rev-parse",
-        "--path-format=absolute",
-        "--git-dir",
-        "--git-common-dir",
-    ]) {
-        for line in o.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            out.push(PathBuf::from(std::ffi::OsStr::from_bytes(line)));
-        }
-    }
-    let dot_git = root.join(".git");
-    if fs_err::symlink_metadata(&dot_git).is_ok() {
-        out.push(dot_git);
-    }
-    out
-}
+#[path = "bash_gitdirs.rs"]
+mod gitdirs;
 
 /// The policy for one command, or `None` when the sandbox is off.
 fn sandbox_for(
     root: &std::path::Path,
     sb: &BashSandbox,
-    env: &[(OsString, OsString)],
+    runner: &bh_git::GitRunner,
 ) -> Result<Option<bh_sandbox::Sandbox>, String> {
     let mut policy = bh_sandbox::Policy {
         writable: sb.allow_write.clone(),
@@ -260,7 +240,8 @@ fn sandbox_for(
         SandboxMode::ReadOnly => {}
         SandboxMode::WorkspaceWrite => policy.writable.push(root.to_path_buf()),
     }
-    policy.read_only.extend(git_metadata(root, env));
+    let dirs = gitdirs::git_dirs(root, runner).map_err(|e| format!("Cannot sandbox bash: {e}"))?;
+    policy.read_only.extend(dirs);
     bh_sandbox::Sandbox::new(&policy, root)
         .map(Some)
         .map_err(|e| format!("Cannot sandbox bash: {e}"))
@@ -384,11 +365,17 @@ pub fn run(
         cmd.env_clear();
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
     }
-    let git_env: Vec<(OsString, OsString)> = match &opts.bash_env {
-        Some(env) => env.clone(),
-        None => Vec::new(),
+    // The harness's own runner (its HOME, its hardening), not the shell's
+    // environment: a lookup that git refuses must not protect less.
+    let fallback;
+    let runner = match &opts.git {
+        Some(r) => r,
+        None => {
+            fallback = bh_git::GitRunner::new("git", Vec::new());
+            &fallback
+        }
     };
-    let sandbox = sandbox_for(root.path(), &opts.sandbox, &git_env)?;
+    let sandbox = sandbox_for(root.path(), &opts.sandbox, runner)?;
     if sandbox.is_some() {
         cmd.env("TMPDIR", "/tmp");
     } else {

@@ -237,3 +237,99 @@ fn sandbox_off_is_really_off() {
             .ends_with("# off\n")
     );
 }
+
+#[test]
+fn a_nested_repositorys_git_dir_is_read_only_too() {
+    let f = Fixture::new();
+    let p = f.repo("project");
+    let nested = p.join("vendor/lib");
+    fs_err::create_dir_all(&nested).unwrap();
+    git(&nested, &["init", "-q", "-b", "main"]);
+    // A submodule-style pointer whose git dir lives elsewhere in the root.
+    let sub = p.join("sub");
+    let sub_git = p.join("modules-store/sub");
+    fs_err::create_dir_all(&sub).unwrap();
+    fs_err::create_dir_all(sub_git.parent().unwrap()).unwrap();
+    git(&p, &["init", "-q", "--bare", sub_git.to_str().unwrap()]);
+    fs_err::write(sub.join(".git"), "gitdir: ../modules-store/sub\n").unwrap();
+    let before = fs_err::read(nested.join(".git/config")).unwrap();
+    let before_sub = fs_err::read(sub_git.join("config")).unwrap();
+    let tb = f.toolbox(&p, BashSandbox::default());
+    let out = bash(
+        &tb,
+        "echo '[core]fsmonitor=x' >> vendor/lib/.git/config; mkdir vendor/lib/.git/hooks/x; \
+         echo x >> modules-store/sub/config; echo x > sub/.git; echo ok > vendor/lib/file; echo done",
+    );
+    assert!(out.contains("done"), "{out}");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert_eq!(fs_err::read(nested.join(".git/config")).unwrap(), before);
+    assert_eq!(fs_err::read(sub_git.join("config")).unwrap(), before_sub);
+    assert!(!nested.join(".git/hooks/x").exists());
+    assert_eq!(
+        fs_err::read_to_string(sub.join(".git")).unwrap(),
+        "gitdir: ../modules-store/sub\n"
+    );
+    assert!(nested.join("file").exists(), "the work tree stays writable");
+}
+
+#[test]
+fn a_git_dir_git_will_not_resolve_is_still_found_by_its_pointer() {
+    // The `.bare` layout, with a runner that cannot resolve it (as git
+    // refusing another user's repository does): the `.git` file is read.
+    let f = Fixture::new();
+    let p = f.base.join("project");
+    fs_err::create_dir_all(&p).unwrap();
+    git(&p, &["init", "-q", "--bare", ".bare"]);
+    fs_err::write(p.join(".git"), "gitdir: ./.bare\n").unwrap();
+    let before = fs_err::read(p.join(".bare/config")).unwrap();
+    let mut o = ToolboxOptions::new(&p, Profile::Interactive, f.base.join("out"));
+    o.git = Some(bh_git::GitRunner::new("false", Vec::new()));
+    let tb = Toolbox::new(o).unwrap();
+    let out = bash(&tb, "echo x >> .bare/config; echo done");
+    assert!(out.contains("done") && out.contains("Read-only"), "{out}");
+    assert_eq!(fs_err::read(p.join(".bare/config")).unwrap(), before);
+}
+
+#[test]
+fn bash_refuses_to_run_when_a_dot_git_cannot_be_resolved() {
+    let f = Fixture::new();
+    let p = f.repo("project");
+    fs_err::create_dir_all(p.join("inner")).unwrap();
+    fs_err::write(p.join("inner/.git"), "gitdir: ../nowhere\n").unwrap();
+    let tb = f.toolbox(&p, BashSandbox::default());
+    let out = bash(&tb, "touch ran");
+    assert!(out.contains("cannot be kept read-only"), "{out}");
+    assert!(out.contains("inner/.git"), "{out}");
+    assert!(!p.join("ran").exists());
+}
+
+/// `kill -STOP 0` from the command (before the command had a session of its
+/// own this also stopped the sandbox's intermediate, and the timeout then
+/// waited forever), and a program waiting for `/dev/tty`: the bash call's
+/// timeout still returns, with the command's output so far.
+#[test]
+fn kill_stop_0_or_a_tty_prompt_cannot_outlast_the_timeout() {
+    let f = Fixture::new();
+    let root = f.repo("p");
+    let tb = f.toolbox(&root, BashSandbox::default());
+    let commands = [
+        "echo before; kill -STOP 0; echo after",
+        "echo before; read -r x < /dev/tty || sleep 600",
+    ];
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Not scoped: a hung call must fail the test, not hang it.
+    std::thread::spawn(move || {
+        for command in commands {
+            let r = tb.call("bash", &json!({ "command": command, "timeout": 1 }));
+            let _ = tx.send(r.text_content());
+        }
+    });
+    for command in commands {
+        // A hang guard, not a timing assertion.
+        let text = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("bash never returned: {command}"));
+        assert!(text.contains("before"), "{command}: {text}");
+        assert!(text.contains("timed out"), "{command}: {text}");
+    }
+}
