@@ -15,6 +15,10 @@
 //!                   neutralising every byte conversion, info/exclude synced)
 //! ```
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod apply;
 mod compare;
 mod diff;

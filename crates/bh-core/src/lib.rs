@@ -55,6 +55,10 @@
 //! No printing, no environment, no `$HOME`: everything comes in through
 //! [`AgentConfig`].
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod agent;
 mod error;
 mod event;

@@ -21,6 +21,10 @@
 //! Library rules: never prints, never reads the environment; errors are typed
 //! (exit codes are the CLI's).
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod commit;
 mod error;
 mod filters;

@@ -21,6 +21,10 @@
 //! e.g. the temporary one); callers add what they were doing to their own
 //! error types.
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 use fs_err as fs;
 use fs_err::OpenOptions;
 use fs_err::os::unix::fs::OpenOptionsExt;

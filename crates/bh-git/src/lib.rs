@@ -7,6 +7,10 @@
 //! system and global configuration and system attributes. Output is parsed from
 //! the `-z` forms as bytes ([`parse`]); paths stay bytes until shown to a person.
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod index;
 pub mod object;
 pub mod ops;

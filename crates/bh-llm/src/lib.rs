@@ -62,6 +62,10 @@
 //! {"thinking": "Done.", "text": "Created a.txt.", "usage": {"input": 120, "output": 8}}
 //! ```
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod anthropic;
 pub mod args;
 mod body;

@@ -19,6 +19,10 @@
 //! Also [`ToolSpec`], a tool as offered to a model (shared by `bh-tools`,
 //! `bh-llm` and `bh-core`).
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod entry;
 pub mod head;
 pub mod header;

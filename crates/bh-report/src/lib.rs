@@ -14,6 +14,10 @@
 //! Every string that came from a session, a tool or a file is HTML-escaped;
 //! nothing in the input can add markup or script.
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod exec;
 mod html;
 mod session;

@@ -20,6 +20,10 @@
 //!
 //! Library rules: never prints, never reads the environment or `$HOME`.
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod error;
 mod relocate;
 mod rewind;

@@ -22,6 +22,10 @@
 //! The library reads no environment and no `$HOME`: every path comes from
 //! the caller's [`Policy`].
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::io;

@@ -28,6 +28,10 @@
 //! rewind, through [`bh_checkpoint::Store::checkpoint_at_entry`] — finds the
 //! right checkpoint even when a snapshot was debounced into an older one.
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod error;
 mod framing;
 mod peer;

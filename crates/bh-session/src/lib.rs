@@ -13,6 +13,10 @@
 //! * The active leaf is the last entry in file order ([`Session::leaf`]).
 //! * New files are created with O_EXCL; appends hold an exclusive lock.
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod context;
 pub mod error;
 pub mod fork;

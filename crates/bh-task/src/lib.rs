@@ -5,6 +5,10 @@
 //! This crate is the policy core of `bh task run` (issue 6); the command,
 //! worktree lifecycle, process containment and promotion build on it.
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod contain;
 mod hints;
 pub mod list;

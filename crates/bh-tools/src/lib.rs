@@ -16,6 +16,10 @@
 //! blocks, optional `details`, `isError`), with Pi's texts and error messages.
 //! Confinement (see [`confine`]) is enforced by the harness, not the model.
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod args;
 mod bash;
 // Files in `confine` come from descriptors (`openat2` beneath the root), not

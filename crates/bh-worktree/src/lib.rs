@@ -28,6 +28,10 @@
 //! Library rules: never prints, never reads the environment; the caller passes
 //! the state dir, Pi's agent dir and the environment of post-create commands.
 
+// Libraries never print: what they have to say is a value (an error, an
+// event, a report) that the CLI shows. A guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod claim;
 mod consume;
 mod create;
