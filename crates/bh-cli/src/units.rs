@@ -67,9 +67,27 @@ pub fn human_age(ms: i64) -> String {
     }
 }
 
+/// A wait for a person: `800ms`, `2s`, `1.5s`, `2m 5s`.
+pub fn human_duration_ms(ms: u64) -> String {
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1000..=59_999 if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        1000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ => format!("{}m {}s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_for_people() {
+        assert_eq!(human_duration_ms(800), "800ms");
+        assert_eq!(human_duration_ms(2000), "2s");
+        assert_eq!(human_duration_ms(1500), "1.5s");
+        assert_eq!(human_duration_ms(125_000), "2m 5s");
+    }
 
     #[test]
     fn durations_and_sizes() {

@@ -1793,3 +1793,31 @@ fn an_unknown_provider_says_where_providers_are_configured() {
     );
     assert!(stderr.contains("[providers.nosuch]"), "{stderr}");
 }
+
+#[test]
+fn a_retry_says_how_long_it_waits() {
+    let env = env();
+    let (base, _seen) = serve(vec![
+        bh_test_support::mock_openai::status(503, "overloaded"),
+        text_turn("Hello."),
+    ]);
+    let out = env
+        .bh()
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["agent", "--model", "openai/gpt-test", "--base-url", &base])
+        .args(["--max-retries", "1", "-p", "hi"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("bh: retrying in "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("(1/1)"), "{line}");
+    let wait = line["bh: retrying in ".len()..].split(' ').next().unwrap();
+    assert!(
+        wait.ends_with("ms") || wait.ends_with('s'),
+        "not a duration: {line}"
+    );
+}

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 pub type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 
 /// Serves `responses` (SSE bodies) in order; returns the base URL (`…/v1`).
+/// A response made by [`status`] is answered with that HTTP status instead.
 pub fn serve(responses: Vec<String>) -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
@@ -46,15 +47,38 @@ pub fn serve(responses: Vec<String>) -> (String, Seen) {
                 .unwrap()
                 .push((auth, serde_json::from_slice(&buf).unwrap_or(Value::Null)));
             let mut stream = stream;
+            let (head, body) = match body.strip_prefix(STATUS) {
+                Some(rest) => {
+                    let (code, text) = rest.split_once('\n').unwrap_or((rest, ""));
+                    (
+                        format!("HTTP/1.1 {code} Error\r\ncontent-type: application/json"),
+                        text.to_owned(),
+                    )
+                }
+                None => (
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream".to_owned(),
+                    body,
+                ),
+            };
             let _ = write!(
                 stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "{head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = stream.flush();
         }
     });
     (base, seen)
+}
+
+const STATUS: &str = "\u{0}status ";
+
+/// A response of HTTP status `code` with a JSON error body saying `message`.
+pub fn status(code: u16, message: &str) -> String {
+    format!(
+        "{STATUS}{code}\n{}",
+        serde_json::json!({"error": {"message": message}})
+    )
 }
 
 /// One `chat.completion.chunk` SSE event.

@@ -66,10 +66,14 @@ impl Printer {
             Event::AutoRetryStart {
                 attempt,
                 max_attempts,
+                delay_ms,
                 error_message,
-                ..
             } => {
-                eprintln!("bh: retrying ({attempt}/{max_attempts}): {error_message}");
+                eprintln!(
+                    "bh: retrying in {} ({attempt}/{max_attempts}): {}",
+                    crate::units::human_duration_ms(delay_ms),
+                    crate::display::escape(&error_message)
+                );
             }
             Event::AutoRetryEnd {
                 success: false,
