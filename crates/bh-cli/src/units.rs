@@ -71,7 +71,7 @@ pub fn human_age(ms: i64) -> String {
 pub fn human_duration_ms(ms: u64) -> String {
     match ms {
         0..=999 => format!("{ms}ms"),
-        1000..=59_999 if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        1000..=59_999 if ms.is_multiple_of(1000) => format!("{}s", ms / 1000),
         1000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
         _ => format!("{}m {}s", ms / 60_000, (ms % 60_000) / 1000),
     }
