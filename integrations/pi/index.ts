@@ -413,10 +413,16 @@ export default function betterHarness(pi: Json) {
 					return say(ctx, `execution cancelled, nothing run or written (${summary})`);
 				}
 				const ran = await bh(["exec", "run", "--plan", plan, "--yes"], ctx.cwd);
+				// Gone before the run is reported (the execution keeps its own record).
+				await rm(dir, { recursive: true, force: true });
 				const r = ran.result;
-				say(ctx, `execution ${r.state}: commit ${r.commit ?? "-"} on ${r.ref ?? "-"}`);
+				const next = r.ref ? `; report: bh exec show ${r.execution_id} --html -o run.html; take it: git merge --ff-only ${r.ref}` : "";
+				say(ctx, `execution ${r.state}: commit ${r.commit ?? "-"} on ${r.ref ?? "-"}${next}`);
 			} catch (e: any) {
 				say(ctx, `/exec failed: ${e.message}`, "error");
+			} finally {
+				// The execution keeps its own record; the plan file was only the hand-over.
+				await rm(dir, { recursive: true, force: true });
 			}
 		},
 	});

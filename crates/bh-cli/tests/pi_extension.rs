@@ -324,6 +324,18 @@ fn exec_from_pi(release: PiRelease) {
         !run.repo.dir.join("x.txt").exists(),
         "the execution ran elsewhere"
     );
+    // It says what next, and its plan file is gone after the run.
+    assert!(note.contains("report: bh exec show "), "{note}");
+    assert!(
+        note.contains(&format!("git merge --ff-only {name}")),
+        "{note}"
+    );
+    let left: Vec<_> = fs::read_dir(&run.tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with("bh-exec-"))
+        .collect();
+    assert!(left.is_empty(), "plan folders left: {left:?}");
     drop(rpc.stdin);
     let _ = rpc.child.wait();
 }
