@@ -112,6 +112,33 @@ pub fn use_color(when: ColorWhen, json: bool) -> bool {
     }
 }
 
+/// A diffstat line (` path | 3 ++-`) with its `+` run green and its `-` run
+/// red, as git colours it; any other line unchanged.
+fn paint_stat_line(line: &str) -> Cow<'_, str> {
+    let Some((head, tail)) = line.rsplit_once(" | ") else {
+        return Cow::Borrowed(line);
+    };
+    let count = tail.trim_start();
+    let digits = count.bytes().take_while(u8::is_ascii_digit).count();
+    let Some(bars) = count.get(digits..).and_then(|r| r.strip_prefix(' ')) else {
+        return Cow::Borrowed(line);
+    };
+    if digits == 0 || bars.is_empty() || !bars.bytes().all(|b| b == b'+' || b == b'-') {
+        return Cow::Borrowed(line);
+    }
+    let plus = bars.bytes().take_while(|&b| b == b'+').count();
+    let (adds, dels) = bars.split_at(plus);
+    let pad = &tail[..tail.len() - count.len()];
+    let mut out = format!("{head} | {pad}{} ", &count[..digits]);
+    if !adds.is_empty() {
+        out.push_str(&format!("\x1b[32m{adds}\x1b[m"));
+    }
+    if !dels.is_empty() {
+        out.push_str(&format!("\x1b[31m{dels}\x1b[m"));
+    }
+    Cow::Owned(out)
+}
+
 /// A unified diff (or diffstat) for a person: on a terminal its lines with
 /// control characters escaped; with `color`, `+`/`-` lines green/red, hunk
 /// headers cyan and file headers bold. Elsewhere the bytes unchanged.
@@ -151,6 +178,7 @@ pub fn render_diff(text: &[u8], color: bool, terminal: bool) -> Vec<u8> {
             Some(code) => {
                 out.extend_from_slice(format!("\x1b[{code}m{shown}\x1b[m").as_bytes());
             }
+            None if color => out.extend_from_slice(paint_stat_line(&shown).as_bytes()),
             None => out.extend_from_slice(shown.as_bytes()),
         }
         if line.ends_with(b"\n") {
@@ -190,6 +218,18 @@ mod tests {
         );
         assert!(coloured.contains("\x1b[36m@@ -1 +1 @@\x1b[m"), "{coloured}");
         assert!(coloured.ends_with(" \tctx\n"), "{coloured}");
+        // A diffstat is coloured as git colours it; its summary line is not.
+        let stat = b" src/a.rs | 3 ++-\n b.txt    | 10 ----\n 2 files changed, 2 insertions(+), 5 deletions(-)\n";
+        let coloured = String::from_utf8(render_diff(stat, true, true)).unwrap();
+        assert!(
+            coloured.contains(" src/a.rs | 3 \x1b[32m++\x1b[m\x1b[31m-\x1b[m\n"),
+            "{coloured:?}"
+        );
+        assert!(
+            coloured.contains(" b.txt    | 10 \x1b[31m----\x1b[m\n"),
+            "{coloured:?}"
+        );
+        assert!(coloured.ends_with(" 2 files changed, 2 insertions(+), 5 deletions(-)\n"));
     }
 
     #[test]
