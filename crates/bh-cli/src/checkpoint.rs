@@ -192,7 +192,7 @@ pub(crate) fn checkpoint_error(err: CheckpointError) -> CliError {
 /// `--project DIR` names the project exactly; without it the project is the
 /// repository enclosing `dir` (the current directory, or the hook's `cwd`),
 /// else that directory.
-fn open(ctx: &Ctx, arg: &ProjectArg, dir: Option<&Path>) -> Result<Store, CliError> {
+pub(crate) fn open(ctx: &Ctx, arg: &ProjectArg, dir: Option<&Path>) -> Result<Store, CliError> {
     let runner = ctx.git();
     let options = StoreOptions {
         state_dir: ctx.state_dir.clone(),
@@ -352,7 +352,11 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
                         "restore needs ID, or --session FILE --entry ID",
                     ));
                 };
-                return rewind::run(ctx, &store, &file, &entry, rewind_session);
+                let opts = rewind::RewindOpts {
+                    rewind_session,
+                    ..Default::default()
+                };
+                return rewind::run(ctx, &store, &file, &entry, &opts);
             };
             view::note_latest(&store, &id, ctx.json);
             let rel = rel_paths(ctx, &store, &paths)?;

@@ -13,6 +13,7 @@ mod error;
 mod exec;
 mod names;
 mod progress;
+mod rewind;
 mod session;
 mod task;
 mod units;
@@ -54,6 +55,9 @@ enum Command {
     /// Snapshot, list, diff and restore the working tree of a project.
     #[command(subcommand)]
     Checkpoint(checkpoint::CheckpointCmd),
+    /// Undo what a session's own calls did to the files after an entry (only
+    /// those paths; conflicts refused unless --force), or --undo the last rewind.
+    Rewind(rewind::RewindArgs),
     /// Read, validate, fork and list Pi coding-agent sessions.
     #[command(subcommand)]
     Session(session::SessionCmd),
@@ -229,6 +233,7 @@ fn real_main() -> ExitCode {
         .and_then(|()| Ctx::from_env(cli.state_dir, json))
         .and_then(|ctx| match cli.command {
             Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),
+            Command::Rewind(args) => rewind::run(args, &ctx),
             Command::Session(cmd) => session::run(cmd, &ctx),
             Command::Task(cmd) => task::run(cmd, &ctx),
             Command::Agent(args) => agent::run(args, &ctx),
