@@ -79,6 +79,14 @@ impl Store {
         self.snapshot_locked(request, CheckpointKind::Snapshot)
     }
 
+    /// The state a mutating call left, as an after-record checkpoint (kind
+    /// `after`; reused when the call changed nothing).
+    pub fn snapshot_after(&self, request: &SnapshotRequest) -> Result<SnapshotOutcome> {
+        let _lock = self.lock()?;
+        self.clean_stale_locks()?;
+        self.snapshot_locked(request, CheckpointKind::After)
+    }
+
     /// [`snapshot`](Self::snapshot), reporting its phases to `progress`.
     pub fn snapshot_with_progress(
         &self,
@@ -124,6 +132,7 @@ impl Store {
         let shadow = self.shadow();
         if let Some(prev) = &last
             && prev.tree == staged.tree
+            && kind.may_reuse(&prev.kind)
         {
             return Ok(SnapshotOutcome {
                 checkpoint: prev.clone(),

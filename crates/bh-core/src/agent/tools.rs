@@ -62,9 +62,9 @@ impl Agent {
     ) -> Option<String> {
         let store = self.checkpoints.clone()?;
         let request = SnapshotRequest {
-            tool: format!("after {name}"),
-            session: None,
-            entry: None,
+            tool: name.to_owned(),
+            session: Some(self.session_id.clone()),
+            entry: Some(entry.to_owned()),
         };
         let record = bh_checkpoint::AfterCall {
             session: self.session_id.clone(),
@@ -75,7 +75,7 @@ impl Agent {
             after: String::new(),
         };
         let outcome = tokio::task::spawn_blocking(move || {
-            let o = store.snapshot(&request)?;
+            let o = store.snapshot_after(&request)?;
             let record = bh_checkpoint::AfterCall {
                 after: o.checkpoint.id.clone(),
                 ..record
