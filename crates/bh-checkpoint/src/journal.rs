@@ -60,6 +60,10 @@ pub struct AfterCall {
     pub before: String,
     /// The checkpoint of the state the call left.
     pub after: String,
+    /// The agent's transcript, when it has one apart from a session file
+    /// (Claude Code's `transcript_path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -285,6 +289,7 @@ mod tests {
             tool: "bash".into(),
             before: before.into(),
             after: after.into(),
+            transcript: None,
         };
         j.append_after(&after("B", "c2", "c3")).unwrap();
         j.append_after(&after("A", "c0", "c4")).unwrap();

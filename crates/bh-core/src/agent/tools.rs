@@ -73,6 +73,7 @@ impl Agent {
             tool: name.to_owned(),
             before: before.to_owned(),
             after: String::new(),
+            transcript: None,
         };
         let outcome = tokio::task::spawn_blocking(move || {
             let o = store.snapshot_after(&request)?;
