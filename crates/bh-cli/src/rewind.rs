@@ -2,14 +2,17 @@
 //! [--files-only]`: the paths the session's own calls changed after the entry
 //! back to how they were before the first of them, everything else left
 //! alone, and the session's leaf moved back to the entry; `bh rewind --undo`
-//! puts back the files and the leaf of the last rewind. The whole-tree
-//! restore is `bh checkpoint restore ID --exact`.
+//! puts back the files and the leaf of the last rewind. `--claude` does the
+//! same for a Claude Code session recorded by the hook (`claude.rs`). The
+//! whole-tree restore is `bh checkpoint restore ID --exact`.
 
 use std::path::PathBuf;
 
 use bh_checkpoint::Force;
 use clap::Args;
 use serde_json::json;
+
+mod claude;
 
 use crate::checkpoint::rewind::{RewindOpts, rewind_error};
 use crate::checkpoint::{ProjectArg, checkpoint_error, open, rel_paths};
@@ -21,12 +24,20 @@ pub struct RewindArgs {
     #[command(flatten)]
     project: ProjectArg,
     /// A Pi or bh session (a path, or an id prefix as Pi takes it).
-    #[arg(long, value_name = "FILE|ID", required_unless_present = "undo")]
+    #[arg(long, value_name = "FILE|ID", required_unless_present_any = ["undo", "claude"])]
     session: Option<PathBuf>,
     /// The entry to rewind to (its id or a unique prefix of at least 4 hex
     /// digits): the session's calls at and after it are undone.
-    #[arg(long, value_name = "ID", required_unless_present = "undo")]
+    #[arg(long, value_name = "ID", required_unless_present_any = ["undo", "claude"])]
     entry: Option<String>,
+    /// A Claude Code session (default: the last one its hook recorded):
+    /// lists its prompts, or with --prompt rewinds the files to before it.
+    #[arg(long, value_name = "SESSION", num_args = 0..=1, default_missing_value = "",
+          conflicts_with_all = ["session", "entry", "undo", "files_only"])]
+    claude: Option<String>,
+    /// With --claude: the prompt (its number in the list, or a uuid prefix).
+    #[arg(long, value_name = "N|UUID", requires = "claude")]
+    prompt: Option<String>,
     /// Print the plan (paths to revert, to delete, conflicts, paths left
     /// alone) and change nothing.
     #[arg(long, conflicts_with = "undo")]
@@ -48,11 +59,6 @@ pub fn run(args: RewindArgs, ctx: &Ctx) -> Result<(), CliError> {
     if args.undo {
         return undo(ctx, &store);
     }
-    let (Some(session), Some(entry)) = (&args.session, &args.entry) else {
-        return Err(CliError::usage(
-            "rewind needs --session FILE --entry ID, or --undo",
-        ));
-    };
     let force = match &args.force {
         None => Force::None,
         Some(paths) if paths.is_empty() => Force::All,
@@ -64,6 +70,22 @@ pub fn run(args: RewindArgs, ctx: &Ctx) -> Result<(), CliError> {
                 Force::Paths(rel)
             }
         }
+    };
+    if let Some(claude) = &args.claude {
+        let session = (!claude.is_empty()).then_some(claude.as_str());
+        return claude::run(
+            ctx,
+            &store,
+            session,
+            args.prompt.as_deref(),
+            &force,
+            args.dry_run,
+        );
+    }
+    let (Some(session), Some(entry)) = (&args.session, &args.entry) else {
+        return Err(CliError::usage(
+            "rewind needs --session FILE --entry ID, --claude [SESSION], or --undo",
+        ));
     };
     let opts = RewindOpts {
         rewind_session: !args.files_only,

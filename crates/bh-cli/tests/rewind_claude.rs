@@ -3,7 +3,9 @@
 //! `PostToolUse` leave a checkpoint before and an after-record after each
 //! call, tagged with the session and tool-use id (a reused checkpoint too);
 //! `CLAUDE_PROJECT_DIR` wins over a `cwd` a `cd` moved; a skipped checkpoint
-//! is said in the hook's JSON `systemMessage` and counted by `checkpoint list`.
+//! is said in the hook's JSON `systemMessage` and counted by `checkpoint list`;
+//! `bh rewind --claude` lists the transcript's prompts and rewinds the files
+//! the session's calls changed after one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -82,6 +84,10 @@ impl Env {
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "the hook never fails: {out:?}");
         out
+    }
+
+    fn read(&self, rel: &str) -> String {
+        fs_err::read_to_string(self.project.join(rel)).unwrap_or_else(|_| "<gone>".into())
     }
 
     fn journal(&self) -> Vec<Value> {
@@ -194,4 +200,94 @@ fn a_skipped_checkpoint_says_so_in_a_system_message_and_is_counted() {
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("1 checkpoint could not be taken"), "{text}");
+}
+
+const TRANSCRIPT: &str = include_str!("fixtures/claude-code/transcript.jsonl");
+
+fn git(repo: &Path, args: &[&str]) {
+    let ok = bh_test_support::git_command()
+        .current_dir(repo)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// The scenario through the hook path: Claude Code's Edit changes
+/// `a`, its Bash creates `b` and deletes `c`; a commit outside changes `d`,
+/// the user deletes `e`; `bh rewind --claude` to the prompt before them.
+#[test]
+fn rewind_claude_lists_prompts_and_rewinds_only_the_sessions_calls() {
+    let env = Env::new();
+    let p = &env.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    for f in ["a", "c", "d", "e"] {
+        fs_err::write(p.join(f), format!("{f}0\n")).unwrap();
+    }
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    let transcript = TRANSCRIPT
+        .replace("@CWD@", &p.display().to_string())
+        .replace("@SESSION@", "sess-cc")
+        .replace("@TOOL_USE_A@", "toolu_A")
+        .replace("@TOOL_USE_B@", "toolu_B");
+    fs_err::write(env.root.join("t.jsonl"), transcript).unwrap();
+    env.hook(PRE, "Edit", "toolu_A", p);
+    fs_err::write(p.join("a"), "a1\n").unwrap();
+    env.hook(POST, "Edit", "toolu_A", p);
+    env.hook(PRE, "Bash", "toolu_B", p);
+    fs_err::write(p.join("b"), "b1\n").unwrap();
+    fs_err::remove_file(p.join("c")).unwrap();
+    env.hook(POST, "Bash", "toolu_B", p);
+    fs_err::write(p.join("d"), "d1\n").unwrap();
+    git(p, &["commit", "-q", "-am", "outside change to d"]);
+    fs_err::remove_file(p.join("e")).unwrap();
+
+    let run = |args: &[&str]| {
+        let out = env
+            .bh()
+            .args(["--json", "rewind", "--claude"])
+            .args(args)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.code().unwrap_or(-1), doc)
+    };
+    // The prompts, from the transcript the hook recorded.
+    let (code, doc) = run(&[]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["session"], "sess-cc");
+    let prompts = doc["prompts"].as_array().unwrap();
+    assert_eq!(prompts.len(), 2, "{doc}");
+    assert_eq!(prompts[1]["text"], "now change things");
+    // Dry run, then the rewind to before the second prompt.
+    let (code, doc) = run(&["sess-cc", "--prompt", "2", "--dry-run"]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(
+        doc["rewind"]["plan"]["revert"],
+        serde_json::json!(["a", "c"])
+    );
+    assert_eq!(doc["rewind"]["plan"]["delete"], serde_json::json!(["b"]));
+    assert_eq!(env.read("a"), "a1\n");
+    let (code, doc) = run(&["--prompt", "2"]);
+    assert_eq!(code, 0, "{doc}");
+    assert!(doc["conversation"].as_str().unwrap().contains("/rewind"));
+    assert_eq!(env.read("a"), "a0\n");
+    assert_eq!(env.read("b"), "<gone>");
+    assert_eq!(env.read("c"), "c0\n");
+    assert_eq!(env.read("d"), "d1\n");
+    assert_eq!(env.read("e"), "<gone>");
+    // Undo returns.
+    let out = env.bh().args(["rewind", "--undo"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(env.read("a"), "a1\n");
+    assert_eq!(env.read("b"), "b1\n");
+    assert_eq!(env.read("c"), "<gone>");
 }
