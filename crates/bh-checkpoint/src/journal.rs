@@ -7,14 +7,16 @@
 //! checkpoints before and after it, which is what a rewind plan attributes
 //! paths with.
 //!
-//! It is bounded by [`Journal::compact`], which drops every call and
+//! It is bounded by [`Journal::compact`], which drops a repeated call of a
+//! (session, entry) naming a checkpoint already journalled for it (the first
+//! is what `restore_to_entry` looks up, and a repeat names no other state
+//! for a rewind plan), a repeated identical after-record, and every call and
 //! after-record of a session none of whose checkpoints is left (the store's
-//! tags then know nothing of it either, so nothing can be guessed instead);
-//! a rewind plan reads every call of a live session, so those stay. A
-//! session keeps its calls whose checkpoints were pruned while any of its
+//! tags then know nothing of it either, so nothing can be guessed instead).
+//! A session keeps its calls whose checkpoints were pruned while any of its
 //! checkpoints lives, so that rewinding to such a call is refused by name
 //! rather than answered with a later checkpoint. The journal thus stays
-//! proportional to the calls of the sessions whose checkpoints are kept.
+//! proportional to the distinct states the live sessions' calls saw.
 //!
 //! Appends and compactions of every server of the project are serialised by
 //! an exclusive `flock` on the journal file; a compaction replaces the file
@@ -209,17 +211,24 @@ impl Journal {
         };
         let mut out = Vec::new();
         let mut kept = 0;
-        // Every call of a live session: a rewind plan reads them all.
+        // Of a live session: the first call of each (entry, checkpoint) —
+        // a repeat names no other state — and each distinct after-record.
+        let mut seen: HashSet<(&str, &str, &str)> = HashSet::new();
         for c in calls.iter().filter(|c| alive.contains(c.session.as_str())) {
-            encode(&mut out, serde_json::to_vec(c))?;
-            kept += 1;
+            if seen.insert((&c.session, &c.entry, &c.commit)) {
+                encode(&mut out, serde_json::to_vec(c))?;
+                kept += 1;
+            }
         }
+        let mut seen: HashSet<(&str, &str, &str, &str)> = HashSet::new();
         for a in afters.iter().filter(|a| alive.contains(a.session.as_str())) {
-            encode(
-                &mut out,
-                serde_json::to_vec(&AfterLine { after: a.clone() }),
-            )?;
-            kept += 1;
+            if seen.insert((&a.session, &a.entry, &a.before, &a.after)) {
+                encode(
+                    &mut out,
+                    serde_json::to_vec(&AfterLine { after: a.clone() }),
+                )?;
+                kept += 1;
+            }
         }
         // Replaced by rename while the old file's lock is held: appenders
         // waiting on it then find the path naming the new file.
@@ -278,6 +287,7 @@ mod tests {
             call("c1", "B", "b1"),
             call("c2", "B", "b2"),
             call("c3", "B", "b2"),
+            call("c3", "B", "b2"),
             call("c4", "A", "a2"),
         ] {
             j.append(&c).unwrap();
@@ -292,6 +302,7 @@ mod tests {
             transcript: None,
         };
         j.append_after(&after("B", "c2", "c3")).unwrap();
+        j.append_after(&after("B", "c2", "c3")).unwrap();
         j.append_after(&after("A", "c0", "c4")).unwrap();
         fs::OpenOptions::new()
             .append(true)
@@ -301,7 +312,7 @@ mod tests {
             .unwrap();
         let live: HashSet<String> = ["c2".to_owned(), "c3".to_owned()].into();
         let done = j.compact(&live).unwrap();
-        assert_eq!((done.before, done.after), (7, 4));
+        assert_eq!((done.before, done.after), (9, 4));
         assert_eq!(
             j.calls().unwrap(),
             [
