@@ -22,19 +22,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 
 use bh_git::parse::{self, StatusEntry};
 use fs_err as fs;
 use serde::{Deserialize, Serialize};
-use sha1::{Digest, Sha1};
 
 use crate::apply::Writer;
 use crate::error::{CheckpointError, Result};
 use crate::meta::{self, Checkpoint, CheckpointKind, SnapshotRequest};
-use crate::paths::fs_path;
 use crate::restore::RestoreOutcome;
 use crate::store::{Store, write_atomic};
 
@@ -121,30 +118,16 @@ struct Action {
     to: Option<State>,
 }
 
+mod now;
+
+use now::Now;
+
 /// A git mode and object id.
 type State = (u32, String);
 
 /// A session path's state before its first change (`None`: missing) and
 /// after its last (`None` inside: missing; outer `None`: whatever it is now).
 type Span = (Option<State>, Option<Option<State>>);
-
-/// A path in the work tree, as a tree would hold it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Now {
-    Missing,
-    Entry(State),
-    Folder,
-    Unreadable(String),
-}
-
-impl Now {
-    fn of(state: &Option<State>) -> Now {
-        match state {
-            Some(s) => Now::Entry(s.clone()),
-            None => Now::Missing,
-        }
-    }
-}
 
 /// The result of [`Store::rewind`].
 #[derive(Debug, Clone, Serialize)]
@@ -539,40 +522,6 @@ impl Store {
             .map(|e| (e.path, (e.mode, e.oid)))
             .collect())
     }
-
-    /// What `rel` is now, hashed as git would store it (raw bytes: the
-    /// shadow neutralises every conversion).
-    fn now_state(&self, rel: &[u8]) -> Now {
-        let full = fs_path(&self.project, rel);
-        let meta = match fs::symlink_metadata(&full) {
-            Ok(m) => m,
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-                return Now::Missing;
-            }
-            Err(e) => return Now::Unreadable(e.to_string()),
-        };
-        if meta.is_dir() {
-            return Now::Folder;
-        }
-        if meta.is_symlink() {
-            return match fs::read_link(&full) {
-                Ok(t) => Now::Entry((0o120000, blob_id(t.as_os_str().as_bytes()))),
-                Err(e) => Now::Unreadable(e.to_string()),
-            };
-        }
-        if !meta.is_file() {
-            return Now::Unreadable("not a regular file".into());
-        }
-        let mode = if meta.permissions().mode() & 0o100 != 0 {
-            0o100755
-        } else {
-            0o100644
-        };
-        match hash_file(&full, meta.len()) {
-            Ok(oid) => Now::Entry((mode, oid)),
-            Err(e) => Now::Unreadable(e.to_string()),
-        }
-    }
 }
 
 /// Why `now` is not what the session's last call left (`left`).
@@ -589,45 +538,10 @@ fn why(now: &Now, left: &Option<State>) -> String {
     }
 }
 
-fn blob_id(body: &[u8]) -> String {
-    let mut h = Sha1::new();
-    h.update(format!("blob {}\0", body.len()).as_bytes());
-    h.update(body);
-    hex::encode(h.finalize())
-}
-
-fn hash_file(path: &std::path::Path, len: u64) -> std::io::Result<String> {
-    let mut file = fs::File::open(path)?;
-    let mut h = Sha1::new();
-    h.update(format!("blob {len}\0").as_bytes());
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut seen = 0u64;
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        seen += n as u64;
-        h.update(&buf[..n]);
-    }
-    if seen != len {
-        return Err(std::io::Error::other("changed while being read"));
-    }
-    Ok(hex::encode(h.finalize()))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn blob_ids_are_gits() {
-        assert_eq!(
-            blob_id(b"hello\n"),
-            "ce013625030ba8dba906f756967f9e9ca394464a"
-        );
-    }
 
     #[test]
     fn force_covers_paths_and_folders() {
