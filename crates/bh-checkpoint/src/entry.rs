@@ -31,7 +31,7 @@
 
 use std::collections::HashSet;
 
-use crate::{Checkpoint, CheckpointError, CheckpointKind, Result, Store};
+use crate::{CallSpan, Checkpoint, CheckpointError, CheckpointKind, Result, Store};
 
 /// A checkpoint id a session entry records (a tool result's
 /// `details.checkpoint`).
@@ -116,6 +116,86 @@ impl Store {
             }
         }
         Ok(best.cloned())
+    }
+}
+
+impl Store {
+    /// The session's calls after `q.entry`, in call order, for a rewind plan
+    /// ([`Store::rewind`]): its after-records in the call journal whose
+    /// entry is in the subtree (the entry itself included, as for journal
+    /// lines above). A session without any (recorded before after-records)
+    /// gets every checkpoint the rules above find, each without an after
+    /// checkpoint (the plan then says how it attributed them). Empty when
+    /// no call followed the entry.
+    pub fn entry_spans(&self, q: &EntryCalls<'_>) -> Result<Vec<CallSpan>> {
+        if let Some(session) = q.session {
+            let spans: Vec<CallSpan> = self
+                .call_journal()
+                .afters()?
+                .into_iter()
+                .filter(|a| a.session == session && q.subtree.contains(a.entry.as_str()))
+                .map(|a| CallSpan {
+                    tool: a.tool,
+                    call: a.call.or(Some(a.entry)),
+                    before: a.before,
+                    after: Some(a.after),
+                })
+                .collect();
+            if !spans.is_empty() {
+                return Ok(spans);
+            }
+        }
+        let list = self.list()?;
+        let find = |id: &str| {
+            list.iter()
+                .find(|c| !id.is_empty() && (c.commit == id || c.id == id))
+        };
+        let mut found: Vec<&Checkpoint> = Vec::new();
+        for r in q.recorded {
+            if r.entry == q.entry || !q.subtree.contains(r.entry.as_str()) {
+                continue;
+            }
+            match find(&r.checkpoint) {
+                Some(cp) => found.push(cp),
+                None => {
+                    return Err(CheckpointError::CallCheckpointGone {
+                        checkpoint: r.checkpoint.clone(),
+                        call: format!("the call whose result is entry {}", r.entry),
+                    });
+                }
+            }
+        }
+        if let Some(session) = q.session {
+            for call in self.call_journal().calls()? {
+                if call.session == session && q.subtree.contains(call.entry.as_str()) {
+                    match find(&call.commit) {
+                        Some(cp) => found.push(cp),
+                        None => {
+                            return Err(CheckpointError::CallCheckpointGone {
+                                checkpoint: call.commit,
+                                call: format!("the {} call of entry {}", call.tool, call.entry),
+                            });
+                        }
+                    }
+                }
+            }
+            found.extend(list.iter().filter(|cp| {
+                cp.session.as_deref() == Some(session)
+                    && cp.entry.as_deref().is_some_and(|e| q.subtree.contains(e))
+            }));
+        }
+        found.retain(|cp| cp.kind == CheckpointKind::Snapshot);
+        found.sort_by_key(|cp| cp.seq);
+        found.dedup_by_key(|cp| cp.seq);
+        Ok(found
+            .into_iter()
+            .map(|cp| CallSpan {
+                tool: cp.tool.clone(),
+                call: None,
+                before: cp.commit.clone(),
+                after: None,
+            })
+            .collect())
     }
 }
 

@@ -50,6 +50,11 @@ pub enum CheckpointError {
         "restoring {path} would replace the directory {path} and files in it that no checkpoint holds ({examples}); move them away first"
     )]
     DirectoryConflict { path: String, examples: String },
+    /// Session paths someone else changed since the session's last call.
+    #[error(
+        "rewind refused: {count} path(s) changed by someone else since the session's last change: {paths}; nothing was changed (take them anyway with --force PATH, or --force for all)"
+    )]
+    RewindConflict { count: usize, paths: String },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error(transparent)]
@@ -83,7 +88,8 @@ impl CheckpointError {
             | StoreMismatch { .. }
             | BadProject { .. }
             | PathOutside { .. }
-            | DirectoryConflict { .. } => ErrorClass::Refused,
+            | DirectoryConflict { .. }
+            | RewindConflict { .. } => ErrorClass::Refused,
             UnknownCheckpoint { .. } | CallCheckpointGone { .. } | PathNotInCheckpoint { .. } => {
                 ErrorClass::NotFound
             }

@@ -3,15 +3,20 @@
 //! was debounced into an older checkpoint, which the store's own tags cannot
 //! say (a reused checkpoint keeps the tags of the call that created it).
 //!
-//! It is bounded by [`Journal::compact`], which drops only what no
-//! `restore_to_entry` answer can depend on: a later call of a (session,
-//! entry) already in the journal (the first one is the only one ever
-//! looked up), and every call of a session none of whose checkpoints is left
-//! (the store's tags then know nothing of it either, so nothing can be
-//! guessed instead). A session keeps its calls whose checkpoints were pruned
-//! while any of its checkpoints lives, so that rewinding to such a call is
-//! refused by name rather than answered with a later checkpoint. The journal
-//! thus stays proportional to the checkpoints kept.
+//! After-records ([`AfterCall`]) follow a call once it returned: the
+//! checkpoints before and after it, which is what a rewind plan attributes
+//! paths with.
+//!
+//! It is bounded by [`Journal::compact`], which drops a repeated call of a
+//! (session, entry) naming a checkpoint already journalled for it (the first
+//! is what `restore_to_entry` looks up, and a repeat names no other state
+//! for a rewind plan), a repeated identical after-record, and every call and
+//! after-record of a session none of whose checkpoints is left (the store's
+//! tags then know nothing of it either, so nothing can be guessed instead).
+//! A session keeps its calls whose checkpoints were pruned while any of its
+//! checkpoints lives, so that rewinding to such a call is refused by name
+//! rather than answered with a later checkpoint. The journal thus stays
+//! proportional to the distinct states the live sessions' calls saw.
 //!
 //! Appends and compactions of every server of the project are serialised by
 //! an exclusive `flock` on the journal file; a compaction replaces the file
@@ -38,6 +43,34 @@ pub struct Call {
     pub entry: String,
     pub tool: String,
     pub created: bool,
+}
+
+/// What one mutating call changed: the checkpoint before it and the one
+/// after it (an *after-record*), written once the call returned. Journalled
+/// as `{"after": {...}}`, a line [`Journal::calls`] skips.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AfterCall {
+    pub session: String,
+    /// The entry that made the call (bh/Pi: the assistant entry; Claude Code:
+    /// the tool-use id).
+    pub entry: String,
+    /// The tool-call id, when it differs from `entry`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    pub tool: String,
+    /// The checkpoint that stood before the call.
+    pub before: String,
+    /// The checkpoint of the state the call left.
+    pub after: String,
+    /// The agent's transcript, when it has one apart from a session file
+    /// (Claude Code's `transcript_path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct AfterLine {
+    after: AfterCall,
 }
 
 /// What a [`Journal::compact`] did.
@@ -73,6 +106,12 @@ impl Journal {
     /// current user, and a bounded number of retries when the path keeps
     /// naming another file than the one locked.
     fn open_locked(&self) -> Result<fs::File> {
+        if let Some(dir) = self.path.parent()
+            && !dir.exists()
+        {
+            bh_fs::create_dir_all_mode(dir, 0o700)
+                .map_err(|e| CheckpointError::io(format!("cannot create {}", dir.display()), e))?;
+        }
         for _ in 0..OPEN_RETRIES {
             let file = fs::OpenOptions::new()
                 .create(true)
@@ -117,8 +156,25 @@ impl Journal {
         Ok(file.metadata().map(|m| m.len()).unwrap_or(0))
     }
 
-    /// Every readable call, in call order (a torn or foreign line is skipped).
-    pub fn calls(&self) -> Result<Vec<Call>> {
+    /// Appends one after-record (see [`AfterCall`]).
+    pub fn append_after(&self, after: &AfterCall) -> Result<u64> {
+        let mut line = serde_json::to_vec(&AfterLine {
+            after: after.clone(),
+        })
+        .map_err(|e| jio("cannot encode a journal line for", &self.path, e.into()))?;
+        line.push(b'\n');
+        let mut file = self.open_locked()?;
+        file.write_all(&line)
+            .map_err(|e| jio("cannot append to the call journal", &self.path, e))?;
+        Ok(file.metadata().map(|m| m.len()).unwrap_or(0))
+    }
+
+    /// Every readable after-record, in call order.
+    pub fn afters(&self) -> Result<Vec<AfterCall>> {
+        Ok(self.lines()?.1)
+    }
+
+    fn lines(&self) -> Result<(Vec<Call>, Vec<AfterCall>)> {
         let file = match fs::OpenOptions::new()
             .read(true)
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
@@ -128,33 +184,60 @@ impl Journal {
                 check_regular(&self.path, &f)?;
                 f
             }
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
             Err(e) => {
                 return Err(jio("cannot open the call journal", &self.path, e));
             }
         };
-        read_calls(file, &self.path)
+        read_lines(file, &self.path)
+    }
+
+    /// Every readable call, in call order (a torn or foreign line is skipped).
+    pub fn calls(&self) -> Result<Vec<Call>> {
+        Ok(self.lines()?.0)
     }
 
     /// Drops what no answer depends on (see the module docs); `live` holds
     /// the commits of every checkpoint the store still has.
     pub fn compact(&self, live: &HashSet<String>) -> Result<Compacted> {
         let file = self.open_locked()?;
-        let calls = read_calls(&file, &self.path)?;
+        let (calls, afters) = read_lines(&file, &self.path)?;
         let alive: HashSet<&str> = calls
             .iter()
             .filter(|c| live.contains(&c.commit))
             .map(|c| c.session.as_str())
+            .chain(
+                afters
+                    .iter()
+                    .filter(|a| live.contains(&a.before) || live.contains(&a.after))
+                    .map(|a| a.session.as_str()),
+            )
             .collect();
-        let mut seen: HashSet<(&str, &str)> = HashSet::new();
+        let encode = |out: &mut Vec<u8>, line: serde_json::Result<Vec<u8>>| -> Result<()> {
+            let line =
+                line.map_err(|e| jio("cannot encode a journal line for", &self.path, e.into()))?;
+            out.extend_from_slice(&line);
+            out.push(b'\n');
+            Ok(())
+        };
         let mut out = Vec::new();
         let mut kept = 0;
-        for c in &calls {
-            if alive.contains(c.session.as_str()) && seen.insert((&c.session, &c.entry)) {
-                let line = serde_json::to_vec(c)
-                    .map_err(|e| jio("cannot encode a journal line for", &self.path, e.into()))?;
-                out.extend_from_slice(&line);
-                out.push(b'\n');
+        // Of a live session: the first call of each (entry, checkpoint) —
+        // a repeat names no other state — and each distinct after-record.
+        let mut seen: HashSet<(&str, &str, &str)> = HashSet::new();
+        for c in calls.iter().filter(|c| alive.contains(c.session.as_str())) {
+            if seen.insert((&c.session, &c.entry, &c.commit)) {
+                encode(&mut out, serde_json::to_vec(c))?;
+                kept += 1;
+            }
+        }
+        let mut seen: HashSet<(&str, &str, &str, &str)> = HashSet::new();
+        for a in afters.iter().filter(|a| alive.contains(a.session.as_str())) {
+            if seen.insert((&a.session, &a.entry, &a.before, &a.after)) {
+                encode(
+                    &mut out,
+                    serde_json::to_vec(&AfterLine { after: a.clone() }),
+                )?;
                 kept += 1;
             }
         }
@@ -164,7 +247,7 @@ impl Journal {
             .map_err(|e| jio("cannot rewrite the call journal", &self.path, e))?;
         drop(file);
         Ok(Compacted {
-            before: calls.len(),
+            before: calls.len() + afters.len(),
             after: kept,
             bytes: out.len() as u64,
         })
@@ -203,15 +286,18 @@ fn jio(context: &str, path: &Path, source: std::io::Error) -> CheckpointError {
     CheckpointError::io(format!("{context} {}", path.display()), source)
 }
 
-fn read_calls(file: impl std::io::Read, path: &Path) -> Result<Vec<Call>> {
-    let mut out = Vec::new();
+fn read_lines(file: impl std::io::Read, path: &Path) -> Result<(Vec<Call>, Vec<AfterCall>)> {
+    let mut calls = Vec::new();
+    let mut afters = Vec::new();
     for line in BufReader::new(file).split(b'\n') {
         let line = line.map_err(|e| jio("cannot read the call journal", path, e))?;
         if let Ok(call) = serde_json::from_slice::<Call>(&line) {
-            out.push(call);
+            calls.push(call);
+        } else if let Ok(a) = serde_json::from_slice::<AfterLine>(&line) {
+            afters.push(a.after);
         }
     }
-    Ok(out)
+    Ok((calls, afters))
 }
 
 #[cfg(test)]
@@ -248,7 +334,7 @@ mod tests {
     }
 
     #[test]
-    fn compact_keeps_first_calls_of_sessions_with_a_live_checkpoint() {
+    fn compact_keeps_the_calls_of_sessions_with_a_live_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
         let j = Journal::new(dir.path().join("j.calls"));
         // Session A: all pruned; session B: c1 pruned, c2 alive.
@@ -257,10 +343,23 @@ mod tests {
             call("c1", "B", "b1"),
             call("c2", "B", "b2"),
             call("c3", "B", "b2"),
+            call("c3", "B", "b2"),
             call("c4", "A", "a2"),
         ] {
             j.append(&c).unwrap();
         }
+        let after = |session: &str, before: &str, after: &str| AfterCall {
+            session: session.into(),
+            entry: "e".into(),
+            call: Some("t1".into()),
+            tool: "bash".into(),
+            before: before.into(),
+            after: after.into(),
+            transcript: None,
+        };
+        j.append_after(&after("B", "c2", "c3")).unwrap();
+        j.append_after(&after("B", "c2", "c3")).unwrap();
+        j.append_after(&after("A", "c0", "c4")).unwrap();
         fs::OpenOptions::new()
             .append(true)
             .open(j.path())
@@ -269,17 +368,22 @@ mod tests {
             .unwrap();
         let live: HashSet<String> = ["c2".to_owned(), "c3".to_owned()].into();
         let done = j.compact(&live).unwrap();
-        assert_eq!((done.before, done.after), (5, 2));
+        assert_eq!((done.before, done.after), (9, 4));
         assert_eq!(
             j.calls().unwrap(),
-            [call("c1", "B", "b1"), call("c2", "B", "b2")]
+            [
+                call("c1", "B", "b1"),
+                call("c2", "B", "b2"),
+                call("c3", "B", "b2")
+            ]
         );
+        assert_eq!(j.afters().unwrap(), [after("B", "c2", "c3")]);
         assert_eq!(fs::metadata(j.path()).unwrap().len(), done.bytes);
         let mode = fs::metadata(j.path()).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o600);
         // Appending after a compaction goes to the new file.
         j.append(&call("c5", "B", "b3")).unwrap();
-        assert_eq!(j.calls().unwrap().len(), 3);
+        assert_eq!(j.calls().unwrap().len(), 4);
     }
 
     #[test]

@@ -35,7 +35,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::meta::SnapshotRequest;
+use crate::meta::{CheckpointKind, SnapshotRequest};
 use crate::snapshot::SnapshotOutcome;
 use crate::store::Store;
 
@@ -50,6 +50,7 @@ pub struct LiveStats {
 
 type Job = (
     SnapshotRequest,
+    CheckpointKind,
     mpsc::Sender<(Result<SnapshotOutcome>, LiveStats)>,
 );
 
@@ -91,8 +92,25 @@ impl LiveStore {
 
     /// Snapshots the project, exactly as [`Store::snapshot`] would.
     pub fn snapshot(&self, request: &SnapshotRequest) -> Result<SnapshotOutcome> {
-        let Some(reply) = self.submit(request) else {
-            return self.store.snapshot(request);
+        self.snapshot_kind(request, CheckpointKind::Snapshot)
+    }
+
+    /// The state a call left, exactly as [`Store::snapshot_after`] would.
+    pub fn snapshot_after(&self, request: &SnapshotRequest) -> Result<SnapshotOutcome> {
+        self.snapshot_kind(request, CheckpointKind::After)
+    }
+
+    fn snapshot_kind(
+        &self,
+        request: &SnapshotRequest,
+        kind: CheckpointKind,
+    ) -> Result<SnapshotOutcome> {
+        let ordinary = |kind: CheckpointKind| match kind {
+            CheckpointKind::After => self.store.snapshot_after(request),
+            _ => self.store.snapshot(request),
+        };
+        let Some(reply) = self.submit(request, kind.clone()) else {
+            return ordinary(kind);
         };
         match reply.recv() {
             Ok((outcome, stats)) => {
@@ -106,7 +124,7 @@ impl LiveStore {
                 if let Ok(mut w) = self.worker.lock() {
                     *w = None;
                 }
-                self.store.snapshot(request)
+                ordinary(kind)
             }
         }
     }
@@ -114,6 +132,7 @@ impl LiveStore {
     fn submit(
         &self,
         request: &SnapshotRequest,
+        kind: CheckpointKind,
     ) -> Option<mpsc::Receiver<(Result<SnapshotOutcome>, LiveStats)>> {
         let mut worker = self.worker.lock().ok()?;
         if worker.is_none() {
@@ -126,7 +145,11 @@ impl LiveStore {
             *worker = Some(Worker { jobs, thread });
         }
         let (tx, rx) = mpsc::channel();
-        worker.as_ref()?.jobs.send((request.clone(), tx)).ok()?;
+        worker
+            .as_ref()?
+            .jobs
+            .send((request.clone(), kind, tx))
+            .ok()?;
         Some(rx)
     }
 }
@@ -148,9 +171,13 @@ mod imp {
 
     pub(super) fn serve(store: Arc<Store>, jobs: mpsc::Receiver<Job>) {
         let mut stats = LiveStats::default();
-        for (request, reply) in jobs {
+        for (request, kind, reply) in jobs {
             stats.full += 1;
-            let _ = reply.send((store.snapshot(&request), stats));
+            let outcome = match kind {
+                CheckpointKind::After => store.snapshot_after(&request),
+                _ => store.snapshot(&request),
+            };
+            let _ = reply.send((outcome, stats));
         }
     }
 }

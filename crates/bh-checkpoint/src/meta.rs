@@ -38,17 +38,27 @@ pub enum CheckpointKind {
     Snapshot,
     /// The state a restore was about to replace (what undoes the restore).
     PreRestore,
+    /// The state a mutating call left (its after-record). Never reused as
+    /// the checkpoint before a later call, so that one keeps its own tags.
+    After,
     /// A kind this version does not know (written by a newer one), kept as
     /// read so a store stays listable.
     Other(String),
 }
 
 impl CheckpointKind {
+    /// Whether a snapshot of kind `self` may reuse `prev` when nothing
+    /// changed: a checkpoint before a call never reuses an after-record.
+    pub(crate) fn may_reuse(&self, prev: &CheckpointKind) -> bool {
+        !(*self == CheckpointKind::Snapshot && *prev == CheckpointKind::After)
+    }
+
     /// The trailer and JSON value.
     pub fn as_str(&self) -> &str {
         match self {
             CheckpointKind::Snapshot => "snapshot",
             CheckpointKind::PreRestore => "pre-restore",
+            CheckpointKind::After => "after",
             CheckpointKind::Other(s) => s,
         }
     }
@@ -57,6 +67,7 @@ impl CheckpointKind {
         match value {
             "snapshot" => CheckpointKind::Snapshot,
             "pre-restore" => CheckpointKind::PreRestore,
+            "after" => CheckpointKind::After,
             other => CheckpointKind::Other(other.to_owned()),
         }
     }
@@ -304,6 +315,7 @@ mod tests {
         for (kind, text) in [
             (CheckpointKind::Snapshot, "snapshot"),
             (CheckpointKind::PreRestore, "pre-restore"),
+            (CheckpointKind::After, "after"),
         ] {
             let msg = message(&NewMeta {
                 seq: 1,

@@ -126,6 +126,19 @@ impl Store {
         Ok(Some(skipped))
     }
 
+    /// Whether every object `tree` reaches is in the shadow (a seeded index
+    /// may name objects a concurrent `gc` of the user's repository moved
+    /// away while they were linked). Also `false` when git cannot tell.
+    pub(crate) fn seeded_tree_is_whole(&self, tree: &str) -> bool {
+        match self
+            .shadow()
+            .run(["rev-list", "--objects", "--missing=print", tree])
+        {
+            Ok(out) => !out.split(|b| *b == b'\n').any(|l| l.first() == Some(&b'?')),
+            Err(_) => false,
+        }
+    }
+
     /// Whether attributes could come from outside the work tree: the
     /// repository's `info/attributes`, `core.attributesFile`, or the default
     /// `$XDG_CONFIG_HOME/git/attributes` (`~/.config/git/attributes`).
@@ -209,31 +222,79 @@ fn has_shared_index(git_dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Hard-links (or copies, across file systems) the user's packs and loose
-/// objects into the shadow. Objects are immutable, so a link shares bytes with
+/// Hard-links (or copies, across file systems) the user's loose objects and
+/// packs into the shadow. Objects are immutable, so a link shares bytes with
 /// the user's store without ever depending on it: their `gc` removes only
 /// their own name for the file.
+///
+/// A `git gc --auto` (or `repack`, `prune`) the user's git runs meanwhile
+/// moves objects: loose ones into a new pack, old packs into a new one. So
+/// loose objects go first (a gc then packs them into a pack that appears
+/// before they are deleted), then the packs, and the pack folder is listed
+/// again until a pass finds no pack it has not linked (bounded). What still
+/// went missing is caught by the connectivity check after the seeded
+/// snapshot's tree is written ([`Store::seeded_tree_is_whole`]).
 fn link_objects(from: &Path, to: &Path) {
-    let link = |src: &Path, dst: &Path| {
-        if dst.exists() {
-            return;
+    link_loose(from, to);
+    let mut linked: std::collections::HashSet<std::ffi::OsString> =
+        std::collections::HashSet::new();
+    for _ in 0..8 {
+        if !link_packs(from, to, &mut linked) {
+            break;
         }
-        if fs::hard_link(src, dst).is_err() {
-            let _ = fs::copy(src, dst);
-        }
+        // Loose objects written meanwhile (by an interrupted repack's
+        // unpacking, or by the user's git) are linked once more.
+        link_loose(from, to);
+    }
+}
+
+fn link(src: &Path, dst: &Path) -> bool {
+    if dst.exists() {
+        return true;
+    }
+    fs::hard_link(src, dst).is_ok() || fs::copy(src, dst).is_ok()
+}
+
+/// Links the packs not linked yet; whether any new one was found.
+fn link_packs(
+    from: &Path,
+    to: &Path,
+    linked: &mut std::collections::HashSet<std::ffi::OsString>,
+) -> bool {
+    let Ok(packs) = fs::read_dir(from.join("pack")) else {
+        return false;
     };
-    if let Ok(packs) = fs::read_dir(from.join("pack")) {
-        let _ = fs::create_dir_all(to.join("pack"));
-        let mut names: Vec<_> = packs.flatten().map(|e| e.file_name()).collect();
-        // Index after pack, so a reader never sees an index without its pack.
-        names.sort_by_key(|n| n.as_bytes().ends_with(b".idx"));
-        for name in names {
-            let bytes = name.as_bytes();
-            if bytes.ends_with(b".pack") || bytes.ends_with(b".idx") {
-                link(&from.join("pack").join(&name), &to.join("pack").join(&name));
+    let _ = fs::create_dir_all(to.join("pack"));
+    let mut names: Vec<_> = packs
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| {
+            let b = n.as_bytes();
+            (b.ends_with(b".pack") || b.ends_with(b".idx")) && !linked.contains(n)
+        })
+        .collect();
+    // Index after pack, so a reader never sees an index without its pack.
+    names.sort_by_key(|n| n.as_bytes().ends_with(b".idx"));
+    let mut found = false;
+    for name in names {
+        let src = from.join("pack").join(&name);
+        let dst = to.join("pack").join(&name);
+        if name.as_bytes().ends_with(b".idx") {
+            // An index whose pack we lack would name objects we do not have.
+            let pack = dst.with_extension("pack");
+            if !pack.exists() {
+                continue;
             }
         }
+        if link(&src, &dst) {
+            found = true;
+            linked.insert(name);
+        }
     }
+    found
+}
+
+fn link_loose(from: &Path, to: &Path) {
     let Ok(dirs) = fs::read_dir(from) else {
         return;
     };

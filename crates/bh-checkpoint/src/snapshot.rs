@@ -79,6 +79,14 @@ impl Store {
         self.snapshot_locked(request, CheckpointKind::Snapshot)
     }
 
+    /// The state a mutating call left, as an after-record checkpoint (kind
+    /// `after`; reused when the call changed nothing).
+    pub fn snapshot_after(&self, request: &SnapshotRequest) -> Result<SnapshotOutcome> {
+        let _lock = self.lock()?;
+        self.clean_stale_locks()?;
+        self.snapshot_locked(request, CheckpointKind::After)
+    }
+
     /// [`snapshot`](Self::snapshot), reporting its phases to `progress`.
     pub fn snapshot_with_progress(
         &self,
@@ -124,6 +132,7 @@ impl Store {
         let shadow = self.shadow();
         if let Some(prev) = &last
             && prev.tree == staged.tree
+            && kind.may_reuse(&prev.kind)
         {
             return Ok(SnapshotOutcome {
                 checkpoint: prev.clone(),
@@ -259,21 +268,50 @@ impl Store {
             seeded = true;
             seed_skipped = skipped;
         }
-        let mut pass = self.stage(progress)?;
+        // Against a seeded base whose objects went missing, status fails:
+        // that too starts over below.
+        let staged = match self.stage(progress) {
+            Ok(p) => Some(p),
+            Err(_) if seeded => None,
+            Err(e) => return Err(e),
+        };
         let shadow = self.shadow();
-        let tree = match shadow.run(["write-tree"]) {
+        // A seeded tree must be whole: a checkpoint never claims to exist
+        // without its objects (a concurrent gc of the user's repository may
+        // have moved some away while they were linked).
+        let written = match staged.as_ref().map(|_| shadow.run(["write-tree"])) {
+            None => Err(()),
+            Some(Ok(out)) if seeded => {
+                let tree = String::from_utf8_lossy(trim_line(&out)).into_owned();
+                if self.seeded_tree_is_whole(&tree) {
+                    Ok(out)
+                } else {
+                    Err(())
+                }
+            }
+            Some(Ok(out)) => Ok(out),
+            Some(Err(err)) if !seeded => return Err(err.into()),
+            Some(Err(_)) => Err(()),
+        };
+        let mut pass = staged;
+        let tree = match written {
             Ok(out) => out,
-            Err(_) if seeded => {
+            Err(()) => {
                 // The seeded index names an object the user's store did not give
                 // us (e.g. it lives in one of their alternates): start over.
                 let _ = fs::remove_file(&index);
                 let _ = shadow.run(["update-ref", "-d", "refs/heads/bh-base"]);
                 seeded = false;
                 seed_skipped.clear();
-                pass = self.stage(progress)?;
+                pass = Some(self.stage(progress)?);
                 shadow.run(["write-tree"])?
             }
-            Err(err) => return Err(err.into()),
+        };
+        let Some(pass) = pass else {
+            return Err(CheckpointError::Corrupt {
+                store: self.dir.clone(),
+                detail: "staging after a failed seed left nothing staged".into(),
+            });
         };
         seed_skipped.extend(pass.skipped);
         Ok(Staged {

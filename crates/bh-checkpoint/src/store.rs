@@ -325,6 +325,45 @@ impl Store {
         crate::Journal::new(call_journal_path(&self.state_dir, &self.project))
     }
 
+    /// Counts a checkpoint that could not be taken (a hook's failed
+    /// snapshot), with why: one line in `<state>/serve/<key>.skipped`.
+    pub fn record_skipped(&self, why: &str) -> Result<()> {
+        let path = self.skipped_path();
+        if let Some(dir) = path.parent() {
+            bh_fs::create_dir_all_mode(dir, 0o700)
+                .map_err(|e| CheckpointError::io(format!("cannot create {}", dir.display()), e))?;
+        }
+        let line: String = why
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(500)
+            .collect();
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| CheckpointError::io(format!("cannot open {}", path.display()), e))?;
+        std::io::Write::write_all(&mut file, format!("{} {line}\n", now_ms()).as_bytes())
+            .map_err(|e| CheckpointError::io(format!("cannot append to {}", path.display()), e))
+    }
+
+    /// How many checkpoints could not be taken, and the last reason.
+    pub fn skipped_snapshots(&self) -> (u64, Option<String>) {
+        let Ok(text) = fs::read_to_string(self.skipped_path()) else {
+            return (0, None);
+        };
+        let last = text
+            .lines()
+            .last()
+            .map(|l| l.split_once(' ').map_or(l, |(_, why)| why).to_owned());
+        (text.lines().count() as u64, last)
+    }
+
+    fn skipped_path(&self) -> PathBuf {
+        call_journal_path(&self.state_dir, &self.project).with_extension("skipped")
+    }
+
     /// Takes the store lock, waiting for other processes.
     pub(crate) fn lock(&self) -> Result<StoreLock> {
         let path = self.root.join("lock");

@@ -1,7 +1,6 @@
 //! `bh checkpoint …`: snapshot, list, diff, restore and prune a project's
 //! working tree in a private shadow repository.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use bh_checkpoint::{
@@ -11,6 +10,7 @@ use bh_checkpoint::{
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+mod hook;
 pub(crate) mod rewind;
 mod serve;
 mod view;
@@ -21,8 +21,7 @@ use crate::error::{CliError, ErrorKind, print_json};
 use crate::progress::SnapshotDisplay;
 use crate::units::{human_age, human_size, parse_duration, parse_size};
 
-/// Tools of Claude Code that change files, snapshotted by the hook by default.
-const DEFAULT_HOOK_TOOLS: &str = "Edit,Write,MultiEdit,NotebookEdit,Bash";
+use hook::DEFAULT_HOOK_TOOLS;
 
 #[derive(Args, Debug, Clone)]
 pub struct ProjectArg {
@@ -158,8 +157,9 @@ pub enum CheckpointCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum HookAgent {
-    /// A Claude Code `PreToolUse` hook: reads the event on stdin, snapshots
-    /// before mutating tools, always lets the tool proceed.
+    /// A Claude Code `PreToolUse`/`PostToolUse` hook: reads the event on
+    /// stdin, snapshots before mutating tools and records what they changed
+    /// after them, always lets the tool proceed.
     ClaudeCode {
         #[command(flatten)]
         project: ProjectArg,
@@ -168,7 +168,11 @@ pub enum HookAgent {
         tools: String,
         /// Never use (or start) the project's checkpoint server; always take
         /// an ordinary snapshot.
-        #[arg(long, env = "BH_CHECKPOINT_NO_SERVER")]
+        #[arg(
+            long,
+            env = "BH_CHECKPOINT_NO_SERVER",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
         no_server: bool,
         /// How long a server started by the hook waits for the next call.
         #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
@@ -218,7 +222,7 @@ fn no_store(ctx: &Ctx) -> Result<(), CliError> {
 /// `--project DIR` names the project exactly; without it the project is the
 /// repository enclosing `dir` (the current directory, or the hook's `cwd`),
 /// else that directory.
-fn open(ctx: &Ctx, arg: &ProjectArg, dir: Option<&Path>) -> Result<Store, CliError> {
+pub(crate) fn open(ctx: &Ctx, arg: &ProjectArg, dir: Option<&Path>) -> Result<Store, CliError> {
     let runner = ctx.git();
     let options = StoreOptions {
         state_dir: ctx.state_dir.clone(),
@@ -336,12 +340,14 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             };
             let list = store.list().map_err(checkpoint_error)?;
             let size = store.size();
+            let (skips, last_skip) = store.skipped_snapshots();
             if ctx.json {
                 return print_json(&json!({
                     "project": store.project().to_string_lossy(),
                     "store": store.dir(),
                     "store_size": size,
                     "checkpoints": list,
+                    "skipped_snapshots": { "count": skips, "last": last_skip },
                 }));
             }
             let now = now_ms();
@@ -353,6 +359,13 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
                 store.dir().display(),
                 human_size(size)
             );
+            if skips > 0 {
+                println!(
+                    "{skips} checkpoint{} could not be taken (last: {})",
+                    if skips == 1 { "" } else { "s" },
+                    last_skip.as_deref().unwrap_or("?")
+                );
+            }
             if !list.is_empty() {
                 println!(
                     "{:<12}  {:>8}  {:<14}  {:>5}  NOTE",
@@ -400,7 +413,11 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
                         "restore needs ID, or --session FILE --entry ID",
                     ));
                 };
-                return rewind::run(ctx, &store, &file, &entry, rewind_session);
+                let opts = rewind::RewindOpts {
+                    rewind_session,
+                    ..Default::default()
+                };
+                return rewind::run(ctx, &store, &file, &entry, &opts);
             };
             view::note_latest(&store, &id, ctx.json);
             let rel = rel_paths(ctx, &store, &paths)?;
@@ -506,79 +523,10 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
         } => {
             let server = (!no_server).then_some(server_idle);
             // Best effort: whatever happens, the agent's tool proceeds (exit 0).
-            match claude_code_hook(ctx, &project, &tools, server) {
-                Ok(Some(doc)) if ctx.json => {
-                    let _ = print_json(&doc);
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    eprintln!("bh: warning: checkpoint skipped: {err}");
-                    if ctx.json {
-                        let _ = print_json(&json!({
-                            "warning": { "kind": err.kind.as_str(), "message": err.message }
-                        }));
-                    }
-                }
-            }
+            hook::run(ctx, &project, &tools, server);
             Ok(())
         }
     }
-}
-
-fn claude_code_hook(
-    ctx: &Ctx,
-    project: &ProjectArg,
-    tools: &str,
-    server_idle: Option<std::time::Duration>,
-) -> Result<Option<serde_json::Value>, CliError> {
-    let mut input = String::new();
-    std::io::stdin()
-        .take(16 << 20)
-        .read_to_string(&mut input)
-        .map_err(|e| CliError::usage(format!("cannot read the hook event on stdin: {e}")))?;
-    let event: serde_json::Value = serde_json::from_str(&input)
-        .map_err(|e| CliError::usage(format!("the hook event on stdin is not JSON: {e}")))?;
-    let field = |k: &str| event.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-    let tool = field("tool_name").unwrap_or_default();
-    if let Some(name) = field("hook_event_name")
-        && name != "PreToolUse"
-    {
-        return Ok(None);
-    }
-    if !tools.split(',').map(str::trim).any(|t| t == tool) {
-        return Ok(None);
-    }
-    let dir = field("cwd").map(|d| ctx.abs(Path::new(&d)));
-    let request = SnapshotRequest {
-        tool,
-        session: field("session_id"),
-        entry: field("tool_use_id"),
-    };
-    let hook_dir = dir.clone().unwrap_or_else(|| ctx.cwd.clone());
-    let mut start_server = false;
-    if let Some(idle) = server_idle {
-        match serve::hook_snapshot(ctx, project, &hook_dir, &request) {
-            Ok(doc) => return Ok(Some(doc)),
-            Err(serve::Fallback::NoServer) => start_server = idle > std::time::Duration::ZERO,
-            Err(serve::Fallback::Failed(why)) => {
-                eprintln!(
-                    "bh: note: checkpoint server not used ({why}); taking an ordinary snapshot"
-                );
-            }
-        }
-    }
-    let store = open(ctx, project, dir.as_deref())?;
-    let outcome = store.snapshot(&request).map_err(checkpoint_error)?;
-    for s in &outcome.skipped {
-        eprintln!("bh: warning: not captured: {} ({})", s.path, s.reason);
-    }
-    if start_server && let Some(idle) = server_idle {
-        // After our own snapshot: the next call finds it listening.
-        serve::spawn_server(ctx, project, &hook_dir, idle);
-    }
-    Ok(Some(
-        json!({ "project": store.project().to_string_lossy(), "snapshot": outcome, "server": false }),
-    ))
 }
 
 use bh_protocol::now_ms;

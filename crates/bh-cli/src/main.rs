@@ -14,6 +14,7 @@ mod exec;
 mod man;
 mod names;
 mod progress;
+mod rewind;
 mod session;
 mod task;
 mod units;
@@ -55,6 +56,9 @@ enum Command {
     /// Snapshot, list, diff and restore the working tree of a project.
     #[command(subcommand)]
     Checkpoint(checkpoint::CheckpointCmd),
+    /// Undo what a session's own calls did to the files after an entry (only
+    /// those paths; conflicts refused unless --force), or --undo the last rewind.
+    Rewind(rewind::RewindArgs),
     /// Read, validate, fork and list Pi coding-agent sessions.
     #[command(subcommand)]
     Session(session::SessionCmd),
@@ -233,6 +237,7 @@ fn real_main() -> ExitCode {
         .and_then(|()| Ctx::from_env(cli.state_dir, json))
         .and_then(|ctx| match cli.command {
             Command::Checkpoint(cmd) => checkpoint::run(cmd, &ctx),
+            Command::Rewind(args) => rewind::run(args, &ctx),
             Command::Session(cmd) => session::run(cmd, &ctx),
             Command::Task(cmd) => task::run(cmd, &ctx),
             Command::Agent(args) => agent::run(args, &ctx),

@@ -299,7 +299,7 @@ fn rewind_takes_conversation_and_files_back_to_a_prompt() {
     tty.wait_after("fresh start", "> ");
     tty.send(b"/quit\r");
     let screen = tty.finish();
-    assert!(screen.contains("undo: /restore "), "{screen}");
+    assert!(screen.contains("undo: /redo"), "{screen}");
     assert!(screen.contains("undo: /tree "), "{screen}");
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 5);

@@ -211,21 +211,11 @@ fn files_go_back_to_a_prompt_with_an_undo_point_and_the_leaf_can_follow() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(env.read("a.txt"), "one\n");
     assert!(!env.repo.join("b.txt").exists());
-    assert!(out.contains("undo with: bh checkpoint restore"), "{out}");
-    // The undo point puts everything back.
-    let undo = out
-        .split("undo with: bh checkpoint restore ")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned();
-    let back = env
-        .bh()
-        .args(["checkpoint", "restore", &undo, "--exact"])
-        .output()
-        .unwrap();
+    assert!(out.contains("revert   a.txt"), "{out}");
+    assert!(out.contains("delete   b.txt"), "{out}");
+    assert!(out.contains("undo with: bh rewind --undo"), "{out}");
+    // The undo puts everything back.
+    let back = env.bh().args(["rewind", "--undo"]).output().unwrap();
     assert!(back.status.success(), "{back:?}");
     assert_eq!(env.read("a.txt"), "ONE\n");
     assert_eq!(env.read("b.txt"), "two\n");
@@ -357,14 +347,18 @@ fn repl_rewind_lists_prompts_needs_a_choice_without_a_terminal_and_rewinds_files
     assert_eq!(env.lines().len(), lines_before, "the session is unchanged");
     // Files only: the files go back, the conversation stays.
     let (stdout, stderr) = repl(&env, &format!("/rewind {} --files\n/quit\n", users[1]));
-    assert!(
-        stdout.contains("files rewound to checkpoint"),
-        "{stdout}{stderr}"
-    );
-    assert!(stdout.contains("undo: /restore "), "{stdout}");
+    assert!(stdout.contains("rewound 2 calls"), "{stdout}{stderr}");
+    assert!(stdout.contains("undo: /redo"), "{stdout}");
     assert!(!stdout.contains("conversation rewound"), "{stdout}");
     assert_eq!(env.read("a.txt"), "one\n");
     assert!(!env.repo.join("b.txt").exists());
+    assert_eq!(env.lines().len(), lines_before, "the session is unchanged");
+    // /redo puts the files back; the conversation did not move, so stays.
+    let (stdout, stderr) = repl(&env, "/redo\n/redo\n/quit\n");
+    assert!(stdout.contains("files put back"), "{stdout}{stderr}");
+    assert!(stderr.contains("no rewind to undo"), "{stderr}");
+    assert_eq!(env.read("a.txt"), "ONE\n");
+    assert_eq!(env.read("b.txt"), "two\n");
     assert_eq!(env.lines().len(), lines_before, "the session is unchanged");
 }
 

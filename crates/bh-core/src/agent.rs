@@ -390,11 +390,12 @@ impl Agent {
                         let work = Instant::now();
                         let cp = self.checkpoint(&id, &name, &entry, sink).await;
                         let mut result = self.execute(&id, &name, &args, &run_cancel, sink).await?;
-                        excluded += work.elapsed();
                         if let Some(cp) = cp {
-                            attach_checkpoint(&mut result, &cp);
+                            let after = self.checkpoint_after(&id, &name, &entry, &cp, sink).await;
+                            attach_checkpoint(&mut result, &cp, after.as_deref());
                             checkpoints.push(cp);
                         }
+                        excluded += work.elapsed();
                         result
                     }
                 };

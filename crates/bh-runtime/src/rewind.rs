@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use bh_checkpoint::{Checkpoint, CheckpointError, EntryCalls, Recorded, Store};
+use bh_checkpoint::{CallSpan, Checkpoint, CheckpointError, EntryCalls, Recorded, Store};
 use bh_session::{Entry, Session, SessionWriter, SummaryKind, summarize_entry};
 
 /// Hex digits an entry id prefix needs at least.
@@ -118,6 +118,28 @@ pub fn files_checkpoint(
     store: &Store,
     entry: &Entry,
 ) -> Result<Option<Checkpoint>, RewindError> {
+    with_calls(session, store, entry, |calls| {
+        store.checkpoint_at_entry(calls)
+    })
+}
+
+/// The session's mutating calls after `entry`, in call order, for a rewind
+/// plan ([`bh_checkpoint::Store::entry_spans`]); empty when none followed.
+/// Refuses a session recorded outside the store's project.
+pub fn files_spans(
+    session: &Session,
+    store: &Store,
+    entry: &Entry,
+) -> Result<Vec<CallSpan>, RewindError> {
+    with_calls(session, store, entry, |calls| store.entry_spans(calls))
+}
+
+fn with_calls<T>(
+    session: &Session,
+    store: &Store,
+    entry: &Entry,
+    f: impl FnOnce(&EntryCalls<'_>) -> Result<T, CheckpointError>,
+) -> Result<T, RewindError> {
     check_project(session, store)?;
     let subtree = subtree(session, &entry.id);
     let recorded: Vec<Recorded> = session
@@ -139,7 +161,7 @@ pub fn files_checkpoint(
         subtree: &subtree,
         recorded: &recorded,
     };
-    store.checkpoint_at_entry(&calls).map_err(|source| {
+    f(&calls).map_err(|source| {
         let project = store.project().to_path_buf();
         match source {
             CheckpointError::CallCheckpointGone { .. } => RewindError::CheckpointGone {

@@ -49,8 +49,8 @@ pub(super) fn serve(store: Arc<Store>, jobs: mpsc::Receiver<Job>) {
         cached_entries: 0,
         stats: LiveStats::default(),
     };
-    for (request, reply) in jobs {
-        let outcome = live.snapshot(&request);
+    for (request, kind, reply) in jobs {
+        let outcome = live.snapshot(&request, kind);
         let _ = reply.send((outcome, live.stats));
     }
 }
@@ -132,10 +132,14 @@ enum Change {
 }
 
 impl Live {
-    fn snapshot(&mut self, request: &SnapshotRequest) -> Result<SnapshotOutcome> {
+    fn snapshot(
+        &mut self,
+        request: &SnapshotRequest,
+        kind: CheckpointKind,
+    ) -> Result<SnapshotOutcome> {
         let lock = self.store.lock()?;
         if self.armed.as_ref().is_some_and(|a| !a.stale) {
-            match self.fast(request) {
+            match self.fast(request, &kind) {
                 Ok(outcome) => {
                     self.stats.fast += 1;
                     drop(lock);
@@ -146,14 +150,14 @@ impl Live {
                 Err(_miss) => {}
             }
         }
-        let outcome = self.full(request);
+        let outcome = self.full(request, kind);
         drop(lock);
         outcome
     }
 
     /// The ordinary snapshot, armed first so that nothing it misses goes
     /// unseen. Caller holds the store lock.
-    fn full(&mut self, request: &SnapshotRequest) -> Result<SnapshotOutcome> {
+    fn full(&mut self, request: &SnapshotRequest, kind: CheckpointKind) -> Result<SnapshotOutcome> {
         self.armed = None;
         // Fresh helpers: a long-lived `check-ignore` may hold ignore rules
         // read before they changed, and arming asks it about directories.
@@ -170,9 +174,7 @@ impl Live {
             self.arm().ok()
         };
         self.stats.full += 1;
-        let outcome = self
-            .store
-            .snapshot_locked(request, CheckpointKind::Snapshot)?;
+        let outcome = self.store.snapshot_locked(request, kind)?;
         if let Some(watch) = arming {
             self.armed = Some(Armed {
                 watch,
@@ -248,7 +250,11 @@ impl Live {
     }
 
     /// The fast path. Caller holds the store lock.
-    fn fast(&mut self, request: &SnapshotRequest) -> std::result::Result<SnapshotOutcome, Miss> {
+    fn fast(
+        &mut self,
+        request: &SnapshotRequest,
+        kind: &CheckpointKind,
+    ) -> std::result::Result<SnapshotOutcome, Miss> {
         let dirty = self.drain_events()?;
         let excludes = self.exclude_contents();
         let armed = self.armed.as_ref().ok_or_else(|| miss("not armed"))?;
@@ -267,15 +273,19 @@ impl Live {
         if last.as_deref() != Some(base.commit.as_str()) {
             return Err(miss("refs/bh/last moved"));
         }
-        if changes.is_empty() {
+        let reuse = kind.may_reuse(&base.kind);
+        if changes.is_empty() && reuse {
             return Ok(unchanged(base));
         }
         let mut changed = Vec::new();
         let base_tree = (base.tree != EMPTY_TREE).then_some(base.tree.as_str());
-        let tree = self
-            .build_tree(base_tree, &changes, &mut changed)?
-            .unwrap_or_else(|| EMPTY_TREE.to_owned());
-        if tree == base.tree {
+        let tree = if changes.is_empty() {
+            base.tree.clone()
+        } else {
+            self.build_tree(base_tree, &changes, &mut changed)?
+                .unwrap_or_else(|| EMPTY_TREE.to_owned())
+        };
+        if tree == base.tree && reuse {
             self.armed_mut()?.base = base.clone();
             return Ok(unchanged(base));
         }
@@ -287,7 +297,7 @@ impl Live {
             time_ms,
             changed.len() as u64,
             &[],
-            CheckpointKind::Snapshot,
+            kind.clone(),
         );
         let commit = self.write_commit(&tree, &meta::message(&new), time_ms)?;
         let checkpoint =

@@ -333,6 +333,7 @@ fn restore_replaces_files_folders_and_symlinks_in_every_mode() {
     }
 }
 
+mod gc_race;
 mod live;
 
 #[test]

@@ -45,7 +45,9 @@ const HELP: &str = "\
                          first; --exact also deletes files created since)
 /rewind [ENTRY] [--both|--conversation|--files]
                          go back to ENTRY: the conversation continues from there and/or the
-                         files return to how they were (asks which; alone: lists prompts)
+                         files return to how they were (asks which; alone: lists prompts);
+                         only paths the session's own calls changed are rewound
+/redo                    undo the last /rewind: its files and the conversation's leaf
 /model PROVIDER/MODEL    switch models
 /worktree create NAME [--from REV] [--branch B | --detach]
                          create a managed worktree and move the session into it
@@ -82,6 +84,7 @@ const COMMANDS: &[&str] = &[
     "/checkpoints",
     "/restore",
     "/rewind",
+    "/redo",
     "/model",
     "/worktree",
     "/session",
@@ -252,6 +255,12 @@ async fn repl(
                 prompt = prompt_for(live);
                 if exit {
                     return Err(interrupted());
+                }
+                continue;
+            }
+            if name == "redo" {
+                if let Err(e) = super::rewind::redo(live) {
+                    eprintln!("bh: {}", e.message);
                 }
                 continue;
             }

@@ -4,7 +4,9 @@
 //! checkpoint taken before the first mutating call at or after it. Without a
 //! flag a terminal asks; without ENTRY the recent prompts are listed. Both
 //! halves say how to undo them: the conversation's previous leaf stays in the
-//! file (`/tree OLD`), the files get an undo point (`/restore ID --exact`).
+//! file (`/tree OLD`), the files get an undo point; `/redo` puts back the
+//! files and the leaf of the last rewind. Only the paths the session's own
+//! calls changed are rewound (the plan of `bh rewind`).
 
 use bh_runtime::Live;
 use bh_session::{Session, SummaryKind, summarize_entry};
@@ -12,7 +14,7 @@ use bh_session::{Session, SummaryKind, summarize_entry};
 use super::input::{Input, LineInput};
 use super::session_error;
 use crate::checkpoint::rewind::{
-    files_already_rewound, no_checkpoint, restore_files, rewind_error,
+    files_already_rewound, no_checkpoint, print_plan, rewind_error, rewind_files,
 };
 use crate::display::escape;
 use crate::error::CliError;
@@ -103,16 +105,17 @@ pub(super) async fn command(
                 "checkpoints are off, so files cannot be rewound (/rewind ENTRY --conversation)",
             ));
         };
-        match restore_files(&session, store, target)? {
-            Some((cp, r)) => {
-                println!(
-                    "files rewound to checkpoint {} ({} written, {} deleted); undo: /restore {} --exact",
-                    cp.id,
-                    r.restored.len(),
-                    r.deleted.len(),
-                    r.safety.id
-                );
-                files = Some((cp, r));
+        let context = serde_json::json!({
+            "session": path,
+            "leaf": old_leaf,
+            "moved": mode.conversation(),
+        });
+        let force = bh_checkpoint::Force::None;
+        match rewind_files(&session, store, target, &force, false, context)? {
+            Some(r) => {
+                print_plan(&r);
+                println!("undo: /redo");
+                files = Some(r);
             }
             None if mode == Rewind::Files => {
                 return Err(CliError::new(
@@ -126,9 +129,7 @@ pub(super) async fn command(
     if mode.conversation() {
         // A failure now leaves the files rewound: the error says how to undo.
         let undone = |e: CliError| match &files {
-            Some(done) => {
-                files_already_rewound(e, done, &format!("/restore {} --exact", done.1.safety.id))
-            }
+            Some(done) => files_already_rewound(e, done, "/redo"),
             None => e,
         };
         let to = bh_runtime::conversation_leaf(&session, target);
@@ -154,6 +155,47 @@ pub(super) async fn command(
                 old_leaf.as_deref().unwrap_or("-")
             );
         }
+    }
+    Ok(())
+}
+
+/// `/redo`: undoes the last rewind of the project — its files, and the
+/// session's leaf when it moved it.
+pub(super) fn redo(live: &mut Live) -> Result<(), CliError> {
+    let agent = live.agent_mut();
+    let Some(store) = agent.checkpoint_store() else {
+        return Err(CliError::usage(
+            "checkpoints are off, so there is no rewind to undo",
+        ));
+    };
+    let Some(done) = store
+        .undo_rewind()
+        .map_err(crate::checkpoint::checkpoint_error)?
+    else {
+        return Err(CliError::new(
+            crate::error::ErrorKind::NotFound,
+            "no rewind to undo",
+        ));
+    };
+    match &done.restore {
+        Some(r) => println!(
+            "files put back: {} written, {} deleted",
+            r.restored.len(),
+            r.deleted.len()
+        ),
+        None => println!("files unchanged: the rewind had changed none"),
+    }
+    let moved = done.context.get("moved").and_then(|v| v.as_bool()) == Some(true);
+    let same =
+        done.context.get("session").and_then(|v| v.as_str()) == agent.session_path().to_str();
+    if moved && same {
+        let leaf = done.context.get("leaf").and_then(|v| v.as_str());
+        let path = agent.session_path().to_path_buf();
+        let appended = bh_runtime::move_leaf(&path, leaf).map_err(rewind_error)?;
+        agent
+            .branch(Some(&appended))
+            .map_err(|e| CliError::internal(format!("cannot continue from {appended}: {e}")))?;
+        println!("conversation back at {}", leaf.unwrap_or("the start"));
     }
     Ok(())
 }

@@ -1,11 +1,13 @@
 //! `bh checkpoint restore --session FILE --entry ID [--rewind-session]`: the
-//! files back to the checkpoint taken before the first mutating call at or
-//! after a session entry (an undo point first), and optionally the session's
-//! leaf moved back to that entry. The same logic serves the REPL's `/rewind`.
+//! paths the session's own calls changed after an entry back to how they
+//! were before the first of them (the plan of `bh_checkpoint`'s
+//! `Store::rewind`; an undo point first), and optionally the session's leaf
+//! moved back to that entry. The same logic serves `bh rewind` and the
+//! REPL's `/rewind`.
 
 use std::path::{Path, PathBuf};
 
-use bh_checkpoint::{Checkpoint, RestoreMode, RestoreOutcome, Store};
+use bh_checkpoint::{CheckpointError, Force, RewindOutcome, Store};
 use bh_runtime::RewindError;
 use bh_session::Session;
 use serde_json::json;
@@ -34,41 +36,83 @@ pub(crate) fn rewind_error(e: RewindError) -> CliError {
     CliError::new(kind, e.to_string())
 }
 
-/// The files restored for a rewind to `entry`: the checkpoint and the
-/// restore's outcome, or `None` when no mutating call followed the entry.
-pub(crate) fn restore_files(
+/// The files of a rewind to `entry`, by the session's own calls after it
+/// (the plan of [`Store::rewind`]: only the paths they changed, conflicts
+/// refused unless forced; an undo point first). `None` when no mutating
+/// call followed the entry. `context` is kept for `bh rewind --undo`.
+pub(crate) fn rewind_files(
     session: &Session,
     store: &Store,
     entry: &bh_session::Entry,
-) -> Result<Option<(Checkpoint, RestoreOutcome)>, CliError> {
-    let Some(cp) = bh_runtime::files_checkpoint(session, store, entry).map_err(rewind_error)?
-    else {
+    force: &Force,
+    dry_run: bool,
+    context: serde_json::Value,
+) -> Result<Option<RewindOutcome>, CliError> {
+    let spans = bh_runtime::files_spans(session, store, entry).map_err(rewind_error)?;
+    if spans.is_empty() {
         return Ok(None);
-    };
-    let outcome = store
-        .restore(&cp.commit, &[], RestoreMode::Exact)
-        .map_err(checkpoint_error)?;
-    Ok(Some((cp, outcome)))
+    }
+    match store.rewind(&spans, force, dry_run, context) {
+        Ok(outcome) => Ok(Some(outcome)),
+        Err(e @ CheckpointError::RewindConflict { .. }) => {
+            let plan = store.rewind_plan(&spans, force).ok();
+            Err(checkpoint_error(e).with_details(json!({ "plan": plan })))
+        }
+        Err(e) => Err(checkpoint_error(e)),
+    }
+}
+
+/// The plan, one line per path, for people.
+pub(crate) fn print_plan(o: &RewindOutcome) {
+    let p = &o.plan;
+    for c in &p.conflicts {
+        let what = if c.forced { "forced  " } else { "conflict" };
+        println!("{what} {} ({})", c.path, c.reason);
+    }
+    for path in &p.revert {
+        println!("revert   {path}");
+    }
+    for path in &p.delete {
+        println!("delete   {path}");
+    }
+    for path in &p.left_alone {
+        println!("leave    {path} (not changed by the session)");
+    }
+    if let Some(note) = &p.approximate {
+        println!("note: {note}");
+    }
+    let refused = p.refused().len();
+    let head = if o.dry_run { "would rewind" } else { "rewound" };
+    println!(
+        "{head} {} call{} to checkpoint {}: {} reverted, {} deleted, {} left alone{}",
+        p.calls,
+        if p.calls == 1 { "" } else { "s" },
+        p.target.id,
+        p.revert.len(),
+        p.delete.len(),
+        p.left_alone.len(),
+        if refused > 0 {
+            format!(", {refused} conflict(s) refused (--force PATH takes one)")
+        } else {
+            String::new()
+        }
+    );
 }
 
 /// A failure after the files were rewound (moving the session's leaf): says
 /// that they were, and how to undo them (`undo`, a command), in the message
 /// and, under `--json`, in the document printed with the error.
-pub(crate) fn files_already_rewound(
-    e: CliError,
-    (cp, r): &(Checkpoint, RestoreOutcome),
-    undo: &str,
-) -> CliError {
+pub(crate) fn files_already_rewound(e: CliError, r: &RewindOutcome, undo: &str) -> CliError {
     let message = format!(
-        "{}; the files were already rewound to checkpoint {} ({} written, {} deleted); undo with: {undo}",
+        "{}; the files were already rewound to checkpoint {} ({} reverted, {} deleted); undo with: {undo}",
         e.message,
-        cp.id,
-        r.restored.len(),
-        r.deleted.len()
+        r.plan.target.id,
+        r.plan.revert.len(),
+        r.plan.delete.len()
     );
     CliError {
         message,
-        details: Some(json!({ "checkpoint": cp, "restore": r, "undo": undo })),
+        details: Some(json!({ "rewind": r, "undo": undo })),
         ..e
     }
 }
@@ -80,14 +124,25 @@ pub(crate) fn no_checkpoint(entry: &str) -> String {
     )
 }
 
-/// `bh checkpoint restore --session FILE --entry ID`.
+/// How a rewind to a session entry runs.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RewindOpts {
+    /// Also move the session's leaf back to the entry.
+    pub rewind_session: bool,
+    /// Print the plan, change nothing.
+    pub dry_run: bool,
+    pub force: Force,
+}
+
+/// `bh checkpoint restore --session FILE --entry ID` and `bh rewind`.
 pub(crate) fn run(
     ctx: &Ctx,
     store: &Store,
     session_file: &Path,
     entry: &str,
-    rewind_session: bool,
+    opts: &RewindOpts,
 ) -> Result<(), CliError> {
+    let rewind_session = opts.rewind_session && !opts.dry_run;
     // A path, or a session id prefix as Pi takes it.
     let file: PathBuf =
         bh_runtime::find_session(ctx.pi_agent_dir().ok().as_deref(), &ctx.cwd, session_file)
@@ -104,7 +159,8 @@ pub(crate) fn run(
         .map_err(crate::agent::session_error)?;
     let target = bh_runtime::resolve_entry(&session, entry).map_err(rewind_error)?;
     let old_leaf = session.leaf().map(|e| e.id.clone());
-    let files = restore_files(&session, store, target)?;
+    let context = json!({ "session": file, "leaf": old_leaf, "moved": rewind_session });
+    let files = rewind_files(&session, store, target, &opts.force, opts.dry_run, context)?;
     if files.is_none() && !rewind_session {
         return Err(CliError::new(
             ErrorKind::NotFound,
@@ -116,11 +172,7 @@ pub(crate) fn run(
         let appended = bh_runtime::move_leaf(&file, to.as_deref())
             .map_err(rewind_error)
             .map_err(|e| match &files {
-                Some(done) => files_already_rewound(
-                    e,
-                    done,
-                    &format!("bh checkpoint restore {} --exact", done.1.safety.id),
-                ),
+                Some(done) => files_already_rewound(e, done, "bh rewind --undo"),
                 None => e,
             })?;
         Some((to, appended))
@@ -132,23 +184,26 @@ pub(crate) fn run(
             "project": store.project().to_string_lossy(),
             "session": file,
             "entry": target.id,
-            "checkpoint": files.as_ref().map(|(cp, _)| cp),
-            "restore": files.as_ref().map(|(_, r)| r),
+            "dry_run": opts.dry_run,
+            "checkpoint": files.as_ref().map(|r| &r.plan.target),
+            "rewind": files,
             "leaf": leaf.as_ref().map(|(to, appended)| json!({
                 "from": old_leaf, "to": to, "appended": appended,
             })),
         }));
     }
     match &files {
-        Some((cp, r)) => println!(
-            "files rewound to checkpoint {} (before the first mutating call after entry {}): {} written, {} deleted\n\
-             undo with: bh checkpoint restore {} --exact",
-            cp.id,
-            target.id,
-            r.restored.len(),
-            r.deleted.len(),
-            r.safety.id
-        ),
+        Some(r) if r.dry_run => {
+            print_plan(r);
+            println!("dry run: nothing was changed");
+        }
+        Some(r) => {
+            print_plan(r);
+            println!(
+                "the session's changes after entry {} are undone (checkpoint {}); undo with: bh rewind --undo",
+                target.id, r.plan.target.id
+            );
+        }
         None => println!("files unchanged: {}", no_checkpoint(&target.id)),
     }
     if let Some((to, appended)) = leaf {

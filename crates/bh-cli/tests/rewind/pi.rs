@@ -133,8 +133,10 @@ fn a_checkpoint_reused_by_a_pi_call_is_found_through_the_server_journal() {
     assert!(!env.repo.join("b.txt").exists());
 }
 
-/// A session kept inside the project, written after its calls' checkpoints:
-/// an exact rewind of the files deletes it, so moving its leaf then fails.
+/// A session kept inside the project, written after its calls' checkpoints
+/// and recorded without after-records (the server's journal): the fallback
+/// attributes every change since the last call's checkpoint to it, so the
+/// rewind deletes the session file, and moving its leaf then fails.
 /// The error says the files were rewound and names the undo, as text and
 /// under `--json`; the undo brings the session back.
 #[test]
@@ -163,27 +165,19 @@ fn a_leaf_move_failing_after_the_files_names_their_undo() {
         assert!(!out.status.success(), "{out:?}");
         assert!(!inside.exists(), "the rewind deleted the session file");
         assert!(!env.repo.join("a.txt").exists());
-        let undo_id = if json_out {
+        if json_out {
             let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
             let message = doc["error"]["message"].as_str().unwrap();
             assert!(message.contains("already rewound"), "{doc:#}");
-            let undo = doc["undo"].as_str().unwrap();
-            assert!(undo.starts_with("bh checkpoint restore "), "{doc:#}");
-            assert!(message.contains(undo), "{doc:#}");
-            doc["restore"]["safety"]["id"].as_str().unwrap().to_owned()
+            assert_eq!(doc["undo"], "bh rewind --undo", "{doc:#}");
+            assert!(message.contains("undo with: bh rewind --undo"), "{doc:#}");
+            assert!(doc["rewind"]["undo"]["id"].is_string(), "{doc:#}");
         } else {
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(err.contains("the files were already rewound"), "{err}");
-            let tail = err.split("undo with: bh checkpoint restore ").nth(1);
-            let id = tail.unwrap().split_whitespace().next().unwrap().to_owned();
-            assert!(err.contains(&format!("{id} --exact")), "{err}");
-            id
-        };
-        let back = env
-            .bh()
-            .args(["checkpoint", "restore", &undo_id, "--exact"])
-            .output()
-            .unwrap();
+            assert!(err.contains("undo with: bh rewind --undo"), "{err}");
+        }
+        let back = env.bh().args(["rewind", "--undo"]).output().unwrap();
         assert!(back.status.success(), "{back:?}");
         assert!(inside.exists(), "the undo brings the session back");
         assert_eq!(env.read("a.txt"), "one\n");

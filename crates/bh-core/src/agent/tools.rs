@@ -47,6 +47,61 @@ impl Agent {
         }
     }
 
+    /// After a mutating call that had a checkpoint `before`: the state it
+    /// left, as a checkpoint (usually debounced into the next call's), and
+    /// an after-record in the project's call journal tying both to the
+    /// session, the entry and the call. Returns the after checkpoint's id;
+    /// a failure is a warning.
+    pub(super) async fn checkpoint_after(
+        &self,
+        call_id: &str,
+        name: &str,
+        entry: &str,
+        before: &str,
+        sink: &mut (dyn FnMut(Event) + Send),
+    ) -> Option<String> {
+        let store = self.checkpoints.clone()?;
+        let request = SnapshotRequest {
+            tool: name.to_owned(),
+            session: Some(self.session_id.clone()),
+            entry: Some(entry.to_owned()),
+        };
+        let record = bh_checkpoint::AfterCall {
+            session: self.session_id.clone(),
+            entry: entry.to_owned(),
+            call: Some(call_id.to_owned()),
+            tool: name.to_owned(),
+            before: before.to_owned(),
+            after: String::new(),
+            transcript: None,
+        };
+        let outcome = tokio::task::spawn_blocking(move || {
+            let o = store.snapshot_after(&request)?;
+            let record = bh_checkpoint::AfterCall {
+                after: o.checkpoint.id.clone(),
+                ..record
+            };
+            store.store().call_journal().append_after(&record)?;
+            Ok::<_, bh_checkpoint::CheckpointError>(o.checkpoint.id)
+        })
+        .await;
+        match outcome {
+            Ok(Ok(id)) => Some(id),
+            Ok(Err(e)) => {
+                sink(Event::Warning {
+                    message: format!("after-record of {name} ({call_id}) failed: {e}"),
+                });
+                None
+            }
+            Err(e) => {
+                sink(Event::Warning {
+                    message: format!("after-record of {name} ({call_id}) failed: {e}"),
+                });
+                None
+            }
+        }
+    }
+
     pub(super) fn offers(&self, name: &str) -> bool {
         self.tools.iter().any(|s| s.name == name)
     }
@@ -114,16 +169,21 @@ fn partial_result(u: ToolUpdate) -> ToolExecutionResult {
     }
 }
 
-/// Record the checkpoint id in the result's `details.checkpoint`.
-pub(super) fn attach_checkpoint(result: &mut ToolResult, id: &str) {
-    match &mut result.details {
-        Some(Value::Object(map)) => {
-            map.insert("checkpoint".into(), Value::from(id));
+/// Record the checkpoint id in the result's `details.checkpoint` (and the
+/// after-record's in `details.checkpointAfter`).
+pub(super) fn attach_checkpoint(result: &mut ToolResult, id: &str, after: Option<&str>) {
+    let put = |map: &mut serde_json::Map<String, Value>| {
+        map.insert("checkpoint".into(), Value::from(id));
+        if let Some(after) = after {
+            map.insert("checkpointAfter".into(), Value::from(after));
         }
+    };
+    match &mut result.details {
+        Some(Value::Object(map)) => put(map),
         Some(_) => {}
         None => {
             let mut map = serde_json::Map::new();
-            map.insert("checkpoint".into(), Value::from(id));
+            put(&mut map);
             result.details = Some(Value::Object(map));
         }
     }

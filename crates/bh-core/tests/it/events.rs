@@ -189,13 +189,14 @@ async fn bash_output_streams_as_tool_execution_updates_before_the_tool_ends() {
         updates.last().unwrap().1["partialResult"]["details"],
         json!({})
     );
-    // The result is unchanged: the whole output, no details but the checkpoint.
+    // The result is unchanged: the whole output, no details but the
+    // checkpoints before and after the call.
     let ab = json!([{"type": "text", "text": "ab"}]);
     assert_eq!(events[end]["result"]["content"], ab);
     let msgs = messages(agent.session_path());
     assert_eq!(msgs[2]["content"], ab);
     for details in [&events[end]["result"]["details"], &msgs[2]["details"]] {
         let keys: Vec<&String> = details.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["checkpoint"]);
+        assert_eq!(keys, ["checkpoint", "checkpointAfter"]);
     }
 }
