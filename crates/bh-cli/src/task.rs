@@ -236,6 +236,33 @@ pub(crate) fn protected_paths(ctx: &Ctx) -> Vec<PathBuf> {
     out
 }
 
+/// What no sandboxed command (an agent's bash, a task worker) may read: the
+/// plan key (it seals plans: a reader could re-seal one with its own prompt),
+/// the checkpoint servers' sockets (a confined process must not ask them),
+/// and well-known credential stores. The one list; see ARCHITECTURE.md.
+pub(crate) fn hidden_paths(ctx: &Ctx) -> Vec<PathBuf> {
+    let mut out = vec![
+        ctx.state_dir.join(bh_exec::PLAN_KEY_FILE),
+        ctx.state_dir.join("serve"),
+    ];
+    if let Some(home) = &ctx.home {
+        for p in [
+            ".ssh",
+            ".aws",
+            ".gnupg",
+            ".netrc",
+            ".git-credentials",
+            ".docker/config.json",
+            ".kube/config",
+            ".config/gh",
+            ".config/gcloud",
+        ] {
+            out.push(home.join(p));
+        }
+    }
+    out
+}
+
 fn xdg_config(ctx: &Ctx) -> Option<PathBuf> {
     std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
@@ -398,6 +425,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                     allow_read: allow_read.iter().map(|d| ctx.cwd.join(d)).collect(),
                     network: !no_network,
                     protected: protected_paths(ctx),
+                    hidden: hidden_paths(ctx),
                 }),
                 config_files: git_config_files(ctx),
                 echo: (!quiet).then(|| {

@@ -1821,3 +1821,64 @@ fn a_retry_says_how_long_it_waits() {
         "not a duration: {line}"
     );
 }
+
+/// A prompt-injected bash reads the plan key (to re-seal a plan with its own
+/// prompt) and the user's ssh key: both are covered inside its sandbox.
+#[test]
+fn the_agents_bash_cannot_read_the_plan_key_or_credential_stores() {
+    let env = env();
+    // Outside /tmp: bash's private /tmp would hide a temp folder anyway.
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let state = outside.path().join("state");
+    let home = outside.path().join("home");
+    let ssh = home.join(".ssh");
+    fs_err::create_dir_all(&state).unwrap();
+    fs_err::create_dir_all(&ssh).unwrap();
+    fs_err::write(state.join("plan.key"), "PLAN-KEY-SECRET").unwrap();
+    fs_err::write(ssh.join("id_ed25519"), "SSH-PRIVATE-KEY").unwrap();
+    fs_err::write(home.join("visible.txt"), "NOT-A-SECRET").unwrap();
+    let command = format!(
+        "cat {}/plan.key; cat {}/id_ed25519; ls -A {}; cat {}/visible.txt; echo end",
+        state.display(),
+        ssh.display(),
+        ssh.display(),
+        home.display()
+    );
+    let script =
+        serde_json::json!({"toolCalls": [{"name": "bash", "arguments": {"command": command}}]});
+    fs_err::write(
+        env.root.join("steal.jsonl"),
+        format!("{script}\n{{\"text\": \"ok\"}}\n"),
+    )
+    .unwrap();
+    let out = env
+        .bh()
+        .env("HOME", &home)
+        .env("BH_STATE_DIR", &state)
+        .args(["--json", "agent", "--script", "../steal.jsonl", "-p", "go"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let end = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["type"] == "tool_execution_end")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let text = end["result"].to_string();
+    assert!(
+        text.contains("NOT-A-SECRET") && text.contains("end"),
+        "{text}"
+    );
+    assert!(!text.contains("PLAN-KEY-SECRET"), "{text}");
+    assert!(!text.contains("SSH-PRIVATE-KEY"), "{text}");
+    // And the host's files are as they were.
+    assert_eq!(
+        fs_err::read_to_string(state.join("plan.key")).unwrap(),
+        "PLAN-KEY-SECRET"
+    );
+}

@@ -33,6 +33,7 @@ fn main() {
         visible: vec![],
         private_tmp: true,
         network: true,
+        hidden: Vec::new(),
     };
     let no_net = Policy {
         network: false,

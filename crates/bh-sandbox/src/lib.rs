@@ -61,6 +61,11 @@ pub struct Policy {
     /// `false`: a network namespace of its own (no interface but a downed
     /// loopback).
     pub network: bool,
+    /// Paths the command must not read at all (keys, credential stores, the
+    /// checkpoint servers' sockets): inside its mount namespace an existing
+    /// folder is covered by an empty read-only tmpfs, an existing file by
+    /// `/dev/null`. Missing ones are skipped (nothing to read).
+    pub hidden: Vec<PathBuf>,
 }
 
 /// What is in force, and what the kernel could not enforce.
@@ -72,6 +77,9 @@ pub struct Report {
     pub network: bool,
     pub writable: Vec<PathBuf>,
     pub read_only: Vec<PathBuf>,
+    /// The paths covered over ([`Policy::hidden`] that exist).
+    #[serde(default)]
+    pub hidden: Vec<PathBuf>,
     pub not_enforced: Vec<String>,
 }
 
@@ -303,6 +311,18 @@ impl Sandbox {
                 format!("{gid} {gid} 1").into_bytes(),
             ))
         };
+        // Hidden paths by their real path (a link is hidden where it leads).
+        let mut hidden: Vec<(PathBuf, bool)> = policy
+            .hidden
+            .iter()
+            .filter_map(|p| {
+                let real = fs_err::canonicalize(p).ok()?;
+                let is_dir = fs_err::metadata(&real).ok()?.is_dir();
+                Some((real, is_dir))
+            })
+            .collect();
+        hidden.sort();
+        hidden.dedup();
         let (step_rd, step_wr) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SandboxError::Pipe)?;
         nix::fcntl::fcntl(
@@ -317,6 +337,7 @@ impl Sandbox {
             network: policy.network,
             writable: writable.clone(),
             read_only: read_only.clone(),
+            hidden: hidden.iter().map(|(p, _)| p.clone()).collect(),
             not_enforced,
         };
         let inside = |p: &PathBuf, q: &PathBuf| p != q && p.starts_with(q);
@@ -347,6 +368,7 @@ impl Sandbox {
             private_tmp: policy.private_tmp,
             tmp_binds,
             read_only: read_only.iter().map(|p| c(p)).collect(),
+            hidden: hidden.iter().map(|(p, is_dir)| (c(p), *is_dir)).collect(),
             cwd: c(&cwd),
             landlock: Some(sys::Landlock {
                 abi,
@@ -436,6 +458,10 @@ fn describe(step: sys::Step) -> (&'static str, &'static str) {
             "the kernel needs the new mount API (Linux 5.2+)",
         ),
         MountTmp => ("mount a private tmpfs on /tmp", ns),
+        Hide => (
+            "cover a hidden path (an empty tmpfs or /dev/null bound over it)",
+            "the kernel refused the mount",
+        ),
         ReadOnly => (
             "bind a protected path read-only (open_tree/mount_setattr/move_mount)",
             "the kernel needs mount_setattr (Linux 5.12+)",

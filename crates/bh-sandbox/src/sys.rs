@@ -71,6 +71,7 @@ pub(crate) enum Step {
     Session = 13,
     Capabilities = 14,
     Seccomp = 15,
+    Hide = 16,
 }
 
 impl Step {
@@ -92,6 +93,7 @@ impl Step {
             Session,
             Capabilities,
             Seccomp,
+            Hide,
         ]
         .into_iter()
         .find(|s| *s as i32 == b)
@@ -135,6 +137,9 @@ pub(crate) struct Plan {
     pub rw_over: Vec<Bind>,
     /// Read-only paths inside those writable roots, bound again after them.
     pub ro_after: Vec<CString>,
+    /// Paths covered last (`true`: a folder, by an empty read-only tmpfs;
+    /// `false`: a file, by `/dev/null`).
+    pub hidden: Vec<(CString, bool)>,
     pub cwd: CString,
     pub landlock: Option<Landlock>,
     /// The seccomp program (see `crate::seccomp`), installed last.
@@ -183,7 +188,7 @@ fn write_file(path: &[u8], data: &[u8]) -> bool {
 }
 
 /// Clones the mount tree at `path` (detached, recursive). Returns the fd.
-fn clone_tree(path: &CString) -> c_int {
+fn clone_tree(path: &std::ffi::CStr) -> c_int {
     // SAFETY: raw open_tree(2) on a NUL-terminated path.
     unsafe {
         libc::syscall(
@@ -207,6 +212,39 @@ fn move_tree(fd: c_int, to: &CString) -> bool {
             MOVE_MOUNT_F_EMPTY_PATH,
         ) == 0
     }
+}
+
+/// Covers `path`: a folder with an empty, read-only tmpfs (nothing below it
+/// can be read or listed), a file with a read-only bind of `/dev/null` (it
+/// reads as empty). Mounted last, so no later bind uncovers it; the command's
+/// locked mounts (user namespace) cannot be undone from inside.
+fn hide(path: &CString, is_dir: bool) -> bool {
+    // Not there in this mount namespace (under the private /tmp, say):
+    // nothing to read, nothing to cover.
+    // SAFETY: access(2) on a NUL-terminated path.
+    if unsafe { libc::access(path.as_ptr(), libc::F_OK) } != 0 {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT);
+    }
+    if is_dir {
+        // SAFETY: mount(2) with NUL-terminated strings.
+        return unsafe {
+            libc::mount(
+                cptr(b"tmpfs\0"),
+                path.as_ptr(),
+                cptr(b"tmpfs\0"),
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                cptr(b"size=4k,mode=0500\0").cast::<c_void>(),
+            ) == 0
+        };
+    }
+    let fd = clone_tree(c"/dev/null");
+    if fd < 0 {
+        return false;
+    }
+    let ok = set_read_only(fd) && move_tree(fd, path);
+    // SAFETY: closing our own fd.
+    unsafe { libc::close(fd) };
+    ok
 }
 
 /// Bind-mounts `path` onto itself, read-only, recursively.
@@ -348,6 +386,11 @@ fn intermediate(plan: &mut Plan) -> io::Result<()> {
     for p in &plan.ro_after {
         if !make_read_only(p) {
             return Err(fail(step, Step::ReadOnly));
+        }
+    }
+    for (p, is_dir) in &plan.hidden {
+        if !hide(p, *is_dir) {
+            return Err(fail(step, Step::Hide));
         }
     }
 

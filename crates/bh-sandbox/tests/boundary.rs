@@ -31,6 +31,7 @@ fn policy(p: &Path) -> Policy {
         visible: vec![],
         private_tmp: true,
         network: true,
+        hidden: Vec::new(),
     }
 }
 

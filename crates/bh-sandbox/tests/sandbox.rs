@@ -65,6 +65,7 @@ fn policy(p: &Path) -> Policy {
         visible: vec![],
         private_tmp: true,
         network: true,
+        hidden: Vec::new(),
     }
 }
 
@@ -207,6 +208,7 @@ fn a_writable_root_inside_a_read_only_folder_stays_writable() {
         visible: vec![],
         private_tmp: true,
         network: true,
+        hidden: Vec::new(),
     };
     let r = run(
         &pol,
@@ -480,5 +482,50 @@ fn the_same_attacks_hold_for_a_non_root_user() {
         out.status.success() && text.contains("5 passed"),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A key file and a credential folder on the host, readable to the user:
+/// hidden, the command reads nothing of them (an empty file, an empty
+/// folder it cannot write), and cannot uncover them; the host's files stay.
+#[test]
+fn hidden_paths_cannot_be_read_listed_or_uncovered() {
+    let (t, p) = project();
+    let state = t.path().join("state");
+    let ssh = t.path().join("home/.ssh");
+    fs_err::create_dir_all(&state).unwrap();
+    fs_err::create_dir_all(&ssh).unwrap();
+    fs_err::write(state.join("plan.key"), "SECRET-KEY-BYTES").unwrap();
+    fs_err::write(ssh.join("id_ed25519"), "PRIVATE-KEY").unwrap();
+    let missing = t.path().join("home/.aws");
+    let pol = Policy {
+        // Visible on the private /tmp (the temp dir lives there).
+        visible: vec![t.path().to_owned()],
+        hidden: vec![state.join("plan.key"), ssh.clone(), missing],
+        ..policy(&p)
+    };
+    let sb = Sandbox::new(&pol, &p).unwrap();
+    assert_eq!(sb.report().hidden.len(), 2, "{:?}", sb.report());
+    let r = run(
+        &pol,
+        &p,
+        &format!(
+            "cat {key}; echo; ls -A {ssh}; cat {ssh}/id_ed25519; echo x > {ssh}/new; \
+             umount {ssh} 2>&1; umount {key} 2>&1; cat {key}; cat {ssh}/id_ed25519; echo done",
+            key = state.join("plan.key").display(),
+            ssh = ssh.display()
+        ),
+    );
+    assert!(r.out.contains("done"), "{}", r.out);
+    assert!(!r.out.contains("SECRET-KEY-BYTES"), "{}", r.out);
+    assert!(!r.out.contains("PRIVATE-KEY"), "{}", r.out);
+    assert!(!ssh.join("new").exists());
+    assert_eq!(
+        fs_err::read_to_string(state.join("plan.key")).unwrap(),
+        "SECRET-KEY-BYTES"
+    );
+    assert_eq!(
+        fs_err::read_to_string(ssh.join("id_ed25519")).unwrap(),
+        "PRIVATE-KEY"
     );
 }

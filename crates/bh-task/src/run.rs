@@ -88,6 +88,9 @@ pub struct SandboxOptions {
     /// Kept read-only even inside a writable folder: `~/.gitconfig`,
     /// `$XDG_CONFIG_HOME`, the harness's state folder.
     pub protected: Vec<PathBuf>,
+    /// Not readable at all: keys, credential stores, checkpoint sockets
+    /// (see `bh_sandbox::Policy::hidden`).
+    pub hidden: Vec<PathBuf>,
 }
 
 /// How a task ended; each has its own exit code in the CLI.
@@ -326,6 +329,7 @@ pub fn run_task(
                 .collect(),
             private_tmp: true,
             network: s.network,
+            hidden: s.hidden.clone(),
         };
         Ok(Some(bh_sandbox::Sandbox::new(&policy, &dir)?))
     };

@@ -234,6 +234,7 @@ fn sandbox_for(
         visible: vec![root.to_path_buf()],
         private_tmp: true,
         network: sb.network,
+        hidden: sb.hidden.clone(),
     };
     match sb.mode {
         SandboxMode::Off => return Ok(None),

@@ -278,6 +278,9 @@ pub struct BashSandbox {
     /// common dir are added by the tool itself).
     pub protected: Vec<PathBuf>,
     pub network: bool,
+    /// Paths bash must not read at all (keys, credential stores, the
+    /// checkpoint servers' sockets); see `bh_sandbox::Policy::hidden`.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Default for BashSandbox {
@@ -287,6 +290,7 @@ impl Default for BashSandbox {
             allow_write: Vec::new(),
             protected: Vec::new(),
             network: true,
+            hidden: Vec::new(),
         }
     }
 }

@@ -168,6 +168,7 @@ impl AgentArgs {
             allow_write: self.allow_write.iter().map(|d| ctx.abs(d)).collect(),
             protected: crate::task::protected_paths(ctx),
             network: !self.no_network,
+            hidden: crate::task::hidden_paths(ctx),
         };
         Ok(opts)
     }
