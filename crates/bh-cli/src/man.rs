@@ -14,6 +14,9 @@ pub(crate) fn run(root: clap::Command, path: &[String]) -> Result<(), CliError> 
     let version = root.get_version().unwrap_or("").to_owned();
     let mut cmd = root;
     let mut name = String::from("bh");
+    // The command as typed (`bh checkpoint hook claude-code`): not derivable
+    // from the page name, whose `-` joins words that may hold `-` themselves.
+    let mut typed = String::from("bh");
     let mut executor = false;
     for word in path {
         let Some(sub) = cmd.find_subcommand(word).cloned() else {
@@ -40,13 +43,14 @@ pub(crate) fn run(root: clap::Command, path: &[String]) -> Result<(), CliError> 
         };
         executor |= sub.get_name() == "exec";
         name = format!("{name}-{}", sub.get_name());
+        typed = format!("{typed} {}", sub.get_name());
         cmd = sub;
     }
     // The page's name is its `bh-…` name; the synopsis shows the command as
     // typed. (The `--help` exit-code table is not rendered: EXIT STATUS is.)
     let cmd = cmd
         .name(name.clone())
-        .bin_name(name.replace('-', " "))
+        .bin_name(typed)
         .version(version)
         // `help` has no page of its own: not listed.
         .disable_help_subcommand(true);

@@ -101,6 +101,16 @@ fn man_prints_every_page_it_lists() {
         seen += 1;
     }
     assert!(seen > 20, "only {seen} pages");
+    // The synopsis shows the command as typed, a name's own `-` kept.
+    let out = bh()
+        .args(["man", "checkpoint", "hook", "claude-code"])
+        .output()
+        .unwrap();
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        page.contains("\\fBbh checkpoint hook claude\\-code\\fR"),
+        "{page}"
+    );
     let out = bh().args(["man", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bh-checkpoint(1)"));
