@@ -14,26 +14,10 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use bh_sandbox::{Policy, Sandbox};
+use bh_sandbox::Sandbox;
 
-fn project() -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let p = t.path().join("project");
-    fs_err::create_dir_all(p.join(".git")).unwrap();
-    fs_err::write(p.join(".git/config"), "[core]\n").unwrap();
-    (t, p)
-}
-
-fn policy(p: &Path) -> Policy {
-    Policy {
-        writable: vec![p.to_owned()],
-        read_only: vec![p.join(".git")],
-        visible: vec![],
-        private_tmp: true,
-        network: true,
-        hidden: Vec::new(),
-    }
-}
+mod common;
+use common::{policy, project};
 
 fn attacker_cmd(action: &str, dir: &Path) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());

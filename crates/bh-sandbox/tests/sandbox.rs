@@ -10,64 +10,8 @@ use std::time::{Duration, Instant};
 
 use bh_sandbox::{Policy, Sandbox, SandboxError};
 
-struct Run {
-    code: Option<i32>,
-    signal: Option<i32>,
-    out: String,
-}
-
-fn run(policy: &Policy, cwd: &Path, script: &str) -> Run {
-    let sb = Sandbox::new(policy, cwd).unwrap();
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(script)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut c = sb.spawn(cmd).unwrap();
-    let mut out = String::new();
-    c.child_mut()
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    c.child_mut()
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let st = c.wait().unwrap();
-    use std::os::unix::process::ExitStatusExt;
-    Run {
-        code: st.code(),
-        signal: st.signal(),
-        out: out + &err,
-    }
-}
-
-fn project() -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let p = t.path().join("project");
-    fs_err::create_dir_all(p.join(".git")).unwrap();
-    fs_err::write(p.join(".git/config"), "[core]\n").unwrap();
-    fs_err::write(p.join("a.txt"), "a\n").unwrap();
-    (t, p)
-}
-
-fn policy(p: &Path) -> Policy {
-    Policy {
-        writable: vec![p.to_owned()],
-        read_only: vec![p.join(".git")],
-        visible: vec![],
-        private_tmp: true,
-        network: true,
-        hidden: Vec::new(),
-    }
-}
+mod common;
+use common::{policy, project, run};
 
 /// `sleep` processes whose command line contains `marker` (a unique
 /// argument).

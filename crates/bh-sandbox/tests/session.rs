@@ -9,66 +9,10 @@
 // The attacker makes raw system calls on purpose.
 #![allow(unsafe_code)]
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use bh_sandbox::{Policy, Sandbox};
-
-struct Run {
-    out: String,
-}
-
-fn spawn_script(policy: &Policy, cwd: &Path, script: &str) -> bh_sandbox::Confined {
-    let sb = Sandbox::new(policy, cwd).unwrap();
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(script)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    sb.spawn(cmd).unwrap()
-}
-
-fn run(policy: &Policy, cwd: &Path, script: &str) -> Run {
-    let mut c = spawn_script(policy, cwd, script);
-    let mut out = String::new();
-    c.child_mut()
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    c.child_mut()
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    c.wait().unwrap();
-    Run { out: out + &err }
-}
-
-fn project() -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let p = t.path().join("project");
-    fs_err::create_dir_all(p.join(".git")).unwrap();
-    fs_err::write(p.join(".git/config"), "[core]\n").unwrap();
-    (t, p)
-}
-
-fn policy(p: &Path) -> Policy {
-    Policy {
-        writable: vec![p.to_owned()],
-        read_only: vec![p.join(".git")],
-        visible: vec![],
-        private_tmp: true,
-        network: true,
-        hidden: Vec::new(),
-    }
-}
+mod common;
+use common::{policy, project, run, spawn_script};
 
 /// Namespace inode of this process, e.g. `ipc:[4026531839]`.
 fn ns(kind: &str) -> String {

@@ -1,0 +1,79 @@
+//! What the sandbox's test binaries share: a project with a git dir, the
+//! workspace-write policy over it, and a script run (or spawned) under a
+//! policy. `#[allow(dead_code)]`: not every binary uses every piece.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use bh_sandbox::{Policy, Sandbox};
+
+/// How a sandboxed script ended, and its stdout then stderr.
+pub struct Run {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub out: String,
+}
+
+/// `<tmp>/project` with `.git/config` and `a.txt`.
+pub fn project() -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("project");
+    fs_err::create_dir_all(p.join(".git")).unwrap();
+    fs_err::write(p.join(".git/config"), "[core]\n").unwrap();
+    fs_err::write(p.join("a.txt"), "a\n").unwrap();
+    (t, p)
+}
+
+/// Write the project, not its git dir; a private `/tmp`; network on.
+pub fn policy(p: &Path) -> Policy {
+    Policy {
+        writable: vec![p.to_owned()],
+        read_only: vec![p.join(".git")],
+        visible: vec![],
+        private_tmp: true,
+        network: true,
+        hidden: Vec::new(),
+    }
+}
+
+/// `bash -c script` in `cwd` under `policy`, stdout and stderr piped.
+pub fn spawn_script(policy: &Policy, cwd: &Path, script: &str) -> bh_sandbox::Confined {
+    let sb = Sandbox::new(policy, cwd).unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(script)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    sb.spawn(cmd).unwrap()
+}
+
+/// [`spawn_script`] to its end.
+pub fn run(policy: &Policy, cwd: &Path, script: &str) -> Run {
+    let mut c = spawn_script(policy, cwd, script);
+    let mut out = String::new();
+    c.child_mut()
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    c.child_mut()
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let st = c.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    Run {
+        code: st.code(),
+        signal: st.signal(),
+        out: out + &err,
+    }
+}
