@@ -16,7 +16,6 @@ mod serve;
 mod view;
 
 use crate::context::Ctx;
-use crate::display::ColorWhen;
 use crate::error::{CliError, ErrorKind, print_json};
 use crate::progress::SnapshotDisplay;
 use crate::units::{human_age, human_size, parse_duration, parse_size};
@@ -98,9 +97,6 @@ pub enum CheckpointCmd {
         /// The patch instead of the diffstat.
         #[arg(long)]
         patch: bool,
-        /// Colour the patch: `auto` on a terminal (never with --json).
-        #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
-        color: ColorWhen,
     },
     /// Show what changed between a checkpoint and the working tree, or
     /// between two checkpoints (`diff A B`); paths limit it (after `--` when
@@ -120,9 +116,6 @@ pub enum CheckpointCmd {
         /// A diffstat instead of the patch.
         #[arg(long)]
         stat: bool,
-        /// Colour the patch: `auto` on a terminal (never with --json).
-        #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
-        color: ColorWhen,
     },
     /// Drop old checkpoints, then repack the store.
     Prune {
@@ -454,19 +447,15 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
             );
             Ok(())
         }
-        CheckpointCmd::Show {
-            project,
-            id,
-            patch,
-            color,
-        } => view::show(ctx, &open(ctx, &project, None)?, &id, patch, color),
+        CheckpointCmd::Show { project, id, patch } => {
+            view::show(ctx, &open(ctx, &project, None)?, &id, patch)
+        }
         CheckpointCmd::Diff {
             project,
             id,
             rest,
             paths,
             stat,
-            color,
         } => {
             let store = open(ctx, &project, None)?;
             let args = view::DiffArgs {
@@ -474,7 +463,6 @@ pub fn run(cmd: CheckpointCmd, ctx: &Ctx) -> Result<(), CliError> {
                 rest: &rest,
                 paths: &paths,
                 stat,
-                color,
             };
             view::diff(ctx, &store, &args)
         }

@@ -89,26 +89,168 @@ pub fn stdout_width() -> Option<usize> {
     )
 }
 
-/// `--color`: when diffs are coloured.
+/// `--color` (global): when output is coloured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ColorWhen {
-    /// When stdout is a terminal and `NO_COLOR` is unset.
+    /// When the stream is a terminal, `NO_COLOR` is unset and `TERM` is not `dumb`.
     Auto,
     Always,
     Never,
 }
 
-/// Whether to colour stdout under `when` (never with `--json`).
-pub fn use_color(when: ColorWhen, json: bool) -> bool {
+/// The process's `--color`, set once by `main` before any command runs.
+static COLOR: std::sync::OnceLock<ColorWhen> = std::sync::OnceLock::new();
+
+/// Records `--color` for the whole process (the first call wins).
+pub fn set_color(when: ColorWhen) {
+    let _ = COLOR.set(when);
+}
+
+fn color_when() -> ColorWhen {
+    COLOR.get().copied().unwrap_or(ColorWhen::Auto)
+}
+
+/// `auto`'s answer for a stream that is (or is not) a terminal.
+fn auto_color(terminal: bool) -> bool {
+    terminal
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
+}
+
+/// Whether to colour stdout (never with `--json`).
+pub fn color_stdout(json: bool) -> bool {
     use std::io::IsTerminal;
-    match when {
+    match color_when() {
         _ if json => false,
         ColorWhen::Always => true,
         ColorWhen::Never => false,
-        ColorWhen::Auto => {
-            std::io::stdout().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        ColorWhen::Auto => auto_color(std::io::stdout().is_terminal()),
+    }
+}
+
+/// Whether to colour stderr (diagnostics, progress, the agent's tool lines).
+pub fn color_stderr() -> bool {
+    use std::io::IsTerminal;
+    match color_when() {
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => auto_color(std::io::stderr().is_terminal()),
+    }
+}
+
+/// `text` in SGR `code` when `on`, else unchanged.
+pub fn paint(on: bool, code: &str, text: &str) -> String {
+    if on && !text.is_empty() {
+        format!("\x1b[{code}m{text}\x1b[m")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// SGR codes of the views (git's choices where git has one).
+pub mod style {
+    pub const DIM: &str = "2";
+    pub const BOLD: &str = "1";
+    pub const RED: &str = "31";
+    pub const GREEN: &str = "32";
+    pub const YELLOW: &str = "33";
+    pub const MAGENTA: &str = "35";
+    pub const CYAN: &str = "36";
+    pub const BOLD_GREEN: &str = "1;32";
+    pub const BOLD_RED: &str = "1;31";
+}
+
+/// One line built from styled parts: each part escaped ([`escape`]), the
+/// whole cut to a width by characters (as [`fit`]), then painted part by
+/// part, so a colour never counts as width and a cut never splits a code.
+/// Parts pushed with [`Styled::tail`] are kept whole: the cut falls before
+/// them (a marker such as `← leaf` stays visible on a long line).
+#[derive(Debug, Default)]
+pub struct Styled {
+    parts: Vec<(Option<&'static str>, String)>,
+    tail: Vec<(Option<&'static str>, String)>,
+}
+
+type Parts = Vec<(Option<&'static str>, String)>;
+
+impl Styled {
+    pub fn new() -> Styled {
+        Styled::default()
+    }
+
+    /// Appends `text` (escaped) in `style` (none: plain).
+    pub fn push(&mut self, style: Option<&'static str>, text: &str) -> &mut Styled {
+        self.parts.push((style, escape(text).into_owned()));
+        self
+    }
+
+    /// Appends `text` (escaped) to the part that is never cut.
+    pub fn tail(&mut self, style: Option<&'static str>, text: &str) -> &mut Styled {
+        self.tail.push((style, escape(text).into_owned()));
+        self
+    }
+
+    /// The line, trailing spaces dropped, cut to `width` columns when given
+    /// (the last kept column of the body `…`, the tail whole), coloured when
+    /// `color`.
+    pub fn render(&self, width: Option<usize>, color: bool) -> String {
+        let mut body = self.parts.clone();
+        let mut tail = self.tail.clone();
+        if tail.is_empty() {
+            trim_end(&mut body);
+        } else {
+            trim_end(&mut tail);
         }
+        let chars = |p: &Parts| p.iter().map(|(_, t)| t.chars().count()).sum::<usize>();
+        let (body_len, tail_len) = (chars(&body), chars(&tail));
+        let mut budget = match width {
+            // Too narrow to keep the tail whole: cut the line as one.
+            Some(w) if w > 0 && tail_len + 1 >= w && body_len + tail_len > w => {
+                body.append(&mut tail);
+                Some(w - 1)
+            }
+            Some(w) if w > 0 && body_len + tail_len > w => Some(w - 1 - tail_len),
+            _ => None,
+        };
+        let cut = budget.is_some();
+        let mut out = String::new();
+        for (style, text) in &body {
+            let taken: Cow<'_, str> = match budget.as_mut() {
+                Some(0) => break,
+                Some(b) => {
+                    let t: String = text.chars().take(*b).collect();
+                    *b -= t.chars().count();
+                    Cow::Owned(t)
+                }
+                None => Cow::Borrowed(text.as_str()),
+            };
+            match style {
+                Some(code) => out.push_str(&paint(color, code, &taken)),
+                None => out.push_str(&taken),
+            }
+        }
+        if cut {
+            out.push('…');
+        }
+        for (style, text) in &tail {
+            match style {
+                Some(code) => out.push_str(&paint(color, code, text)),
+                None => out.push_str(text),
+            }
+        }
+        out
+    }
+}
+
+/// Drops trailing spaces of the last parts (and parts left empty).
+fn trim_end(parts: &mut Parts) {
+    while let Some((_, last)) = parts.last_mut() {
+        let kept = last.trim_end().len();
+        last.truncate(kept);
+        if !last.is_empty() {
+            break;
+        }
+        parts.pop();
     }
 }
 
@@ -230,6 +372,30 @@ mod tests {
             "{coloured:?}"
         );
         assert!(coloured.ends_with(" 2 files changed, 2 insertions(+), 5 deletions(-)\n"));
+    }
+
+    #[test]
+    fn styled_lines_cut_by_text_and_never_split_a_colour() {
+        let mut l = Styled::new();
+        l.push(None, "* ")
+            .push(Some(style::YELLOW), "abcd1234")
+            .push(None, " user: hi\u{1b}  ");
+        assert_eq!(l.render(None, false), "* abcd1234 user: hi\\e");
+        assert_eq!(l.render(None, true), "* \x1b[33mabcd1234\x1b[m user: hi\\e");
+        // Cut inside the coloured part: the code is closed, the mark after it.
+        assert_eq!(l.render(Some(6), true), "* \x1b[33mabc\x1b[m…");
+        assert_eq!(l.render(Some(6), false), "* abc…");
+        assert_eq!(l.render(Some(22), false), "* abcd1234 user: hi\\e");
+        // The tail stays whole; the body is cut before it.
+        l.tail(Some(style::BOLD_GREEN), "  ← leaf");
+        assert_eq!(l.render(Some(16), false), "* abcd1…  ← leaf");
+        assert_eq!(
+            l.render(Some(16), true),
+            "* \x1b[33mabcd1\x1b[m…\x1b[1;32m  ← leaf\x1b[m"
+        );
+        assert_eq!(l.render(None, false), "* abcd1234 user: hi\\e    ← leaf");
+        // Narrower than the tail: cut as one line.
+        assert_eq!(l.render(Some(5), false), "* ab…");
     }
 
     #[test]

@@ -262,7 +262,12 @@ impl CliError {
                 Err(_) => println!("{doc}"),
             }
         } else {
-            eprintln!("bh: error: {}", self.message);
+            let prefix = crate::display::paint(
+                crate::display::color_stderr(),
+                crate::display::style::BOLD_RED,
+                "bh: error:",
+            );
+            eprintln!("{prefix} {}", self.message);
         }
     }
 }

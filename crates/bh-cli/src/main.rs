@@ -47,6 +47,17 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
 
+    /// When to colour output: `auto` on a terminal unless `NO_COLOR` is set
+    /// or `TERM=dumb` (never with --json).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    color: display::ColorWhen,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -113,6 +124,16 @@ struct ExecCli {
     /// Print exactly one JSON document on stdout (failures too).
     #[arg(long, global = true)]
     json: bool,
+    /// When to colour output: `auto` on a terminal unless `NO_COLOR` is set
+    /// or `TERM=dumb` (never with --json).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    color: display::ColorWhen,
     #[command(subcommand)]
     command: exec::ExecCmd,
 }
@@ -205,6 +226,7 @@ fn real_main() -> ExitCode {
             Err(err) => return clap_exit(&err),
         };
         let json = cli.json;
+        display::set_color(cli.color);
         return match context::change_dir(&context::chdirs_in_order(std::env::args_os(), cli.chdir))
             .and_then(|()| Ctx::from_env(cli.state_dir, json))
             .and_then(|ctx| exec::run(cli.command, &ctx))
@@ -233,6 +255,7 @@ fn real_main() -> ExitCode {
         }
     };
     let json = cli.json;
+    display::set_color(cli.color);
     let result = context::change_dir(&context::chdirs_in_order(std::env::args_os(), cli.chdir))
         .and_then(|()| Ctx::from_env(cli.state_dir, json))
         .and_then(|ctx| match cli.command {

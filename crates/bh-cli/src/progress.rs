@@ -143,6 +143,12 @@ impl Drop for Progress {
 }
 
 fn finish_line(p: &Phase, mark: char) {
+    let code = if mark == '✓' {
+        display::style::GREEN
+    } else {
+        display::style::RED
+    };
+    let mark = display::paint(display::color_stderr(), code, &mark.to_string());
     let _ = writeln!(
         std::io::stderr().lock(),
         "\r\x1b[2K{mark} {} ({})",

@@ -363,7 +363,7 @@ fn the_first_snapshot_of_a_large_tree_shows_its_progress() {
     tty.send(b"write a file\r");
     tty.wait_after("wrote it", "> ");
     tty.send(b"/quit\r");
-    let screen = tty.finish();
+    let screen = bh_test_support::strip_sgr(&tty.finish());
     assert!(screen.contains("hashing new files: 600/600"), "{screen}");
     assert!(screen.contains("✓ writing the checkpoint"), "{screen}");
     assert_eq!(fs_err::read_to_string(repo.join("new.txt")).unwrap(), "x\n");

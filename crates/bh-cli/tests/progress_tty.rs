@@ -57,7 +57,7 @@ impl Env {
         cmd.arg("-qfec").arg(line).arg("/dev/null");
         self.envs(&mut cmd);
         let out = cmd.output().unwrap();
-        let screen = String::from_utf8_lossy(&out.stdout).into_owned();
+        let screen = bh_test_support::strip_sgr(&String::from_utf8_lossy(&out.stdout));
         assert!(out.status.success(), "{screen}");
         screen
     }

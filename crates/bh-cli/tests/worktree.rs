@@ -460,7 +460,7 @@ fn create_shows_progress_on_a_terminal_only() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let screen = String::from_utf8_lossy(&out.stdout);
+    let screen = bh_test_support::strip_sgr(&String::from_utf8_lossy(&out.stdout));
     for line in [
         "✓ git worktree add",
         "✓ post-create 1/2: true",

@@ -193,3 +193,25 @@ pub fn git_isolated(dir: &Path, args: &[&str]) -> std::io::Result<String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
+
+/// `text` without its SGR sequences (`ESC [ … m`, colours and styles): what
+/// a person reads on a terminal, for assertions about words, not colours.
+pub fn strip_sgr(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("\u{1b}[") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let params = after
+            .find(|c: char| !(c.is_ascii_digit() || c == ';'))
+            .unwrap_or(after.len());
+        if after[params..].starts_with('m') {
+            rest = &after[params + 1..];
+        } else {
+            out.push_str("\u{1b}[");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}

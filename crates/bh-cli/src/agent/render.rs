@@ -9,6 +9,7 @@ use bh_protocol::message::{ContentBlock, KnownBlock};
 use bh_session::Session;
 
 use super::session_error;
+use crate::display::style;
 use crate::error::{CliError, ErrorKind};
 
 /// Where output goes: JSON lines or a person.
@@ -40,7 +41,11 @@ impl Printer {
                     .or_else(|| args.get("pattern"))
                     .and_then(|v| v.as_str())
                     .unwrap_or("");
-                eprintln!("→ {tool_name} {what}");
+                eprintln!(
+                    "{} {}",
+                    paint(style::CYAN, &format!("→ {tool_name}")),
+                    crate::display::escape(what)
+                );
             }
             Event::ToolExecutionEnd {
                 tool_name,
@@ -57,12 +62,19 @@ impl Printer {
                     })
                     .unwrap_or("");
                 eprintln!(
-                    "  {tool_name} failed: {}",
-                    text.lines().next().unwrap_or("")
+                    "  {}: {}",
+                    paint(style::RED, &format!("{tool_name} failed")),
+                    crate::display::escape(text.lines().next().unwrap_or(""))
                 );
             }
-            Event::Checkpoint { id, .. } => eprintln!("  checkpoint {id}"),
-            Event::Warning { message } => eprintln!("bh: warning: {message}"),
+            Event::Checkpoint { id, .. } => {
+                eprintln!("  {}", paint(style::MAGENTA, &format!("checkpoint {id}")));
+            }
+            Event::Warning { message } => eprintln!(
+                "{} {}",
+                paint(style::YELLOW, "bh: warning:"),
+                crate::display::escape(&message)
+            ),
             Event::AutoRetryStart {
                 attempt,
                 max_attempts,
@@ -70,7 +82,8 @@ impl Printer {
                 error_message,
             } => {
                 eprintln!(
-                    "bh: retrying in {} ({attempt}/{max_attempts}): {}",
+                    "{} in {} ({attempt}/{max_attempts}): {}",
+                    paint(style::YELLOW, "bh: retrying"),
                     crate::units::human_duration_ms(delay_ms),
                     crate::display::escape(&error_message)
                 );
@@ -79,7 +92,11 @@ impl Printer {
                 success: false,
                 final_error: Some(e),
                 ..
-            } => eprintln!("bh: retry failed: {e}"),
+            } => eprintln!(
+                "{} {}",
+                paint(style::RED, "bh: retry failed:"),
+                crate::display::escape(&e)
+            ),
             _ => {}
         }
     }
@@ -267,17 +284,11 @@ impl ToolOutput {
     }
 }
 
-const DIM: &str = "2";
+const DIM: &str = crate::display::style::DIM;
 
-/// `text` in SGR `code` when stderr is a colour terminal (`NO_COLOR` unset).
+/// `text` in SGR `code` when stderr is coloured (`--color`, `NO_COLOR`).
 fn paint(code: &str, text: &str) -> String {
-    use std::io::IsTerminal;
-    if std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-    {
-        format!("\x1b[{code}m{text}\x1b[m")
-    } else {
-        text.to_owned()
-    }
+    crate::display::paint(crate::display::color_stderr(), code, text)
 }
 
 /// Streams an event to the terminal: answer text on stdout, the rest on stderr

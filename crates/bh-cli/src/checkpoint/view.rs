@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{checkpoint_error, rel_paths};
 use crate::context::Ctx;
-use crate::display::{self, ColorWhen};
+use crate::display;
 use crate::error::{CliError, ErrorKind, print_json};
 use crate::units::human_age;
 
@@ -43,13 +43,7 @@ pub(crate) fn note_latest(store: &Store, id: &str, json: bool) {
     }
 }
 
-pub(crate) fn show(
-    ctx: &Ctx,
-    store: &Store,
-    id: &str,
-    patch: bool,
-    color: ColorWhen,
-) -> Result<(), CliError> {
+pub(crate) fn show(ctx: &Ctx, store: &Store, id: &str, patch: bool) -> Result<(), CliError> {
     note_latest(store, id, ctx.json);
     let text = match (ctx.json, patch) {
         (true, _) => DiffText::None,
@@ -96,7 +90,7 @@ pub(crate) fn show(
             outcome.entries.len()
         )?,
     }
-    write_text(&mut out, &outcome, color, ctx.json)
+    write_text(&mut out, &outcome, ctx.json)
 }
 
 pub(crate) struct DiffArgs<'a> {
@@ -104,7 +98,6 @@ pub(crate) struct DiffArgs<'a> {
     pub rest: &'a [PathBuf],
     pub paths: &'a [PathBuf],
     pub stat: bool,
-    pub color: ColorWhen,
 }
 
 /// The second positional argument of `diff` is a checkpoint when it resolves
@@ -176,7 +169,7 @@ pub(crate) fn diff(ctx: &Ctx, store: &Store, args: &DiffArgs) -> Result<(), CliE
         }
         let mut out = std::io::stdout().lock();
         if let Some(text) = &outcome.text {
-            let color = display::use_color(args.color, ctx.json);
+            let color = display::color_stdout(ctx.json);
             out.write_all(&display::render_diff(
                 text,
                 color,
@@ -191,22 +184,12 @@ pub(crate) fn diff(ctx: &Ctx, store: &Store, args: &DiffArgs) -> Result<(), CliE
     if ctx.json {
         return print_json(&json!({ "project": project, "diff": outcome }));
     }
-    write_text(
-        &mut std::io::stdout().lock(),
-        &outcome,
-        args.color,
-        ctx.json,
-    )
+    write_text(&mut std::io::stdout().lock(), &outcome, ctx.json)
 }
 
-fn write_text(
-    out: &mut impl Write,
-    outcome: &CompareOutcome,
-    color: ColorWhen,
-    json: bool,
-) -> Result<(), CliError> {
+fn write_text(out: &mut impl Write, outcome: &CompareOutcome, json: bool) -> Result<(), CliError> {
     if let Some(text) = &outcome.text {
-        let color = display::use_color(color, json);
+        let color = display::color_stdout(json);
         out.write_all(&display::render_diff(
             text,
             color,

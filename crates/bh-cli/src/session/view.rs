@@ -74,7 +74,11 @@ pub(super) fn tree(ctx: &Ctx, file: &Path, full: bool) -> Result<(), CliError> {
         leaf.as_deref(),
         display::stdout_width(),
     );
-    out(&t)?;
+    // Escaped part by part already (colours are not).
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(t.as_bytes())?;
+    stdout.flush()?;
+    drop(stdout);
     for p in s.problems() {
         eprintln!("{}:{}", file.display(), display::escape(&problem_line(p)));
     }
@@ -110,49 +114,64 @@ fn tree_lines(
     leaf: Option<&str>,
     width: Option<usize>,
 ) -> String {
+    use display::style;
+    let color = display::color_stdout(false);
     let mut t = String::new();
     for row in &g.rows {
-        let mut line = row.graph.clone();
+        let mut line = display::Styled::new();
+        line.push(None, &row.graph);
         match &row.kind {
             RowKind::Fork => {}
             RowKind::Folded(ixs) => {
-                line.push_str(&graph::folded_summary(summaries, ixs));
+                let mut text = graph::folded_summary(summaries, ixs);
                 if let (Some(first), Some(last)) = (ixs.first(), ixs.last()) {
-                    line.push_str(&format!(
+                    text.push_str(&format!(
                         " [{}..{}]",
                         s.entries()[*first].id,
                         s.entries()[*last].id
                     ));
                 }
+                line.push(Some(style::DIM), &text);
             }
             RowKind::Entry(ix) => {
                 let e = &s.entries()[*ix];
                 let sum = &summaries[*ix];
-                line.push_str(&e.id);
-                line.push(' ');
-                line.push_str(&sum.text);
+                line.push(Some(style::YELLOW), &e.id);
+                line.push(None, " ");
+                line.push(summary_style(sum), &sum.text);
                 if let Some(l) = labels.get(e.id.as_str()) {
-                    line.push_str(&format!(" [{l}]"));
+                    line.push(Some(style::CYAN), &format!(" [{l}]"));
                 }
                 if let Some(cp) = &sum.checkpoint {
-                    line.push_str(&format!(" ⚑ checkpoint {cp}"));
+                    line.push(Some(style::MAGENTA), &format!(" ⚑ checkpoint {cp}"));
                 }
                 if leaf == Some(e.id.as_str()) {
-                    line.push_str("  ← leaf");
+                    line.tail(Some(style::BOLD_GREEN), "  ← leaf");
                 }
             }
         }
-        let line = display::escape(line.trim_end());
-        match width {
-            Some(w) => t.push_str(&display::fit(&line, w)),
-            None => t.push_str(&line),
-        }
+        t.push_str(&line.render(width, color));
         t.push('\n');
     }
     if g.rows.is_empty() {
         t.push_str("(no entries)\n");
     }
     t
+}
+
+/// A row's colour: errors red, the user's words bold, tool results and
+/// bookkeeping dim, the assistant's words plain.
+fn summary_style(sum: &bh_session::Summary) -> Option<&'static str> {
+    use bh_session::SummaryKind;
+    use display::style;
+    if sum.is_error {
+        return Some(style::RED);
+    }
+    match sum.kind {
+        SummaryKind::User => Some(style::BOLD),
+        SummaryKind::ToolResult | SummaryKind::Meta => Some(style::DIM),
+        SummaryKind::Assistant | SummaryKind::OtherMessage => None,
+    }
 }
 
 // ----- export ----------------------------------------------------------------
