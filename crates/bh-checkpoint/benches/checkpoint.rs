@@ -233,6 +233,10 @@ fn max_rss(xs: &[Sample]) -> i64 {
     xs.iter().map(|s| s.maxrss_kib).max().unwrap_or(0)
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario, read top to bottom"
+)]
 fn orchestrate(args: &[String]) -> Result<()> {
     let o = parse_opts(args)?;
     let exe = std::env::current_exe()?;

@@ -518,6 +518,10 @@ fn overhead_of(stdout: &Path) -> Option<Value> {
     (last["type"] == "run_end").then(|| last["overhead"].clone())
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario, read top to bottom"
+)]
 fn orchestrate(args: &[String]) -> Result<()> {
     let o = parse_opts(args)?;
     let tmp = tempfile::tempdir()?;

@@ -108,6 +108,10 @@ fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario, read top to bottom"
+)]
 fn main() -> Result<()> {
     let o = parse_opts()?;
     let bh = PathBuf::from(env!("CARGO_BIN_EXE_bh"));

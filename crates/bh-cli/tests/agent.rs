@@ -949,6 +949,10 @@ fn text_turn(text: &str) -> String {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario, read top to bottom"
+)]
 fn worktree_create_edit_and_dispose_move_one_continuous_session() {
     let env = env();
     let wt = env.root.join("repo.worktrees/feat");

@@ -19,6 +19,10 @@ use serde_json::{Value, json};
 mod pi_rpc;
 use pi_rpc::*;
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario, read top to bottom"
+)]
 fn scripted_run_and_tree(release: PiRelease) {
     let Some(run) = Run::new(release) else {
         return;

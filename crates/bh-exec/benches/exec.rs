@@ -67,6 +67,10 @@ fn write_session(path: &Path, cwd: &Path, mb: usize) -> Result<String> {
 }
 
 #[tokio::main]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario, read top to bottom"
+)]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut files, mut mb, mut rounds) = (100_000usize, 100usize, 5usize);

@@ -430,6 +430,10 @@ impl Wire for AnthropicWire {
         };
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a phase orchestrator not yet split into named steps (issue 26)"
+    )]
     fn on_event(&mut self, ev: &Event, turn: &mut Turn) -> Result<Flow, StreamFailure> {
         if ev.event == "error" {
             let data: Value = serde_json::from_str(&ev.data).unwrap_or(Value::Null);

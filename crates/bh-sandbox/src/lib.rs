@@ -175,6 +175,10 @@ fn c(path: &Path) -> CString {
 impl Sandbox {
     /// Resolves the policy's paths and prepares everything the child needs.
     /// `cwd` is where the command starts (re-entered inside the sandbox).
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a phase orchestrator not yet split into named steps (issue 26)"
+    )]
     pub fn new(policy: &Policy, cwd: &Path) -> Result<Sandbox, SandboxError> {
         let abi = landlock_abi()?;
         let resolve = |role: &'static str, p: &Path| {

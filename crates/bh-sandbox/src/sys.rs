@@ -284,6 +284,10 @@ fn set_read_only(fd: c_int) -> bool {
 /// Runs in the forked child (the intermediate). Returns `Ok` only in the
 /// grandchild's child — the command — which `std` then execs; the
 /// intermediate and the init never return.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a phase orchestrator not yet split into named steps (issue 26)"
+)]
 fn intermediate(plan: &mut Plan) -> io::Result<()> {
     let step = plan.step_wr.as_raw_fd();
     // SAFETY: prctl/getppid/unshare are raw syscalls with integer arguments.

@@ -369,6 +369,10 @@ fn nested_userns() -> bool {
 
 #[test]
 #[ignore]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario, read top to bottom"
+)]
 fn attacker() {
     let Ok(action) = std::env::var("BH_ATTACK") else {
         return;

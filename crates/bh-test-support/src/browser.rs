@@ -54,14 +54,14 @@ impl Browser {
 static SCRIPTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The browser, or `None` (reason printed) when Chromium, Node or npm is
-/// missing.
+/// missing; in CI (`CI=true`) a missing one fails instead.
 pub fn browser() -> Option<Browser> {
     static CELL: OnceLock<Option<Browser>> = OnceLock::new();
     let found = CELL.get_or_init(install);
     if found.is_none() {
-        eprintln!(
-            "skipped the browser part: needs Chromium (/usr/bin/chromium, Debian's `chromium`; \
-             .ci/run installs it), node and npm"
+        crate::skip_or_fail_in_ci(
+            "browser",
+            "needs Chromium (/usr/bin/chromium, Debian's `chromium`; .ci/run installs it), node and npm",
         );
     }
     found.clone()

@@ -215,3 +215,19 @@ pub fn strip_sgr(text: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// Whether this run is CI's (`CI=true` or `CI=1`, as CI services and
+/// `.ci/run` set it): there a tool a test needs must be present.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A test part that needs `what` skips, saying `why`, outside CI; in CI the
+/// missing tool fails the test (a skip there would hide a suite that never ran).
+pub fn skip_or_fail_in_ci(what: &str, why: &str) {
+    assert!(
+        !in_ci(),
+        "CI=true but {what} is missing: {why} (.ci/run installs it; a skip would hide the suite)"
+    );
+    eprintln!("skipped the {what} part: {why}");
+}

@@ -93,7 +93,8 @@ impl RealPi {
 }
 
 /// The real Pi of `release`, installed on first use; `None` (after printing
-/// the reason on stderr) only when `node` or `npm` is not on `PATH`.
+/// the reason on stderr) only when `node` or `npm` is not on `PATH`; in CI
+/// (`CI=true`) that fails instead.
 pub fn real_pi(release: PiRelease) -> Option<RealPi> {
     static LEGACY: OnceLock<Option<RealPi>> = OnceLock::new();
     static CURRENT: OnceLock<Option<RealPi>> = OnceLock::new();
@@ -103,10 +104,13 @@ pub fn real_pi(release: PiRelease) -> Option<RealPi> {
     };
     let found = cell.get_or_init(|| install(release));
     if found.is_none() {
-        eprintln!(
-            "skipped the real-Pi part: `node` and `npm` are needed to install {}@{} (not on PATH)",
-            release.package(),
-            release.version()
+        crate::skip_or_fail_in_ci(
+            "real-Pi",
+            &format!(
+                "`node` and `npm` are needed to install {}@{} (not on PATH)",
+                release.package(),
+                release.version()
+            ),
         );
     }
     found.clone()

@@ -140,6 +140,10 @@ fn slash(p: &Path) -> String {
     p.to_string_lossy().replace('\\', "/")
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a phase orchestrator not yet split into named steps (issue 26)"
+)]
 pub fn grep(root: &Root, args: &Value) -> Result<ToolResult, String> {
     let mut a = Args::new("grep", args);
     let pattern = a.str_req("pattern");

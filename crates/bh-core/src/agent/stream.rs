@@ -5,6 +5,10 @@ use super::*;
 impl Agent {
     /// One model call, streamed to the sink; returns the final message and the number of
     /// retries the provider made for it.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a phase orchestrator not yet split into named steps (issue 26)"
+    )]
     pub(super) async fn sample(
         &mut self,
         cancel: &CancellationToken,
