@@ -245,10 +245,17 @@ fn executor_demo(
         .enable_all()
         .build()
         .map_err(CliError::internal)?;
-    let setup = bh_exec::RunSetup::new(state, provider, tokio_util::sync::CancellationToken::new())
-        .map_err(crate::exec::exec_error)?;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let setup =
+        bh_exec::RunSetup::new(state, provider, cancel.clone()).map_err(crate::exec::exec_error)?;
     let result = runtime
-        .block_on(bh_exec::run_plan(&ctx.git(), &plan_path, &setup))
+        .block_on(async {
+            // Ctrl-C, SIGTERM and SIGHUP end the run through its cancellation.
+            let signals = crate::signals::cancel_on_stop(cancel);
+            let result = bh_exec::run_plan(&ctx.git(), &plan_path, &setup).await;
+            signals.abort();
+            result
+        })
         .map_err(crate::exec::exec_error)?;
     let commit = result.commit.clone().unwrap_or_default();
     say(format!(

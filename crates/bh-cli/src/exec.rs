@@ -358,13 +358,12 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 p => progress.phase(&run_phase(&p)),
             };
             let result = runtime.block_on(async {
-                let on_ctrl_c = cancel.clone();
-                tokio::spawn(async move {
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        on_ctrl_c.cancel();
-                    }
-                });
-                bh_exec::run_plan_with_progress(&ctx.git(), &path, &setup, &report).await
+                // Ctrl-C, SIGTERM and SIGHUP end the run through its cancellation.
+                let signals = crate::signals::cancel_on_stop(cancel.clone());
+                let result =
+                    bh_exec::run_plan_with_progress(&ctx.git(), &path, &setup, &report).await;
+                signals.abort();
+                result
             });
             match &result {
                 Ok(_) => progress.done(),

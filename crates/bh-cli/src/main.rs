@@ -16,6 +16,7 @@ mod names;
 mod progress;
 mod rewind;
 mod session;
+mod signals;
 mod task;
 mod units;
 mod worktree;

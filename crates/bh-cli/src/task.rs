@@ -118,51 +118,10 @@ pub enum TaskCmd {
 static CANCEL: AtomicBool = AtomicBool::new(false);
 
 /// Ctrl-C, SIGTERM and SIGHUP cancel the running task instead of killing
-/// `bh`, so the worker's tree is cleaned up and the state recorded. The
-/// handlers are installed before this returns (tokio's signal driver, no
-/// `unsafe` here); a helper thread waits for the first signal and sets
-/// `CANCEL`, later ones are caught and ignored.
+/// `bh`, so the worker's tree is cleaned up and the state recorded
+/// (`crate::signals`; installed before this returns).
 fn catch_signals() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()
-    else {
-        return;
-    };
-    let (int, term, hup) = {
-        let _in_rt = rt.enter();
-        (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        )
-    };
-    // Whichever registered is listened to (one that did not would leave its
-    // signal caught by the others' handler and never answered).
-    if int.is_err() && term.is_err() && hup.is_err() {
-        return;
-    }
-    async fn first(sig: Option<tokio::signal::unix::Signal>) {
-        match sig {
-            Some(mut s) => {
-                s.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    }
-    let (int, term, hup) = (int.ok(), term.ok(), hup.ok());
-    std::thread::spawn(move || {
-        rt.block_on(async {
-            tokio::select! {
-                () = first(int) => {}
-                () = first(term) => {}
-                () = first(hup) => {}
-            }
-        });
-        // Tokio never restores the default action: later signals are ignored.
-        CANCEL.store(true, Ordering::SeqCst);
-    });
+    crate::signals::on_first_stop(|_| CANCEL.store(true, Ordering::SeqCst));
 }
 
 fn preflight_error(err: PreflightError) -> CliError {

@@ -702,6 +702,13 @@ fn the_real_pi_loads_the_session_bh_agent_wrote() {
 
 #[test]
 fn ctrl_c_aborts_the_turn_and_exits_8_keeping_the_session() {
+    // SIGTERM and SIGHUP do what Ctrl-C does.
+    for signal in ["INT", "TERM", "HUP"] {
+        interrupt_a_turn(signal);
+    }
+}
+
+fn interrupt_a_turn(signal: &str) {
     let env = env();
     fs_err::write(
         env.root.join("slow.jsonl"),
@@ -725,7 +732,7 @@ fn ctrl_c_aborts_the_turn_and_exits_8_keeping_the_session() {
         let line = line.unwrap();
         if !sent && line.contains("text_delta") {
             Command::new("kill")
-                .args(["-INT", &child.id().to_string()])
+                .args([&format!("-{signal}"), &child.id().to_string()])
                 .status()
                 .unwrap();
             sent = true;
@@ -733,7 +740,7 @@ fn ctrl_c_aborts_the_turn_and_exits_8_keeping_the_session() {
         lines.push(serde_json::from_str::<Value>(&line).unwrap());
     }
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(8));
+    assert_eq!(status.code(), Some(8), "SIG{signal}");
     let end = lines.last().unwrap();
     assert_eq!(end["type"], "run_end");
     assert_eq!(end["stop"], "cancelled");
@@ -742,6 +749,47 @@ fn ctrl_c_aborts_the_turn_and_exits_8_keeping_the_session() {
     assert_eq!(last["stopReason"], "aborted");
     assert_eq!(last["errorMessage"], "Request was aborted");
     assert!(!last["content"][0]["text"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn sigterm_ends_the_interactive_agent_as_ctrl_c_twice_does() {
+    let env = env();
+    fs_err::write(
+        env.root.join("slow.jsonl"),
+        r#"{"text": "abcdefghijklmnopqrstuvwxyz0123456789", "chunkChars": 1, "delayMs": 100}"#,
+    )
+    .unwrap();
+    let file = env.root.join("term.jsonl");
+    let mut child = env
+        .bh()
+        .args(["agent", "-i", "--script", "../slow.jsonl", "--session"])
+        .arg(&file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    stdin.flush().unwrap();
+    // Once the answer streams, the turn is running: terminate bh.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Exited by itself (not killed by the signal), as interrupted, saying
+    // where the session is; the aborted turn is in it.
+    assert_eq!(out.status.code(), Some(8), "{stderr}");
+    assert_eq!(final_session(&stderr), file);
+    assert_valid(&file);
+    let last = messages(&file).pop().unwrap();
+    assert_eq!(last["stopReason"], "aborted");
 }
 
 #[test]

@@ -460,6 +460,70 @@ fn a_killed_run_leaves_the_user_untouched_and_gc_cleans_up() {
 }
 
 #[test]
+fn sigterm_and_sighup_cancel_a_run_as_ctrl_c_does() {
+    for signal in ["TERM", "HUP", "INT"] {
+        let e = Exec::new();
+        let before = e.user_state();
+        fs::write(
+            e.root.join("turns.jsonl"),
+            "{\"text\": \"a very slow answer that never ends in time\", \"delayMs\": 2000, \"chunkChars\": 1}\n",
+        )
+        .unwrap();
+        let model = format!("scripted/{}", e.root.join("turns.jsonl").display());
+        e.plan("go", &model, &[]);
+        let child = e
+            .bh_cmd()
+            .args(["--json", "exec", "run", "--plan", "plan.json", "--yes"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let executions = e.root.join("state/executions");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let running = fs::read_dir(&executions)
+                .map(|rd| {
+                    rd.flatten()
+                        .any(|d| d.path().join("session.jsonl").exists())
+                })
+                .unwrap_or(false);
+            if running {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the run never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // The handlers are installed before the run forks its session.
+        Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        // bh ended the run itself (an exit code, not death by the signal).
+        assert!(out.status.code().is_some(), "SIG{signal}: {:?}", out.status);
+        assert_ne!(out.status.code(), Some(0), "SIG{signal}");
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["result"]["state"], "aborted", "SIG{signal}: {doc}");
+        assert_eq!(
+            doc["result"]["stop_reason"], "cancelled",
+            "SIG{signal}: {doc}"
+        );
+        assert!(doc["result"]["ref"].is_null(), "SIG{signal}: {doc}");
+        // Cleaned up as after Ctrl-C: the user's state as it was, no worktree left.
+        assert_eq!(e.user_state(), before, "SIG{signal}");
+        assert_eq!(
+            e.git(&["worktree", "list", "--porcelain"])
+                .matches("worktree ")
+                .count(),
+            1,
+            "SIG{signal}"
+        );
+    }
+}
+
+#[test]
 fn run_against_a_mock_openai_compatible_server() {
     use bh_test_support::mock_openai::{chunk, serve, usage};
     use serde_json::json;

@@ -60,16 +60,15 @@ pub(super) fn interrupted() -> CliError {
     CliError::new(ErrorKind::Interrupted, "interrupted")
 }
 
-/// Ctrl-C cancels the current turn; a second one cancels `quit`.
+/// Ctrl-C, SIGTERM or SIGHUP (`crate::signals`) cancels the current turn;
+/// a second one cancels `quit`.
 fn watch_ctrl_c(cancel: CancellationToken, quit: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let mut signals = crate::signals::StopSignals::catch();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
-        }
+        signals.recv().await;
         cancel.cancel();
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!();
-            quit.cancel();
-        }
+        signals.recv().await;
+        eprintln!();
+        quit.cancel();
     })
 }

@@ -148,10 +148,21 @@ pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<
     let signals = {
         let state = state.clone();
         let quit = quit.clone();
+        let mut signals = crate::signals::StopSignals::catch();
         tokio::spawn(async move {
-            while tokio::signal::ctrl_c().await.is_ok() {
+            loop {
+                let stop = signals.recv().await;
                 let Ok(mut st) = state.lock() else { return };
-                st.presses += 1;
+                // SIGTERM and SIGHUP (killed, the terminal gone) count as
+                // both presses: the turn is aborted and the REPL exits.
+                st.presses += if stop == crate::signals::Stop::Interrupt {
+                    1
+                } else {
+                    if let Some(t) = &st.turn {
+                        t.cancel();
+                    }
+                    2
+                };
                 match &st.turn {
                     _ if st.presses == 2 && st.moving => {
                         st.exit_after_move = true;
