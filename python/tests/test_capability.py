@@ -265,3 +265,37 @@ def _return(messages: list, call_id: str) -> str:
                 if isinstance(p, ToolReturnPart) and p.tool_call_id == call_id:
                     return p.model_response_str()
     raise AssertionError(f'no return for {call_id}')
+
+
+def test_a_call_a_guardrail_blocks_takes_no_checkpoint_whatever_the_order(project: Path, state_dir: Path) -> None:
+    from pydantic_ai_harness.guardrails import GuardrailResult, ToolCallInfo, ToolGuardrail
+
+    def no_secret(call: ToolCallInfo) -> GuardrailResult:
+        if call.name == 'write_file' and call.args.get('path') == 'secret.txt':
+            return GuardrailResult.block('secret.txt is off limits')
+        return GuardrailResult.allow()
+
+    steps = [
+        [('write_file', {'path': 'secret.txt', 'content': 's\n'})],
+        [('write_file', {'path': 'a.txt', 'content': 'a2\n'})],
+    ]
+    # The user lists Checkpoints first (outermost by list order); its ordering puts it inside the
+    # guardrail, so the refused call is never snapshotted and the allowed one is.
+    cp = Checkpoints(state_dir=state_dir)
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import LocalWorkspace
+    from pydantic_ai_harness import FileSystem, Shell
+
+    from conftest import scripted
+
+    agent = Agent(
+        scripted(steps),
+        capabilities=[cp, LocalWorkspace(project), FileSystem(), Shell(), ToolGuardrail(guard=no_secret)],
+    )
+    agent.run_sync('go')
+    assert not (project / 'secret.txt').exists()
+    assert (project / 'a.txt').read_text() == 'a2\n'
+    [c] = cp.checkpoints()
+    assert c.tool_name == 'write_file'
+    assert cp.checkpoint_for('call-0-0') is None
+    assert cp.checkpoint_for('call-1-0') == c.id

@@ -1,5 +1,6 @@
 //! Builds the `pydantic-ai-bh` Python package with maturin and runs its pytest
-//! suite (python/tests) against real pydantic-ai and pydantic-ai-harness.
+//! suite (python/tests) against real pydantic-ai and pydantic-ai-harness, then
+//! type-checks the package with `mypy --strict`.
 //!
 //! The venv lives under the target directory, keyed by the Python version and
 //! the bytes of python/requirements-test.txt, created once (under a file lock)
@@ -150,4 +151,19 @@ fn pytest_suite_passes_on_the_built_package() {
     let text = String::from_utf8_lossy(&out.stdout);
     println!("{text}");
     assert!(text.contains(" passed"), "pytest ran no test:\n{text}");
+
+    // The package is typed (py.typed, stubs for the extension): `mypy --strict`
+    // on it, against the pinned pydantic-ai, finds nothing.
+    let cache = scratch.path().join("mypy-cache");
+    let out = run(
+        Command::new(venv.join("bin/python"))
+            .args(["-m", "mypy", "--strict", "--cache-dir"])
+            .arg(&cache)
+            .arg("src/pydantic_ai_bh")
+            .current_dir(&package)
+            .env("PATH", &path),
+        "mypy --strict python/src/pydantic_ai_bh",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Success: no issues found"), "{text}");
 }

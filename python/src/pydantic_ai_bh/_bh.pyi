@@ -1,5 +1,6 @@
 """Stubs for the Rust extension module (crates/bh-py)."""
 
+import builtins
 from os import PathLike
 from pathlib import Path
 
@@ -32,7 +33,7 @@ class Store:
     def snapshot(
         self, tool: str, *, session: str | None = None, entry: str | None = None
     ) -> tuple[CheckpointTuple, bool, int]: ...
-    def list(self) -> list[CheckpointTuple]: ...
+    def list(self) -> builtins.list[CheckpointTuple]: ...
     def restore(
-        self, id: str, *, paths: list[str | PathLike[str]] | None = None, exact: bool = False
-    ) -> tuple[CheckpointTuple, CheckpointTuple, list[str], list[str], list[str]]: ...
+        self, id: str, *, paths: builtins.list[str | PathLike[str]] | None = None, exact: bool = False
+    ) -> tuple[CheckpointTuple, CheckpointTuple, builtins.list[str], builtins.list[str], builtins.list[str]]: ...

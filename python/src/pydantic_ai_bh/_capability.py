@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio.to_thread
 from pydantic_ai import RunContext
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturn, ToolReturnPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
@@ -81,6 +81,8 @@ class Checkpoints(AbstractCapability[Any]):
 
     _stores: dict[Path, _bh.Store] = field(default_factory=dict, init=False, repr=False, compare=False)
     _calls: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _running: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """`id()` of each call between its checkpoint and its result, with the checkpoint's id."""
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _last_root: Path | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -168,19 +170,43 @@ class Checkpoints(AbstractCapability[Any]):
         self._calls[call.tool_call_id] = checkpoint_id
         return checkpoint_id
 
-    async def wrap_tool_execute(
+    def get_ordering(self) -> CapabilityOrdering:
+        """Sit innermost, inside every capability that may still refuse or rewrite a call.
+
+        Argument hooks run outermost first, so this one's `before_tool_execute` runs after those
+        of the guardrails, judges and injection defenders (`ToolGuardrail`, `ToolCallJudge`,
+        `PromptInjectionDefender`, themselves innermost, which wrap this capability whatever the
+        order the user lists them in): a checkpoint is taken only for a call that will run, with
+        the arguments it runs with. A call deferred for approval reaches it only once approved.
+        """
+        return CapabilityOrdering(position='innermost', wrapped_by=_call_deciders())
+
+    async def before_tool_execute(
         self,
         ctx: RunContext[Any],
         *,
         call: ToolCallPart,
         tool_def: ToolDefinition,
-        args: Any,
-        handler: Any,
+        args: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The checkpoint, once every outer capability has let the call through."""
+        if self.is_mutating(tool_def):
+            checkpoint_id = await self._take(ctx, call, tool_def)
+            if checkpoint_id is not None:
+                self._running[id(call)] = checkpoint_id
+        return args
+
+    async def after_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        result: Any,
     ) -> Any:
-        if not self.is_mutating(tool_def):
-            return await handler(args)
-        checkpoint_id = await self._take(ctx, call, tool_def)
-        result = await handler(args)
+        """The result, with the id of the checkpoint taken before the call in its metadata."""
+        checkpoint_id = self._running.pop(id(call), None)
         if checkpoint_id is None:
             return result
         return _attach(result, checkpoint_id)
@@ -226,14 +252,38 @@ class Checkpoints(AbstractCapability[Any]):
                             by_call[part.tool_call_id] = found
         calls = [p for m in later if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)]
         if any(c.tool_call_id not in by_call for c in calls):
-            for c in self.checkpoints():
-                if c.tool_call_id is not None and c.kind == 'snapshot':
-                    by_call.setdefault(c.tool_call_id, c.id)
-        for c in calls:
-            if (checkpoint_id := by_call.get(c.tool_call_id)) is not None:
+            for cp in self.checkpoints():
+                if cp.tool_call_id is not None and cp.kind == 'snapshot':
+                    by_call.setdefault(cp.tool_call_id, cp.id)
+        for call in calls:
+            if (checkpoint_id := by_call.get(call.tool_call_id)) is not None:
                 result = self.restore(checkpoint_id, exact=exact)
                 return Rewind(kept, result.checkpoint, result)
         return Rewind(kept, None, None)
+
+
+def _call_deciders() -> list[type[AbstractCapability[Any]]]:
+    """The pydantic-ai-harness capabilities that decide whether a call runs (those installed)."""
+    found: list[type[AbstractCapability[Any]]] = []
+    try:
+        from pydantic_ai_harness.guardrails import ToolGuardrail
+
+        found.append(ToolGuardrail)
+    except ImportError:  # pragma: no cover - harness optional
+        pass
+    try:
+        from pydantic_ai_harness.tool_call_judge import ToolCallJudge
+
+        found.append(ToolCallJudge)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from pydantic_ai_harness.prompt_injection_defender import PromptInjectionDefender
+
+        found.append(PromptInjectionDefender)
+    except ImportError:  # pragma: no cover
+        pass
+    return found
 
 
 def _attach(result: Any, checkpoint_id: str) -> Any:
