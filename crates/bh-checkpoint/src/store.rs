@@ -204,6 +204,19 @@ impl Store {
         }
     }
 
+    /// The project [`open_in`](Self::open_in) would open for `dir`: the
+    /// enclosing Git repository's top level, else `dir` itself (canonical).
+    pub fn project_of(runner: &GitRunner, dir: &Path) -> Result<PathBuf> {
+        let real = fs::canonicalize(dir).map_err(|e| CheckpointError::BadProject {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Ok(match user_facts(runner, &real) {
+            (Some((top, _)), _) => top,
+            (None, _) => real,
+        })
+    }
+
     /// Like [`open_in`](Self::open_in), but only a store that already exists:
     /// `Ok(None)` when the project has none (nothing is created). For readers
     /// such as completion that must not leave a store behind.

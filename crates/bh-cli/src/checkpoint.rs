@@ -196,7 +196,8 @@ pub(crate) fn checkpoint_error(err: CheckpointError) -> CliError {
 
 /// `checkpoint list` where no store exists yet: nothing to list, nothing made.
 fn no_store(ctx: &Ctx) -> Result<(), CliError> {
-    let dir = fs_err::canonicalize(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone());
+    // The project a snapshot here would protect (the repository's top, not the cwd).
+    let dir = Store::project_of(&ctx.git(), &ctx.cwd).map_err(checkpoint_error)?;
     if ctx.json {
         return print_json(&json!({
             "project": dir.to_string_lossy(),

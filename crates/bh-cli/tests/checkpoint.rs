@@ -1445,6 +1445,34 @@ fn list_where_no_store_exists_creates_none() {
         let doc = env.json(&["checkpoint", "list"]);
         assert_eq!(doc["checkpoints"], serde_json::json!([]));
         assert_eq!(doc["store"], Value::Null);
+        // The project named is the one a snapshot would protect: from a
+        // subfolder of a repository, its top.
+        assert_eq!(
+            doc["project"],
+            fs::canonicalize(&env.project).unwrap().to_str().unwrap()
+        );
+        fs::create_dir_all(env.project.join("sub")).unwrap();
+        let out = env
+            .bh()
+            .args(["checkpoint", "list"])
+            .current_dir(env.project.join("sub"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let in_sub = env.project.join("sub");
+        let shown = if env.project.join(".git").exists() {
+            &env.project
+        } else {
+            &in_sub
+        };
+        assert!(
+            text.starts_with(&format!(
+                "0 checkpoints of {} (",
+                fs::canonicalize(shown).unwrap().display()
+            )),
+            "{text}"
+        );
+        fs::remove_dir(env.project.join("sub")).unwrap();
         let after = env.state.exists().then(|| walk_names(&env.state));
         assert_eq!(before, after, "checkpoint list wrote into the state folder");
         assert!(!env.state.join("checkpoints").exists());
