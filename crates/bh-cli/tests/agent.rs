@@ -772,10 +772,15 @@ fn sigterm_ends_the_interactive_agent_as_ctrl_c_twice_does() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"go\n").unwrap();
     stdin.flush().unwrap();
-    // Once the answer streams, the turn is running: terminate bh.
+    // Once the answer streams ("abc…" on stdout), the turn is running:
+    // terminate bh.
     let mut stdout = child.stdout.take().unwrap();
-    let mut first = [0u8; 1];
-    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    let mut seen = Vec::new();
+    while !seen.windows(3).any(|w| w == b"abc") {
+        let mut byte = [0u8; 1];
+        std::io::Read::read_exact(&mut stdout, &mut byte).unwrap();
+        seen.push(byte[0]);
+    }
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

@@ -32,6 +32,8 @@ struct CtrlC {
     /// A `/worktree` move is running: the second press waits for it to be
     /// undone (its prepared session deleted) before exiting; a third exits.
     moving: bool,
+    /// Exit once the running turn or move has ended (a second press during
+    /// a move, or SIGTERM/SIGHUP).
     exit_after_move: bool,
 }
 
@@ -67,7 +69,8 @@ impl CtrlC {
         self.moving = moving;
     }
 
-    /// Back at the prompt; whether a press during a move asked to exit.
+    /// Back at the prompt; whether a press during a move, or SIGTERM/SIGHUP
+    /// during a turn or move, asked to exit.
     fn end(&mut self) -> bool {
         self.turn = None;
         self.presses = 0;
@@ -153,16 +156,25 @@ pub(super) async fn run(live: &mut Live, ctx: &Ctx, args: &AgentArgs) -> Result<
             loop {
                 let stop = signals.recv().await;
                 let Ok(mut st) = state.lock() else { return };
-                // SIGTERM and SIGHUP (killed, the terminal gone) count as
-                // both presses: the turn is aborted and the REPL exits.
-                st.presses += if stop == crate::signals::Stop::Interrupt {
-                    1
-                } else {
-                    if let Some(t) = &st.turn {
-                        t.cancel();
+                // SIGTERM and SIGHUP (killed, the terminal gone): a running
+                // turn or move is aborted and the REPL exits once it has
+                // ended (the aborted turn recorded, the move undone); at
+                // the prompt it exits at once.
+                if stop != crate::signals::Stop::Interrupt {
+                    match &st.turn {
+                        Some(t) => {
+                            t.cancel();
+                            st.exit_after_move = true;
+                            eprintln!("\n(stopping: aborting, then exiting)");
+                        }
+                        None => {
+                            eprintln!();
+                            quit.cancel();
+                        }
                     }
-                    2
-                };
+                    continue;
+                }
+                st.presses += 1;
                 match &st.turn {
                     _ if st.presses == 2 && st.moving => {
                         st.exit_after_move = true;
@@ -302,9 +314,7 @@ async fn repl(
             () = quit.cancelled() => return Err(interrupted()),
             r = agent.run(line, &cancel, &mut sink) => r,
         };
-        if let Ok(mut st) = state.lock() {
-            st.end();
-        }
+        let exit = state.lock().map(|mut st| st.end()).unwrap_or(false);
         println!();
         match result {
             Ok(out) => {
@@ -313,6 +323,9 @@ async fn repl(
                 }
             }
             Err(e) => return Err(CliError::internal(e)),
+        }
+        if exit {
+            return Err(interrupted());
         }
     }
     eprintln!("session: {}", live.agent().session_path().display());
