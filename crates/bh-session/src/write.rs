@@ -395,3 +395,85 @@ impl SessionWriter {
 pub fn select_leaf(path: &Path, target_id: &str) -> Result<String> {
     SessionWriter::open(path)?.select_leaf(target_id)
 }
+
+/// Appends `lines` (whole entry lines, each ending in `\n`) to the session
+/// file at `path` in one write, under its append lock, only when the file is
+/// exactly `expected_len` bytes long and ends in a newline — that is, when
+/// nobody appended since the caller read it. `Ok(false)`: it changed, and
+/// nothing was written.
+pub fn extend_if_unchanged(path: &Path, expected_len: u64, lines: &[u8]) -> Result<bool> {
+    if !lines.is_empty() && !lines.ends_with(b"\n") {
+        return Err(SessionError::Argument(
+            "lines to append must end in a newline".to_owned(),
+        ));
+    }
+    let io = |e| SessionError::io(path, e);
+    let mut f = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(path)
+        .map_err(io)?;
+    same_regular_file(&f, path)?;
+    f.lock().map_err(io)?;
+    let result = (|| {
+        let len = f.metadata().map_err(io)?.len();
+        if len != expected_len || len == 0 {
+            return Ok(false);
+        }
+        let mut last = [0u8; 1];
+        f.read_exact_at(&mut last, len - 1).map_err(io)?;
+        if last[0] != b'\n' {
+            return Ok(false);
+        }
+        f.write_all(lines).map_err(io)?;
+        Ok(true)
+    })();
+    let unlock = f.unlock().map_err(io);
+    let done = result?;
+    unlock?;
+    Ok(done)
+}
+
+/// Cuts the session file at `path` back to `back_to` bytes, under its append
+/// lock, only when it is exactly `expected_len` long (nothing was appended
+/// after the caller's own writes). `Ok(false)`: it changed, and it is left
+/// as it is.
+pub fn truncate_if_unchanged(path: &Path, expected_len: u64, back_to: u64) -> Result<bool> {
+    let io = |e| SessionError::io(path, e);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io)?;
+    same_regular_file(&f, path)?;
+    f.lock().map_err(io)?;
+    let result = (|| {
+        let len = f.metadata().map_err(io)?.len();
+        if len != expected_len || back_to > len {
+            return Ok(false);
+        }
+        f.set_len(back_to).map_err(io)?;
+        Ok(true)
+    })();
+    let unlock = f.unlock().map_err(io);
+    let done = result?;
+    unlock?;
+    Ok(done)
+}
+
+/// Refuses `path` unless it is a regular file itself (not a symlink to one)
+/// and `f` is that file: the in-place edits above never follow a link
+/// planted where the session was.
+fn same_regular_file(f: &File, path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let io = |e| SessionError::io(path, e);
+    let link = fs_err::symlink_metadata(path).map_err(io)?;
+    let open = f.metadata().map_err(io)?;
+    if !link.file_type().is_file() || link.dev() != open.dev() || link.ino() != open.ino() {
+        return Err(SessionError::io(
+            path,
+            std::io::Error::other("not a regular file (a symlink or a special file)"),
+        ));
+    }
+    Ok(())
+}

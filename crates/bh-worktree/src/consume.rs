@@ -30,10 +30,9 @@ use bh_session::{Session, SessionWriter};
 use fs_err as fs;
 use serde_json::json;
 
-use crate::enter::{
-    ConsumeOutcome, Handoff, ORIENTATION_TYPE, VERIFICATION_TYPE, handoff_path, sibling,
-};
+use crate::enter::{ConsumeOutcome, ORIENTATION_TYPE, VERIFICATION_TYPE};
 use crate::error::{Result, WorktreeError};
+use crate::handoff::{Handoff, handoff_path, sibling};
 use crate::list::same_path;
 use crate::receipt::{RECORD_CAP, Receipt, State, file_sha256, read_regular};
 

@@ -10,11 +10,12 @@ use bh_session::{
     ForkOptions, ForkTarget, Session, SessionWriter, fork, new_session_id, now_iso,
     session_dir_for_cwd,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 
 use crate::claim::Claim;
 use crate::error::{Result, WorktreeError};
+use crate::handoff::{Handoff, Resumed, handoff_path};
 use crate::list::{same_path, short_branch};
 use crate::project::{Project, validate_name};
 use crate::receipt::{Receipt, State, file_sha256};
@@ -43,6 +44,38 @@ pub struct EnterOptions {
     pub unflushed: Vec<serde_json::Value>,
 }
 
+/// What a move put in the target session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Carry {
+    /// A fork holding the whole tree.
+    WholeTree,
+    /// A fork holding the path to the chosen entry.
+    FromEntry,
+    /// A new session (the source held no entries).
+    Empty,
+    /// The session's earlier file in the target checkout, extended in place
+    /// (a round trip: into a worktree and back, or back into it again).
+    Resumed,
+}
+
+impl Carry {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Carry::WholeTree => "whole-tree",
+            Carry::FromEntry => "from-entry",
+            Carry::Empty => "empty",
+            Carry::Resumed => "resumed",
+        }
+    }
+}
+
+impl std::fmt::Display for Carry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnterOutcome {
@@ -52,31 +85,11 @@ pub struct EnterOutcome {
     pub source_cwd: String,
     pub branch: Option<String>,
     pub base: Option<String>,
-    /// `whole-tree`, `from-entry` or `empty`.
-    pub carry: String,
+    pub carry: Carry,
     pub entries_carried: usize,
     pub orientation_id: String,
     pub left_behind: Vec<String>,
     pub left_behind_count: Option<u64>,
-}
-
-/// The handoff record `<target>.handoff.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Handoff {
-    pub version: u32,
-    pub operation_id: String,
-    pub name: String,
-    pub worktree: PathBuf,
-    pub common_dir: PathBuf,
-    pub target_session: PathBuf,
-    pub source_session: PathBuf,
-    pub source_cwd: String,
-    /// `None` for an unmanaged worktree.
-    pub receipt: Option<PathBuf>,
-    pub receipt_sha256: Option<String>,
-    pub orientation_id: String,
-    pub created_at: String,
 }
 
 /// What [`consume`] did.
@@ -92,51 +105,6 @@ pub enum ConsumeOutcome {
         entry_id: String,
         problems: Vec<String>,
     },
-}
-
-pub fn handoff_path(target: &Path) -> PathBuf {
-    let mut name = target.file_name().unwrap_or_default().to_owned();
-    name.push(".handoff.json");
-    target.with_file_name(name)
-}
-
-/// Deletes a prepared target session that will not be used (a cancelled or
-/// failed switch): the file, its handoff record (pending, claimed or
-/// consumed), and its session folder when that is left empty. Missing files
-/// are not an error.
-pub fn discard(target: &Path) -> Result<()> {
-    let gone = |r: std::io::Result<()>, p: &Path| match r {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WorktreeError::io(p, e)),
-        _ => Ok(()),
-    };
-    gone(fs_err::remove_file(target), target)?;
-    let Some(dir) = target.parent() else {
-        return Ok(());
-    };
-    let mut prefix = target.file_name().unwrap_or_default().to_owned();
-    prefix.push(".handoff");
-    let prefix = prefix.as_encoded_bytes().to_vec();
-    let entries = match fs_err::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(WorktreeError::io(dir, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| WorktreeError::io(dir, e))?;
-        if entry.file_name().as_encoded_bytes().starts_with(&prefix) {
-            let p = entry.path();
-            gone(fs_err::remove_file(&p), &p)?;
-        }
-    }
-    // Only succeeds when nothing else is in it.
-    let _ = fs_err::remove_dir(dir);
-    Ok(())
-}
-
-pub(crate) fn sibling(target: &Path, suffix: &str) -> PathBuf {
-    let mut name = target.file_name().unwrap_or_default().to_owned();
-    name.push(suffix);
-    target.with_file_name(name)
 }
 
 pub fn enter(runner: &GitRunner, opts: &EnterOptions) -> Result<EnterOutcome> {
@@ -324,10 +292,25 @@ fn enter_claimed(
     let source_abs = std::path::absolute(&opts.session).unwrap_or_else(|_| opts.session.clone());
     let dir = session_dir_for_cwd(&opts.agent_dir, &target_cwd);
 
-    let (target, carry, carried, expected_parent) = match &source {
-        Some(s) if !s.entries().is_empty() => {
-            let file_leaf = s.leaf().map(|e| e.id.clone());
-            let partial = opts.entry.is_some() && opts.entry != file_leaf;
+    // A whole session going back to a checkout that has its earlier file:
+    // that file is extended (crate::resume), not copied again.
+    let file_leaf = source.as_ref().and_then(|s| s.leaf().map(|e| e.id.clone()));
+    let whole = opts.entry.is_none() || opts.entry == file_leaf;
+    let resumed = match &source {
+        Some(s) if whole && !s.entries().is_empty() => {
+            resume_into(s, &source_abs, &dir, &target_cwd)?
+        }
+        _ => None,
+    };
+    let (target, carry, carried, expected_parent) = match (&source, &resumed) {
+        (Some(s), Some((path, _))) => (
+            path.clone(),
+            Carry::Resumed,
+            s.entries().len(),
+            file_leaf.clone(),
+        ),
+        (Some(s), None) if !s.entries().is_empty() => {
+            let partial = !whole;
             let forked = fork(
                 s,
                 &ForkTarget::Dir(dir.clone()),
@@ -339,10 +322,14 @@ fn enter_claimed(
                     ..ForkOptions::default()
                 },
             )?;
-            let carry = if partial { "from-entry" } else { "whole-tree" };
+            let carry = if partial {
+                Carry::FromEntry
+            } else {
+                Carry::WholeTree
+            };
             (forked.path, carry, forked.entries, forked.leaf)
         }
-        _ => {
+        (_, _) => {
             let header = SessionHeader::new(
                 new_session_id(),
                 now_iso(),
@@ -357,11 +344,21 @@ fn enter_claimed(
                     }),
             );
             let w = SessionWriter::create_in_dir(&dir, &header)?;
-            (w.path().to_path_buf(), "empty", 0, None)
+            (w.path().to_path_buf(), Carry::Empty, 0, None)
         }
     };
+    // A failed move leaves no trace: a new file goes, a resumed one is cut
+    // back to its length before the move (unless someone appended since).
+    let written_end = std::cell::Cell::new(resumed.as_ref().map(|(_, r)| r.to_len));
     let cleanup = |e: WorktreeError| {
-        let _ = fs_err::remove_file(&target);
+        match (&resumed, written_end.get()) {
+            (Some((_, r)), Some(end)) => {
+                let _ = bh_session::write::truncate_if_unchanged(&target, end, r.from_len);
+            }
+            _ => {
+                let _ = fs_err::remove_file(&target);
+            }
+        }
         e
     };
 
@@ -381,19 +378,26 @@ fn enter_claimed(
             "to": { "cwd": target_cwd, "name": name, "branch": branch, "base": base,
                     "provisioning": dest.receipt.as_ref().map(|(_, r)| r.state.as_str()).unwrap_or("unmanaged") },
             "leftBehind": { "count": left_behind_count, "paths": left_behind },
-            "carry": carry,
+            "carry": carry.as_str(),
         }),
         Move::BackToMain { disposing } => json!({
             "from": { "cwd": source_cwd, "session": source_abs, "name": name },
             "to": { "cwd": target_cwd, "main": true, "branch": branch },
             "leftBehind": { "count": left_behind_count, "paths": left_behind },
-            "carry": carry,
+            "carry": carry.as_str(),
             "disposing": disposing,
         }),
     };
     let orientation_id = (|| -> Result<String> {
         let mut w = SessionWriter::open(&target)?;
-        Ok(w.append_custom_message(ORIENTATION_TYPE, json!(text), true, Some(details))?)
+        let id = w.append_custom_message(ORIENTATION_TYPE, json!(text), true, Some(details))?;
+        if resumed.is_some() {
+            let len = fs_err::metadata(&target)
+                .map_err(|e| WorktreeError::io(&target, e))?
+                .len();
+            written_end.set(Some(len));
+        }
+        Ok(id)
     })()
     .map_err(cleanup)?;
 
@@ -421,6 +425,13 @@ fn enter_claimed(
         },
         orientation_id: orientation_id.clone(),
         created_at: jiff::Timestamp::now().to_string(),
+        resumed: match (&resumed, written_end.get()) {
+            (Some((_, r)), Some(to_len)) => Some(Resumed {
+                from_len: r.from_len,
+                to_len,
+            }),
+            _ => None,
+        },
     };
     let hpath = handoff_path(&target);
     let bytes = serde_json::to_vec_pretty(&handoff)
@@ -438,7 +449,7 @@ fn enter_claimed(
         source_cwd,
         branch,
         base,
-        carry: carry.to_owned(),
+        carry,
         entries_carried: carried,
         orientation_id,
         left_behind,
@@ -532,6 +543,33 @@ fn orientation_text(
     }
     t.push_str("Check `git status` here before redoing any work.");
     t
+}
+
+/// Extends the earlier file of `s` in `dir` with what it lacks, when there
+/// is one that qualifies (`crate::resume`): its path and lengths (`to_len`:
+/// after these lines, before the orientation).
+fn resume_into(
+    s: &Session,
+    source_abs: &Path,
+    dir: &Path,
+    target_cwd: &str,
+) -> Result<Option<(PathBuf, Resumed)>> {
+    let Some(r) = crate::resume::find(s, source_abs, dir, target_cwd) else {
+        return Ok(None);
+    };
+    let lines = crate::resume::missing_lines(s, r.have);
+    if !bh_session::write::extend_if_unchanged(&r.path, r.len, &lines)? {
+        // Written meanwhile: a new file, as for any other move.
+        return Ok(None);
+    }
+    let to_len = r.len + lines.len() as u64;
+    Ok(Some((
+        r.path,
+        Resumed {
+            from_len: r.len,
+            to_len,
+        },
+    )))
 }
 
 fn verify_target(target: &Path, cwd: &str, orientation: &str, parent: Option<&str>) -> Result<()> {

@@ -38,19 +38,22 @@ mod create;
 mod dispose;
 mod enter;
 mod error;
+mod handoff;
 mod list;
 mod project;
 mod receipt;
+mod resume;
 
 pub use claim::Claim;
 pub use consume::consume;
 pub use create::{CreateOptions, CreateOutcome, CreateProgress, create, create_with_progress};
 pub use dispose::{DisposeOptions, DisposeOutcome, IgnoredCapture, check_dispose, dispose};
 pub use enter::{
-    ConsumeOutcome, EnterOptions, EnterOutcome, Handoff, ORIENTATION_TYPE, VERIFICATION_TYPE,
-    discard, enter, enter_main, handoff_path,
+    Carry, ConsumeOutcome, EnterOptions, EnterOutcome, ORIENTATION_TYPE, VERIFICATION_TYPE, enter,
+    enter_main,
 };
 pub use error::{Result, WorktreeError};
+pub use handoff::{Handoff, Resumed, discard, handoff_path};
 pub use list::{WorktreeInfo, containing, list};
 pub use project::{Config, Project, validate_name};
 pub use receipt::{Receipt, Stage, State};

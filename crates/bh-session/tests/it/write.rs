@@ -191,3 +191,39 @@ fn select_leaf_appends_under_the_entry() {
         Err(SessionError::EntryNotFound { .. })
     ));
 }
+
+#[test]
+fn extend_and_truncate_only_when_unchanged_and_never_through_a_link() {
+    use bh_session::write::{extend_if_unchanged, truncate_if_unchanged};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let first = format!("{HEADER}\n");
+    fs_err::write(&path, &first).unwrap();
+    let len = first.len() as u64;
+    let line = b"{\"type\":\"custom\"}\n";
+
+    // Someone appended since it was read: nothing written.
+    assert!(!extend_if_unchanged(&path, len + 1, line).unwrap());
+    assert_eq!(fs_err::read(&path).unwrap(), first.as_bytes());
+    // A line without its newline is refused.
+    assert!(extend_if_unchanged(&path, len, b"{}").is_err());
+
+    assert!(extend_if_unchanged(&path, len, line).unwrap());
+    let grown = len + line.len() as u64;
+    assert_eq!(fs_err::metadata(&path).unwrap().len(), grown);
+    // Cut back only from the length the caller left.
+    assert!(!truncate_if_unchanged(&path, grown + 5, len).unwrap());
+    assert!(truncate_if_unchanged(&path, grown, len).unwrap());
+    assert_eq!(fs_err::read(&path).unwrap(), first.as_bytes());
+
+    // A symlink planted where the session was: refused, the file it points
+    // at untouched.
+    let victim = dir.path().join("victim.jsonl");
+    fs_err::write(&victim, &first).unwrap();
+    let link = dir.path().join("link.jsonl");
+    fs_err::os::unix::fs::symlink(&victim, &link).unwrap();
+    let err = extend_if_unchanged(&link, len, line).unwrap_err();
+    assert!(err.to_string().contains("link.jsonl"), "{err}");
+    assert!(truncate_if_unchanged(&link, len, 0).is_err());
+    assert_eq!(fs_err::read(&victim).unwrap(), first.as_bytes());
+}

@@ -655,7 +655,7 @@ fn enter_carries_a_complete_session_and_ends_in_one_orientation() {
         before,
         "the source is never written"
     );
-    assert_eq!(out.carry, "whole-tree");
+    assert_eq!(out.carry, bh_worktree::Carry::WholeTree);
     assert_eq!(out.left_behind_count, Some(1));
     assert_eq!(out.left_behind, vec!["left.txt"]);
     let wt = f.wt("e");
@@ -700,7 +700,7 @@ fn enter_from_an_entry_carries_the_path_to_it() {
     let before = fs::read(&src).unwrap();
     let out = enter(&f.runner(), &enter_opts(&f, "p", &src, Some(&ids[1]))).unwrap();
     assert_eq!(fs::read(&src).unwrap(), before);
-    assert_eq!(out.carry, "from-entry");
+    assert_eq!(out.carry, bh_worktree::Carry::FromEntry);
     let s = Session::load(&out.target).unwrap();
     assert!(s.is_valid());
     assert_eq!(s.entries().len(), 3);
@@ -712,7 +712,7 @@ fn enter_from_an_entry_carries_the_path_to_it() {
 
     // The file's own leaf given as the entry is the complete case.
     let out = enter(&f.runner(), &enter_opts(&f, "p", &src, Some(&ids[3]))).unwrap();
-    assert_eq!(out.carry, "whole-tree");
+    assert_eq!(out.carry, bh_worktree::Carry::WholeTree);
 
     let err = enter(&f.runner(), &enter_opts(&f, "p", &src, Some("nope0000"))).unwrap_err();
     assert!(matches!(err, WorktreeError::Session(_)), "{err}");
@@ -762,7 +762,7 @@ fn enter_with_no_entries_makes_a_valid_session_with_only_the_orientation() {
     // Header only.
     let (src, _) = source_session(&f, 0);
     let out = enter(&f.runner(), &enter_opts(&f, "z", &src, None)).unwrap();
-    assert_eq!(out.carry, "empty");
+    assert_eq!(out.carry, bh_worktree::Carry::Empty);
     let s = Session::load(&out.target).unwrap();
     assert!(s.is_valid());
     assert_eq!(s.entries().len(), 1);
@@ -964,7 +964,10 @@ fn enter_main_carries_the_session_back_with_its_own_orientation() {
     );
     assert_eq!(back.worktree, f.repo);
     assert_eq!(back.source_cwd, wt.display().to_string());
-    assert_eq!(back.carry, "whole-tree");
+    // The session's earlier file in the main checkout holds a prefix of it:
+    // extended, not copied again.
+    assert_eq!(back.carry, bh_worktree::Carry::Resumed);
+    assert_eq!(back.target, src);
     assert_eq!(back.left_behind, vec!["wip.txt"]);
     assert!(back.target.starts_with(bh_session::session_dir_for_cwd(
         &f.agent(),
@@ -976,10 +979,7 @@ fn enter_main_carries_the_session_back_with_its_own_orientation() {
         s.header().unwrap().cwd.as_deref(),
         Some(f.repo.to_str().unwrap())
     );
-    assert_eq!(
-        s.header().unwrap().parent_session.as_deref(),
-        into.target.to_str()
-    );
+    assert_eq!(s.header().unwrap().parent_session, None, "its own header");
     // One orientation per move: the way in (carried) and the way back.
     assert_eq!(orientations(&s), 2);
     let leaf = s.leaf().unwrap();
@@ -1162,4 +1162,97 @@ fn a_live_claim_is_busy_and_a_dead_creators_half_made_worktree_is_rolled_back() 
         "the half-made worktree was rolled back"
     );
     assert!(!claim.exists(), "the claim is released");
+}
+
+#[test]
+fn round_trips_extend_the_earlier_files_instead_of_copying_the_session() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("rt")).unwrap();
+    let wt = f.wt("rt");
+    let (src, _) = source_session(&f, 2);
+    let main_dir = bh_session::session_dir_for_cwd(&f.agent(), &f.repo.display().to_string());
+    let wt_dir = bh_session::session_dir_for_cwd(&f.agent(), &wt.display().to_string());
+    let sessions = || {
+        let mut v: Vec<PathBuf> = [&main_dir, &wt_dir]
+            .iter()
+            .flat_map(|d| fs::read_dir(d).into_iter().flatten())
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        v.sort();
+        v
+    };
+    let mut here = src.clone();
+    let mut files_after_first = None;
+    for round in 0..3 {
+        let into = enter(&f.runner(), &enter_opts(&f, "rt", &here, None)).unwrap();
+        consume(&f.runner(), &into.target).unwrap();
+        SessionWriter::open(&into.target)
+            .unwrap()
+            .append_message(&json!({"role": "user", "content": format!("in the worktree {round}"), "timestamp": 1_700_000_001_000u64}))
+            .unwrap();
+        let mut o = enter_opts(&f, "rt", &into.target, None);
+        o.cwd = wt.clone();
+        let back = enter_main(&f.runner(), &o, false).unwrap();
+        consume(&f.runner(), &back.target).unwrap();
+        assert_eq!(back.target, src, "round {round}: back into the first file");
+        assert_eq!(back.carry, bh_worktree::Carry::Resumed);
+        if round == 0 {
+            files_after_first = Some(sessions());
+        } else {
+            assert_eq!(into.carry, bh_worktree::Carry::Resumed, "round {round}");
+            assert_eq!(
+                Some(sessions()),
+                files_after_first,
+                "round {round}: no new file"
+            );
+        }
+        here = back.target;
+    }
+    // One file per checkout, each a valid session whose leaf is the last move.
+    assert_eq!(files_after_first.unwrap().len(), 2);
+    let s = Session::load(&src).unwrap();
+    assert!(s.is_valid());
+    assert_eq!(orientations(&s), 6, "three round trips, two moves each");
+    let ctx = s.context(None).unwrap();
+    let texts: Vec<String> = ctx.messages.iter().map(|m| format!("{m:?}")).collect();
+    assert!(
+        texts.iter().any(|t| t.contains("in the worktree 2")),
+        "{texts:?}"
+    );
+}
+
+#[test]
+fn an_earlier_file_written_since_is_not_extended_and_a_discard_cuts_back() {
+    let f = fx();
+    create(&f.runner(), &f.create_opts("w")).unwrap();
+    let wt = f.wt("w");
+    let (src, _) = source_session(&f, 2);
+    let into = enter(&f.runner(), &enter_opts(&f, "w", &src, None)).unwrap();
+    consume(&f.runner(), &into.target).unwrap();
+    let mut o = enter_opts(&f, "w", &into.target, None);
+    o.cwd = wt.clone();
+
+    // A resumed move that is discarded leaves the earlier file as it was and
+    // keeps nothing of the move.
+    let before = fs::read(&src).unwrap();
+    let back = enter_main(&f.runner(), &o, false).unwrap();
+    assert_eq!(back.target, src);
+    assert!(fs::read(&src).unwrap().len() > before.len());
+    discard(&back.target).unwrap();
+    assert_eq!(fs::read(&src).unwrap(), before, "cut back to what it was");
+    assert!(!handoff_path(&src).exists());
+    assert!(src.exists(), "never deleted");
+
+    // Someone wrote to the earlier file after the session left it: it is not
+    // a prefix any more, so the move makes a new file and leaves it alone.
+    SessionWriter::open(&src)
+        .unwrap()
+        .append_message(&json!({"role": "user", "content": "another Pi went on here", "timestamp": 1_700_000_002_000u64}))
+        .unwrap();
+    let written = fs::read(&src).unwrap();
+    let back = enter_main(&f.runner(), &o, false).unwrap();
+    assert_eq!(back.carry, bh_worktree::Carry::WholeTree);
+    assert_ne!(back.target, src);
+    assert_eq!(fs::read(&src).unwrap(), written);
 }
