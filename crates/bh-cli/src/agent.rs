@@ -54,7 +54,7 @@ mod rewind;
 mod switch;
 
 pub use args::AgentArgs;
-pub(crate) use provider::{build_provider, config_file};
+pub(crate) use provider::{build_provider, build_provider_with, config_file};
 use render::Printer;
 
 pub(crate) fn session_error(e: bh_session::SessionError) -> CliError {

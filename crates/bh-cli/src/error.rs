@@ -64,6 +64,33 @@ pub mod exec_code {
             "a field that steers the run fails its re-check (output ref, tools, limits, prompt digest, ids, repository identity)",
         ),
     ];
+
+    /// `exec run --plans … --index I` and `exec batch`: an index out of range,
+    /// a ref taken, a bad manifest; 75 is the one code worth retrying.
+    pub const INDEX_OUT_OF_RANGE: u8 = 28;
+    pub const REF_TAKEN: u8 = 29;
+    pub const MANIFEST_INVALID: u8 = 30;
+    pub const TEMPFAIL: u8 = bh_exec::EXIT_TEMPFAIL;
+
+    /// The batch codes with what they mean, for `--help` and the docs.
+    pub const BATCH: [(u8, &str); 4] = [
+        (
+            INDEX_OUT_OF_RANGE,
+            "permanent: --index names no plan of the manifest",
+        ),
+        (
+            REF_TAKEN,
+            "permanent: the output ref (here or on the --publish remote) holds a commit that is not this plan's result",
+        ),
+        (
+            MANIFEST_INVALID,
+            "permanent: the manifest (directory or file) cannot be read",
+        ),
+        (
+            TEMPFAIL,
+            "transient (EX_TEMPFAIL), retry later: provider 5xx/408/409/429, network, SIGTERM (preemption), a failed push",
+        ),
+    ];
 }
 
 /// The exit code of a command whose stdout reader went away (`bh … | head`).
@@ -160,6 +187,9 @@ pub fn exit_code_rows(executor: bool) -> Vec<(u8, String)> {
     if executor {
         for (code, meaning) in exec_code::ALL {
             rows.push((code, format!("tampered: {meaning}")));
+        }
+        for (code, meaning) in exec_code::BATCH {
+            rows.push((code, meaning.to_owned()));
         }
     }
     rows.push((

@@ -15,8 +15,10 @@ use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind, exec_code, print_json};
 use crate::units::parse_duration;
 
+mod batch;
 mod checks;
 pub(crate) mod ids;
+mod index;
 mod views;
 
 #[derive(Subcommand, Debug)]
@@ -75,10 +77,13 @@ pub enum ExecCmd {
     /// Run a plan: re-check it, continue the session in a detached worktree at
     /// the base with exactly read, ls, edit and write, and commit the result
     /// with one parent and provenance trailers under the plan's ref.
+    #[command(after_long_help = index::RUN_HELP)]
     Run {
         /// The plan file `bh exec plan` wrote.
-        #[arg(long, value_name = "PLAN")]
-        plan: PathBuf,
+        #[arg(long, value_name = "PLAN", required_unless_present = "plans")]
+        plan: Option<PathBuf>,
+        #[command(flatten)]
+        indexed: index::IndexArgs,
         /// Really run (without it: a dry run that says what would happen and exits 0).
         #[arg(long)]
         yes: bool,
@@ -97,6 +102,11 @@ pub enum ExecCmd {
         #[arg(long)]
         allow_invisible: bool,
     },
+    /// Run every plan of a directory or manifest, --jobs N at a time, each
+    /// through `exec run --plans … --index I`; resume skips what is done.
+    /// Or print the indices to resubmit, or an engine's recipe (--emit).
+    #[command(after_long_help = index::RUN_HELP)]
+    Batch(batch::BatchArgs),
     /// Remove what crashed executions left behind (only what the executor made).
     Gc {
         /// The repository (default: the current directory, see `-C`).
@@ -312,7 +322,18 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             keep_worktree,
             trust_plan,
             allow_invisible,
+            indexed,
         } => {
+            let Some(plan) = plan else {
+                let flags = index::RunFlags {
+                    yes,
+                    base_url: base_url.as_deref(),
+                    keep_worktree,
+                    trust_plan,
+                    allow_invisible,
+                };
+                return index::run(ctx, &indexed, &flags);
+            };
             let path = ctx.cwd.join(plan);
             let (key, foreign) = trust(ctx, trust_plan)?;
             let checked = verify_plan(
@@ -443,6 +464,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             println!("{} leftover execution worktree(s) removed", removed.len());
             Ok(())
         }
+        ExecCmd::Batch(args) => batch::run(ctx, &args),
         ExecCmd::List => views::list(ctx),
         ExecCmd::Show {
             id,

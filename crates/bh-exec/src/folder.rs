@@ -1,5 +1,5 @@
 //! The execution folder `<state>/executions/<id>/` (0700): `plan.json` (the
-//! plan as run), `owner` (`<pid> <start time>` of the running process),
+//! plan as run), `owner` (`<pid> <start time> <host>` of the running process),
 //! `run.log`, `session.jsonl` (the forked session), `worktree/` (the detached
 //! worktree, removed at the end unless kept), `index` (the private index,
 //! removed), `partial.patch` (a stopped run's change), `kept` (why a failure
@@ -135,10 +135,7 @@ pub fn gc(
         let finished = exec_dir.join("result.json").exists() || exec_dir.join(KEPT_FILE).exists();
         let running = fs::read_to_string(exec_dir.join("owner"))
             .ok()
-            .and_then(|o| {
-                let pid: u32 = o.split_whitespace().next()?.parse().ok()?;
-                Some(owner_stamp(pid).as_deref() == Some(o.as_str()))
-            })
+            .and_then(|o| owner_running(&o))
             .unwrap_or(false);
         if ours && inside && !finished && !running {
             let _ = repo.worktree_unlock(&wt.path);
@@ -149,9 +146,25 @@ pub fn gc(
     Ok(removed)
 }
 
-/// `"<pid> <start time>"` of a live process (start time from `/proc`, so a
-/// reused pid does not look like the original owner).
+/// `"<pid> <start time> <host>"` of a live process (start time from
+/// `/proc`, so a reused pid does not look like the original owner; the host
+/// so a state directory shared by several machines, e.g. the workers of a
+/// Slurm array on shared storage, never judges another machine's pid).
 fn owner_stamp(pid: u32) -> Option<String> {
     let start = bh_sandbox::process_start_time(pid)?;
-    Some(format!("{pid} {start}"))
+    Some(format!("{pid} {start} {}", crate::receipt::host_name()))
+}
+
+/// Whether the owner stamp names a live process; one of another host
+/// counts as live (it is not this machine's to collect). `None`: not a stamp.
+fn owner_running(stamp: &str) -> Option<bool> {
+    let mut f = stamp.split_whitespace();
+    let pid: u32 = f.next()?.parse().ok()?;
+    let start = f.next()?;
+    if f.next()
+        .is_some_and(|host| host != crate::receipt::host_name())
+    {
+        return Some(true);
+    }
+    Some(bh_sandbox::process_start_time(pid).is_some_and(|now| now.to_string() == start))
 }

@@ -25,17 +25,24 @@
 // event, a report) that the CLI shows. A guard, not a habit.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod batch_error;
 mod commit;
+pub mod emit;
 mod error;
 mod filters;
 mod folder;
 mod ids;
 mod key;
 mod list;
+mod manifest;
+mod outcome;
 mod plan;
+mod publish;
+mod receipt;
 mod run;
 mod verify;
 
+pub use batch_error::BatchError;
 pub use commit::{IDENTITY_EMAIL, IDENTITY_NAME, TRAILER_KEYS, Trailers, commit_message};
 pub use error::ExecError;
 pub use folder::{EXECUTIONS_DIR, Execution, gc};
@@ -45,10 +52,16 @@ pub use list::{
     ChangeFacts, ExecStatus, ExecutionRecord, FileStat, StoredResult, change_facts,
     list_executions, read_execution,
 };
+pub use manifest::{Manifest, RECEIPTS_DIR};
+pub use outcome::{EXIT_TEMPFAIL, Verdict, is_transient_reason, verdict};
 pub use plan::{
     BaseRecord, EXECUTOR_TOOLS, Limits, MAX_TIMEOUT_SECS, MAX_TOOL_CALLS, OUTPUT_REF_PREFIX,
     PLAN_VERSION, Plan, PlanMac, PlanRequest, PromptRecord, RepoRecord, SessionRecord, make_plan,
     read_session, write_plan,
+};
+pub use publish::{RefHolds, is_plan_result, local_ref, publish, remote_ref};
+pub use receipt::{
+    Receipt, ReceiptState, host_name, read_receipt, receipt_path, retry_indices, write_receipt,
 };
 pub use run::{
     RunProgress, RunResult, RunSetup, RunState, StopReason, run_plan, run_plan_with_progress,
