@@ -1939,3 +1939,34 @@ fn the_agents_bash_cannot_read_the_plan_key_or_credential_stores() {
         "PLAN-KEY-SECRET"
     );
 }
+
+/// Commits from the sandbox (issue 27 item 1): in the default
+/// `workspace-write` sandbox the agent's `git add` + `git commit` land on the
+/// branch it is on, while a hook it plants and another branch it moves do
+/// not; the tool result says which is which.
+#[test]
+fn the_agent_commits_from_its_sandbox_but_cannot_plant_hooks_or_move_other_branches() {
+    let env = env();
+    git(&env.repo, &["branch", "release"]);
+    let release = git(&env.repo, &["rev-parse", "release"]);
+    let script = r#"{"toolCalls": [{"name": "bash", "arguments": {"command": "echo new > new.txt && git add new.txt && git -c user.name=agent -c user.email=a@x commit -qm 'agent work' && echo '#!/bin/sh' > .git/hooks/post-commit && git branch -f release HEAD; echo done"}}]}
+{"text": "committed"}
+"#;
+    fs_err::write(env.root.join("commit.jsonl"), script).unwrap();
+    let (code, lines, err) = env.agent_json(&["--script", "../commit.jsonl", "-p", "go"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        git(&env.repo, &["log", "-1", "--format=%s"]),
+        "agent work\n"
+    );
+    assert_eq!(git(&env.repo, &["status", "--porcelain"]), "");
+    assert_eq!(git(&env.repo, &["rev-parse", "release"]), release);
+    assert!(!env.repo.join(".git/hooks/post-commit").exists());
+    let result = lines
+        .iter()
+        .find(|l| l["type"] == "tool_execution_end")
+        .unwrap();
+    let text = result["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("[git: refs/heads/"), "{text}");
+    assert!(text.contains("[git: refused refs/heads/release"), "{text}");
+}

@@ -34,6 +34,7 @@ fn main() {
         private_tmp: true,
         network: true,
         hidden: Vec::new(),
+        overlays: Vec::new(),
     };
     let no_net = Policy {
         network: false,

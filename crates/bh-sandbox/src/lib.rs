@@ -66,6 +66,25 @@ pub struct Policy {
     /// folder is covered by an empty read-only tmpfs, an existing file by
     /// `/dev/null`. Missing ones are skipped (nothing to read).
     pub hidden: Vec<PathBuf>,
+    /// Folders the command sees writable while the real one stays untouched:
+    /// an overlay mount (the real folder its read-only lower layer, writes
+    /// into `upper`), mounted first, so binds of the paths around it carry
+    /// it. A target also listed in [`Policy::read_only`] is overlaid, not
+    /// bound read-only: the overlay is what keeps it unwritten. The caller
+    /// reads `upper` after the command and decides what, if anything, to
+    /// take from it (bash's git broker).
+    pub overlays: Vec<Overlay>,
+}
+
+/// One overlay of [`Policy::overlays`].
+#[derive(Debug, Clone)]
+pub struct Overlay {
+    /// The folder overlaid (its own lower layer).
+    pub target: PathBuf,
+    /// An empty folder that receives every write (never visible inside).
+    pub upper: PathBuf,
+    /// An empty folder on the same file system as `upper`, for the kernel.
+    pub work: PathBuf,
 }
 
 /// What is in force, and what the kernel could not enforce.
@@ -80,6 +99,9 @@ pub struct Report {
     /// The paths covered over ([`Policy::hidden`] that exist).
     #[serde(default)]
     pub hidden: Vec<PathBuf>,
+    /// The overlaid folders ([`Policy::overlays`]).
+    #[serde(default)]
+    pub overlays: Vec<PathBuf>,
     pub not_enforced: Vec<String>,
 }
 
@@ -107,6 +129,8 @@ pub enum SandboxError {
     },
     #[error("cannot grant writes to {path}: it {why}")]
     Grant { path: String, why: String },
+    #[error("cannot overlay {path}: {why}")]
+    Overlay { path: String, why: String },
     #[error("cannot start {program}: {source}")]
     Spawn {
         program: String,
@@ -172,6 +196,49 @@ fn c(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).unwrap_or_default()
 }
 
+/// Each overlay's canonical target and its mount options
+/// (`lowerdir=T,upperdir=U,workdir=W,userxattr`: the user namespace's
+/// overlay keeps its metadata in `user.` attributes).
+fn overlays(policy: &Policy) -> Result<Vec<(PathBuf, CString)>, SandboxError> {
+    let mut out = Vec::new();
+    for o in &policy.overlays {
+        let bad = |why: &str| SandboxError::Overlay {
+            path: o.target.display().to_string(),
+            why: why.to_owned(),
+        };
+        let real = |p: &Path, what: &str| -> Result<PathBuf, SandboxError> {
+            let r = fs_err::canonicalize(p).map_err(|e| bad(&format!("{what}: {e}")))?;
+            if !r.is_dir() {
+                return Err(bad(&format!("{what} {} is not a folder", r.display())));
+            }
+            // The options string separates with ',' and layers with ':'.
+            if r.as_os_str()
+                .as_bytes()
+                .iter()
+                .any(|b| matches!(b, b',' | b':' | b'\\'))
+            {
+                return Err(bad(&format!(
+                    "{what} {} holds ',', ':' or '\\', which overlay options cannot carry",
+                    r.display()
+                )));
+            }
+            Ok(r)
+        };
+        let target = real(&o.target, "the folder")?;
+        let upper = real(&o.upper, "the upper folder")?;
+        let work = real(&o.work, "the work folder")?;
+        let mut opts = b"lowerdir=".to_vec();
+        opts.extend_from_slice(target.as_os_str().as_bytes());
+        opts.extend_from_slice(b",upperdir=");
+        opts.extend_from_slice(upper.as_os_str().as_bytes());
+        opts.extend_from_slice(b",workdir=");
+        opts.extend_from_slice(work.as_os_str().as_bytes());
+        opts.extend_from_slice(b",userxattr");
+        out.push((target, CString::new(opts).unwrap_or_default()));
+    }
+    Ok(out)
+}
+
 impl Sandbox {
     /// Resolves the policy's paths and prepares everything the child needs.
     /// `cwd` is where the command starts (re-entered inside the sandbox).
@@ -212,6 +279,8 @@ impl Sandbox {
                 Err(_) => {}
             }
         }
+        let overlays = overlays(policy)?;
+        read_only.retain(|r| !overlays.iter().any(|(t, _)| t == r));
         read_only.sort();
         read_only.dedup();
         if let Some(w) = writable.iter().find(|w| read_only.contains(w)) {
@@ -219,6 +288,14 @@ impl Sandbox {
                 path: w.display().to_string(),
                 why: "is a protected path (it stays read-only)".into(),
             });
+        }
+        // An overlaid folder is writable inside (its writes go to upper):
+        // Landlock grants it and the private /tmp carries it like any
+        // writable root, wherever it lies (a linked worktree's common dir).
+        for (t, _) in &overlays {
+            if !writable.contains(t) {
+                writable.push(t.clone());
+            }
         }
         let cwd = resolve("working folder", cwd)?;
         let tmp = fs_err::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"));
@@ -342,6 +419,7 @@ impl Sandbox {
             writable: writable.clone(),
             read_only: read_only.clone(),
             hidden: hidden.iter().map(|(p, _)| p.clone()).collect(),
+            overlays: overlays.iter().map(|(t, _)| t.clone()).collect(),
             not_enforced,
         };
         let inside = |p: &PathBuf, q: &PathBuf| p != q && p.starts_with(q);
@@ -373,6 +451,7 @@ impl Sandbox {
             tmp_binds,
             read_only: read_only.iter().map(|p| c(p)).collect(),
             hidden: hidden.iter().map(|(p, is_dir)| (c(p), *is_dir)).collect(),
+            overlays: overlays.iter().map(|(t, o)| (c(t), o.clone())).collect(),
             cwd: c(&cwd),
             landlock: Some(sys::Landlock {
                 abi,
@@ -462,6 +541,10 @@ fn describe(step: sys::Step) -> (&'static str, &'static str) {
             "the kernel needs the new mount API (Linux 5.2+)",
         ),
         MountTmp => ("mount a private tmpfs on /tmp", ns),
+        Overlay => (
+            "mount a writable overlay over the git dir (overlayfs in a user namespace)",
+            "the kernel needs unprivileged overlayfs (Linux 5.11+) and user xattrs on the upper folder's file system",
+        ),
         Hide => (
             "cover a hidden path (an empty tmpfs or /dev/null bound over it)",
             "the kernel refused the mount",

@@ -72,6 +72,7 @@ pub(crate) enum Step {
     Capabilities = 14,
     Seccomp = 15,
     Hide = 16,
+    Overlay = 17,
 }
 
 impl Step {
@@ -94,6 +95,7 @@ impl Step {
             Capabilities,
             Seccomp,
             Hide,
+            Overlay,
         ]
         .into_iter()
         .find(|s| *s as i32 == b)
@@ -140,6 +142,9 @@ pub(crate) struct Plan {
     /// Paths covered last (`true`: a folder, by an empty read-only tmpfs;
     /// `false`: a file, by `/dev/null`).
     pub hidden: Vec<(CString, bool)>,
+    /// `(target, options)`: overlay mounts made first (see
+    /// `crate::Policy::overlays`).
+    pub overlays: Vec<(CString, CString)>,
     pub cwd: CString,
     pub landlock: Option<Landlock>,
     /// The seccomp program (see `crate::seccomp`), installed last.
@@ -321,6 +326,23 @@ fn intermediate(plan: &mut Plan) -> io::Result<()> {
         ) != 0
         {
             return Err(fail(step, Step::MountPrivate));
+        }
+    }
+    // Overlays first, in the host's view of the paths: the clones below
+    // (the private /tmp's binds) are recursive and carry them.
+    for (target, opts) in &plan.overlays {
+        // SAFETY: mount(2) with parent-prepared NUL-terminated strings.
+        let ok = unsafe {
+            libc::mount(
+                cptr(b"overlay\0"),
+                target.as_ptr(),
+                cptr(b"overlay\0"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                opts.as_ptr().cast::<c_void>(),
+            ) == 0
+        };
+        if !ok {
+            return Err(fail(step, Step::Overlay));
         }
     }
     if plan.private_tmp {

@@ -153,6 +153,7 @@ fn a_writable_root_inside_a_read_only_folder_stays_writable() {
         private_tmp: true,
         network: true,
         hidden: Vec::new(),
+        overlays: Vec::new(),
     };
     let r = run(
         &pol,

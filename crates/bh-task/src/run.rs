@@ -334,6 +334,7 @@ pub fn run_task(
             private_tmp: true,
             network: s.network,
             hidden: s.hidden.clone(),
+            overlays: Vec::new(),
         };
         Ok(Some(bh_sandbox::Sandbox::new(&policy, &dir)?))
     };

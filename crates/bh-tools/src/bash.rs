@@ -222,12 +222,15 @@ impl Shell {
 #[path = "bash_gitdirs.rs"]
 mod gitdirs;
 
-/// The policy for one command, or `None` when the sandbox is off.
+use crate::git_broker::GitOverlay;
+
+/// The policy for one command, or `None` when the sandbox is off; and the
+/// git dir's overlay when commits from the sandbox are on.
 fn sandbox_for(
     root: &std::path::Path,
     sb: &BashSandbox,
     runner: &bh_git::GitRunner,
-) -> Result<Option<bh_sandbox::Sandbox>, String> {
+) -> Result<Option<(bh_sandbox::Sandbox, Option<GitOverlay>)>, String> {
     let mut policy = bh_sandbox::Policy {
         writable: sb.allow_write.clone(),
         read_only: sb.protected.clone(),
@@ -235,17 +238,36 @@ fn sandbox_for(
         private_tmp: true,
         network: sb.network,
         hidden: sb.hidden.clone(),
+        overlays: Vec::new(),
     };
+    let cannot = |e: &dyn std::fmt::Display| format!("Cannot sandbox bash: {e}");
+    let mut overlay = None;
     match sb.mode {
         SandboxMode::Off => return Ok(None),
         SandboxMode::ReadOnly => {}
-        SandboxMode::WorkspaceWrite => policy.writable.push(root.to_path_buf()),
+        SandboxMode::WorkspaceWrite => {
+            policy.writable.push(root.to_path_buf());
+            if let Some(scratch) = &sb.git_overlays {
+                overlay = GitOverlay::prepare(root, runner, scratch).map_err(|e| cannot(&e))?;
+            }
+        }
     }
-    let dirs = gitdirs::git_dirs(root, runner).map_err(|e| format!("Cannot sandbox bash: {e}"))?;
+    let mut dirs = gitdirs::git_dirs(root, runner).map_err(|e| cannot(&e))?;
+    if let Some(o) = &overlay {
+        // The overlaid git dirs are kept unwritten by the overlay, and
+        // everything inside them with it (a linked worktree's git dir
+        // lies in its common dir).
+        let targets = o.targets();
+        dirs.retain(|d| {
+            let real = fs_err::canonicalize(d).unwrap_or_else(|_| d.clone());
+            !targets.iter().any(|t| real.starts_with(t))
+        });
+        policy.overlays = o.overlays();
+    }
     policy.read_only.extend(dirs);
     bh_sandbox::Sandbox::new(&policy, root)
-        .map(Some)
-        .map_err(|e| format!("Cannot sandbox bash: {e}"))
+        .map(|s| Some((s, overlay)))
+        .map_err(|e| cannot(&e))
 }
 
 /// Partial-output updates, throttled to one per [`UPDATE_INTERVAL`].
@@ -380,7 +402,19 @@ pub fn run(
             &fallback
         }
     };
-    let sandbox = sandbox_for(root.path(), &opts.sandbox, runner)?;
+    let (sandbox, overlay) = match sandbox_for(root.path(), &opts.sandbox, runner)? {
+        Some((s, o)) => (Some(s), o),
+        None => (None, None),
+    };
+    if overlay.is_some() {
+        // No automatic gc inside: it would repack the whole store into the
+        // overlay, for nothing the broker carries over.
+        cmd.env("GIT_CONFIG_COUNT", "2")
+            .env("GIT_CONFIG_KEY_0", "gc.auto")
+            .env("GIT_CONFIG_VALUE_0", "0")
+            .env("GIT_CONFIG_KEY_1", "maintenance.auto")
+            .env("GIT_CONFIG_VALUE_1", "false");
+    }
     if sandbox.is_some() {
         cmd.env("TMPDIR", "/tmp");
     } else {
@@ -448,6 +482,10 @@ pub fn run(
         (outcome, acc)
     });
     let (tr, full_path, last_line_bytes) = acc.finish();
+    // The command's git writes, carried over as the broker allows.
+    let brokered = overlay
+        .map(|o| o.finish(runner, root.path()))
+        .filter(|b| !b.is_empty());
 
     let format = |empty: &str| -> (String, Option<Value>) {
         let mut text = if tr.content.is_empty() {
@@ -495,21 +533,37 @@ pub fn run(
             format!("{text}\n\n{status}")
         }
     };
+    let with_git = |text: String| match &brokered {
+        Some(b) => append(text, b.note()),
+        None => text,
+    };
     match outcome {
-        Outcome::Aborted => Err(append(format("").0, "Command aborted".to_string())),
+        Outcome::Aborted => Err(append(
+            with_git(format("").0),
+            "Command aborted".to_string(),
+        )),
         Outcome::TimedOut => Err(append(
-            format("").0,
+            with_git(format("").0),
             format!("Command timed out after {timeout_label} seconds"),
         )),
         Outcome::Exited(code) => {
-            let (text, details) = format("(no output)");
+            let (text, mut details) = format("(no output)");
+            let text = with_git(text);
             match code {
                 Some(c) if c != 0 => Err(append(text, format!("Command exited with code {c}"))),
-                _ => Ok(ToolResult {
-                    content: vec![ContentBlock::Text { text }],
-                    details,
-                    is_error: false,
-                }),
+                _ => {
+                    if let Some(b) = &brokered {
+                        let d = details.get_or_insert_with(|| json!({}));
+                        if let Some(obj) = d.as_object_mut() {
+                            obj.insert("git".into(), b.to_value());
+                        }
+                    }
+                    Ok(ToolResult {
+                        content: vec![ContentBlock::Text { text }],
+                        details,
+                        is_error: false,
+                    })
+                }
             }
         }
     }

@@ -29,6 +29,7 @@ pub mod confine;
 pub mod diff;
 pub mod edit_apply;
 mod file_tools;
+mod git_broker;
 mod search;
 pub mod specs;
 pub mod truncate;
@@ -281,6 +282,12 @@ pub struct BashSandbox {
     /// Paths bash must not read at all (keys, credential stores, the
     /// checkpoint servers' sockets); see `bh_sandbox::Policy::hidden`.
     pub hidden: Vec<PathBuf>,
+    /// Commits from the sandbox (`workspace-write` only): where each
+    /// command's overlay of the root's git dir is made (a folder of the
+    /// harness's, not under the root). The command then sees a writable git
+    /// dir and the broker carries its commits, branches, stash and index
+    /// over (`git_broker.rs`). `None`: the git dir stays read-only.
+    pub git_overlays: Option<PathBuf>,
 }
 
 impl Default for BashSandbox {
@@ -291,6 +298,7 @@ impl Default for BashSandbox {
             protected: Vec::new(),
             network: true,
             hidden: Vec::new(),
+            git_overlays: None,
         }
     }
 }

@@ -169,6 +169,9 @@ impl AgentArgs {
             protected: crate::task::protected_paths(ctx),
             network: !self.no_network,
             hidden: crate::task::hidden_paths(ctx),
+            // Commits from the sandbox: the git dir overlaid, the broker
+            // carries over what the agent may change (bh-tools git_broker).
+            git_overlays: Some(ctx.state_dir.join("bash-git")),
         };
         Ok(opts)
     }

@@ -3,6 +3,7 @@
 mod common;
 mod confinement;
 mod fixtures;
+mod git_broker;
 mod gitdirs;
 mod props;
 mod sandboxing;
