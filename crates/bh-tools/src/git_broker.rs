@@ -168,12 +168,14 @@ impl GitOverlay {
 
     fn broker(&self, repo: &Repo, done: &mut Brokered) {
         let changes = self.ref_changes();
-        let index_file = self.git_dir_upper.join("index");
-        let index = fs_err::symlink_metadata(&index_file)
-            .is_ok_and(|m| m.is_file())
-            .then(|| apply::index_entries(repo, &index_file));
+        let index = self
+            .in_git_dir_upper("index")
+            .filter(|f| fs_err::symlink_metadata(f).is_ok_and(|m| m.is_file()))
+            .map(|f| apply::index_entries(repo, &f));
         let stash_after = upper::has(&self.common_upper, "logs/refs/stash")
-            .then(|| upper::reflog(&self.common_upper.join("logs/refs/stash")));
+            .then(|| upper::inside(&self.common_upper, "logs/refs/stash"))
+            .flatten()
+            .map(|f| upper::reflog(&f));
         let head_after = self.head_after();
         if changes.is_empty() && index.is_none() && stash_after.is_none() && head_after.is_none() {
             return;
@@ -249,8 +251,17 @@ impl GitOverlay {
         out
     }
 
+    /// `rel` in the upper folder of the git dir, reached without a link.
+    fn in_git_dir_upper(&self, rel: &str) -> Option<PathBuf> {
+        match self.git_dir_upper.strip_prefix(&self.common_upper) {
+            Ok(under) => upper::inside(&self.common_upper, under.join(rel)),
+            // The git dir has an upper folder of its own.
+            Err(_) => upper::inside(&self.git_dir_upper, rel),
+        }
+    }
+
     fn head_after(&self) -> Option<RefVal> {
-        let file = self.git_dir_upper.join("HEAD");
+        let file = self.in_git_dir_upper("HEAD")?;
         let meta = fs_err::symlink_metadata(&file).ok()?;
         let after = meta
             .is_file()
@@ -268,7 +279,9 @@ impl GitOverlay {
 
     /// git's own reflog message for `name` in the upper folder, cleaned.
     fn git_message(&self, name: &str) -> String {
-        let msg = upper::reflog(&self.common_upper.join("logs").join(name))
+        let msg = upper::inside(&self.common_upper, Path::new("logs").join(name))
+            .map(|f| upper::reflog(&f))
+            .unwrap_or_default()
             .pop()
             .map(|(_, m)| m)
             .unwrap_or_default();

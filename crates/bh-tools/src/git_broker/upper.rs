@@ -53,10 +53,31 @@ pub(crate) fn valid_refname(name: &str) -> bool {
         })
 }
 
+/// `upper/rel` when no component of `rel` is a symbolic link (the
+/// command made the upper folder: a link there would have the broker, which
+/// is not confined, read a folder the command may not — another
+/// repository's packs, a hidden file).
+pub(crate) fn inside(upper: &Path, rel: impl AsRef<Path>) -> Option<PathBuf> {
+    let mut p = upper.to_path_buf();
+    for c in rel.as_ref().components() {
+        match c {
+            std::path::Component::Normal(n) => p.push(n),
+            _ => return None,
+        }
+        if fs_err::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            return None;
+        }
+    }
+    Some(p)
+}
+
 /// Every loose ref file (and deletion mark) under `dir/refs`, by name.
 pub(crate) fn loose_refs(dir: &Path) -> BTreeMap<String, Loose> {
     let mut out = BTreeMap::new();
-    let mut stack = vec![(dir.join("refs"), "refs".to_owned())];
+    let Some(refs) = inside(dir, "refs") else {
+        return out;
+    };
+    let mut stack = vec![(refs, "refs".to_owned())];
     while let Some((path, name)) = stack.pop() {
         let Ok(entries) = fs_err::read_dir(&path) else {
             continue;
@@ -85,7 +106,7 @@ pub(crate) fn loose_refs(dir: &Path) -> BTreeMap<String, Loose> {
 /// `packed-refs` of `dir`: `None` when the file is not there (a deletion
 /// mark counts as an empty file).
 pub(crate) fn packed_refs(dir: &Path) -> Option<BTreeMap<String, String>> {
-    let path = dir.join("packed-refs");
+    let path = inside(dir, "packed-refs")?;
     let meta = fs_err::symlink_metadata(&path).ok()?;
     let mut out = BTreeMap::new();
     if !meta.is_file() {
@@ -130,7 +151,7 @@ pub(crate) fn reflog(path: &Path) -> Vec<(String, String)> {
 
 /// Whether the upper folder holds `rel` (a file written, or a deletion).
 pub(crate) fn has(upper: &Path, rel: &str) -> bool {
-    fs_err::symlink_metadata(upper.join(rel)).is_ok()
+    inside(upper, rel).is_some_and(|p| fs_err::symlink_metadata(p).is_ok())
 }
 
 /// The object files a command wrote: loose objects by id, and pack
@@ -142,9 +163,11 @@ pub(crate) struct Objects {
 }
 
 pub(crate) fn objects(upper: &Path) -> Objects {
-    let dir = upper.join("objects");
     let mut loose = Vec::new();
     let mut packs = Vec::new();
+    let Some(dir) = inside(upper, "objects") else {
+        return Objects { loose, packs };
+    };
     let regular = |p: &Path| fs_err::symlink_metadata(p).is_ok_and(|m| m.is_file());
     let hex = |s: &str| s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     let Ok(entries) = fs_err::read_dir(&dir) else {
@@ -154,6 +177,10 @@ pub(crate) fn objects(upper: &Path) -> Objects {
         let Some(name) = e.file_name().to_str().map(str::to_owned) else {
             continue;
         };
+        // Folders only, never a link to one (the entry's own type).
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
         if name == "pack" {
             let Ok(files) = fs_err::read_dir(e.path()) else {
                 continue;

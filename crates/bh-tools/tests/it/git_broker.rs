@@ -302,3 +302,42 @@ fn a_tree_holding_dot_git_or_an_object_from_a_planted_alternate_is_refused() {
     assert!(!has.success(), "the other repository's commit is not here");
     fsck(&w.repo);
 }
+
+/// The broker is not confined: a link the command leaves in the overlay
+/// (its packs pointing at a repository the sandbox hides, say) must not be
+/// followed out of the upper folder.
+#[test]
+fn links_left_in_the_overlay_are_not_followed_by_the_broker() {
+    let w = World::new();
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let other = outside.path().join("other");
+    fs::create_dir_all(&other).unwrap();
+    git(&other, &["init", "-q", "-b", "main"]);
+    fs::write(other.join("secret.txt"), "secret\n").unwrap();
+    git(&other, &["add", "."]);
+    git(&other, &["commit", "-qm", "secret"]);
+    git(&other, &["repack", "-adq"]);
+    let secret = git(&other, &["rev-parse", "HEAD"]);
+    let tb = w.toolbox(&w.repo);
+    let (out, _) = bash(
+        &tb,
+        &format!(
+            "mv .git/objects/pack .git/objects/pack.old; ln -s {o}/.git/objects/pack .git/objects/pack; \
+             mkdir -p .git/refs/x; rm -rf .git/refs/x; ln -s {o}/.git/refs .git/refs/x; \
+             git commit -q --allow-empty -m mine; echo done",
+            o = other.display()
+        ),
+    );
+    assert!(out.contains("done"), "{out}");
+    let has = bh_test_support::git_command()
+        .args(["cat-file", "-e", &secret])
+        .current_dir(&w.repo)
+        .status()
+        .unwrap();
+    assert!(!has.success(), "no object came through the link: {out}");
+    assert_eq!(
+        w.git(&["for-each-ref", "--format=%(refname)"]),
+        "refs/heads/main"
+    );
+    fsck(&w.repo);
+}
