@@ -139,6 +139,7 @@ impl Store {
                     call: a.call.or(Some(a.entry)),
                     before: a.before,
                     after: Some(a.after),
+                    refs: a.refs,
                 })
                 .collect();
             if !spans.is_empty() {
@@ -194,6 +195,7 @@ impl Store {
                 call: None,
                 before: cp.commit.clone(),
                 after: None,
+                refs: Vec::new(),
             })
             .collect())
     }

@@ -55,6 +55,8 @@ pub enum CheckpointError {
         "rewind refused: {count} path(s) changed by someone else since the session's last change: {paths}; nothing was changed (take them anyway with --force PATH, or --force for all)"
     )]
     RewindConflict { count: usize, paths: String },
+    #[error("cannot move {name} back: {detail}")]
+    RefMove { name: String, detail: String },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error(transparent)]
@@ -89,7 +91,8 @@ impl CheckpointError {
             | BadProject { .. }
             | PathOutside { .. }
             | DirectoryConflict { .. }
-            | RewindConflict { .. } => ErrorClass::Refused,
+            | RewindConflict { .. }
+            | RefMove { .. } => ErrorClass::Refused,
             UnknownCheckpoint { .. } | CallCheckpointGone { .. } | PathNotInCheckpoint { .. } => {
                 ErrorClass::NotFound
             }

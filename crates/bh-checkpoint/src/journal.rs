@@ -66,6 +66,9 @@ pub struct AfterCall {
     /// (Claude Code's `transcript_path`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript: Option<String>,
+    /// The refs the call moved (bash's commits from the sandbox).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<crate::RefMove>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -356,6 +359,7 @@ mod tests {
             before: before.into(),
             after: after.into(),
             transcript: None,
+            refs: Vec::new(),
         };
         j.append_after(&after("B", "c2", "c3")).unwrap();
         j.append_after(&after("B", "c2", "c3")).unwrap();

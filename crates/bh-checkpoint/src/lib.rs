@@ -31,6 +31,7 @@ mod paths;
 mod plan;
 mod prehash;
 mod prune;
+mod refs;
 mod restore;
 mod seed;
 mod snapshot;
@@ -48,6 +49,7 @@ pub use meta::{Checkpoint, CheckpointKind, Skipped, SnapshotRequest};
 pub use paths::project_relative;
 pub use plan::{CallSpan, Force, PlanConflict, RewindOutcome, RewindPlan, UndoOutcome};
 pub use prune::{PruneOutcome, PrunePolicy};
+pub use refs::{RefMove, RefRevert};
 pub use restore::{RestoreMode, RestoreOutcome};
 pub use snapshot::{OnProgress, SnapshotOutcome, SnapshotProgress, human_size};
 pub use store::{

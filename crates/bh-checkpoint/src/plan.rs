@@ -47,6 +47,8 @@ pub struct CallSpan {
     pub call: Option<String>,
     pub before: String,
     pub after: Option<String>,
+    /// The refs the call moved (from its after-record).
+    pub refs: Vec<crate::RefMove>,
 }
 
 /// Which conflicts a rewind may overwrite.
@@ -60,7 +62,7 @@ pub enum Force {
 }
 
 impl Force {
-    fn covers(&self, path: &[u8]) -> bool {
+    pub(crate) fn covers(&self, path: &[u8]) -> bool {
         match self {
             Force::None => false,
             Force::All => true,
@@ -100,6 +102,8 @@ pub struct RewindPlan {
     pub unchanged: Vec<String>,
     /// Set when some call had no after-record: how it was attributed.
     pub approximate: Option<String>,
+    /// Refs the session's calls moved, put back (see `refs.rs`).
+    pub refs: Vec<crate::RefRevert>,
     #[serde(skip)]
     actions: Vec<Action>,
 }
@@ -154,6 +158,9 @@ struct UndoRecord {
     undo: Option<String>,
     paths: Vec<String>,
     context: serde_json::Value,
+    /// The refs the rewind moved (the undo moves them back).
+    #[serde(default)]
+    refs: Vec<crate::RefRevert>,
 }
 
 impl Store {
@@ -209,6 +216,7 @@ impl Store {
             self.apply_actions(&plan.actions)?;
             Some(undo)
         };
+        self.apply_refs(&plan.refs, "bh: rewind")?;
         let record = UndoRecord {
             undo: undo.as_ref().map(|c| c.commit.clone()),
             paths: plan
@@ -217,6 +225,7 @@ impl Store {
                 .map(|a| parse::display_path(&a.path))
                 .collect(),
             context,
+            refs: plan.refs.clone(),
         };
         let path = self.root.join("rewind-undo.json");
         let body = serde_json::to_vec(&record).map_err(|e| {
@@ -258,6 +267,7 @@ impl Store {
             }
             _ => None,
         };
+        self.apply_refs(&crate::refs::reversed(&record.refs), "bh: rewind undone")?;
         fs::remove_file(&path)
             .map_err(|e| CheckpointError::io(format!("cannot remove {}", path.display()), e))?;
         Ok(Some(UndoOutcome {
@@ -387,8 +397,10 @@ impl Store {
             left_alone: Vec::new(),
             unchanged: Vec::new(),
             approximate: (!approximate.is_empty()).then(|| approximate.join("; ")),
+            refs: Vec::new(),
             actions: Vec::new(),
         };
+        plan.refs = self.plan_refs(spans, force, &mut plan.conflicts);
         order.sort();
         for path in &order {
             let Some((old, new)) = paths.get(path) else {

@@ -48,6 +48,20 @@ impl Env {
     /// The scenario: the session's calls, then the outside commit to `d`
     /// and the user deleting `e`.
     fn new() -> Env {
+        let env = Env::with_script(SCRIPT);
+        assert_eq!(env.read("a"), "a1\n");
+        assert_eq!(env.read("b"), "b1\n");
+        assert!(!env.repo.join("c").exists());
+        // Outside the session.
+        fs_err::write(env.repo.join("d"), "d1\n").unwrap();
+        git(&env.repo, &["commit", "-q", "-am", "outside change to d"]);
+        fs_err::remove_file(env.repo.join("e")).unwrap();
+        env
+    }
+
+    /// The repository (a, c, d, e committed) and one prompt answered by
+    /// `script`.
+    fn with_script(script: &str) -> Env {
         let tmp = tempfile::tempdir().unwrap();
         let root = fs_err::canonicalize(tmp.path()).unwrap();
         let repo = root.join("repo");
@@ -59,7 +73,7 @@ impl Env {
         }
         git(&repo, &["add", "."]);
         git(&repo, &["commit", "-q", "-m", "init"]);
-        fs_err::write(root.join("script.jsonl"), SCRIPT).unwrap();
+        fs_err::write(root.join("script.jsonl"), script).unwrap();
         let env = Env {
             session: root.join("s.jsonl"),
             _tmp: tmp,
@@ -76,13 +90,6 @@ impl Env {
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
-        assert_eq!(env.read("a"), "a1\n");
-        assert_eq!(env.read("b"), "b1\n");
-        assert!(!env.repo.join("c").exists());
-        // Outside the session.
-        fs_err::write(env.repo.join("d"), "d1\n").unwrap();
-        git(&env.repo, &["commit", "-q", "-am", "outside change to d"]);
-        fs_err::remove_file(env.repo.join("e")).unwrap();
         env
     }
 
@@ -302,4 +309,84 @@ fn a_session_without_after_records_falls_back_and_says_so() {
     assert_eq!(env.read("c"), "c0\n");
     assert_eq!(env.read("d"), "d1\n");
     assert_eq!(env.read("e"), "<gone>");
+}
+
+/// Commits from the sandbox are part of what a rewind puts back: the
+/// session commits on `main`, then makes and commits on `feature`; the
+/// rewind moves `main` back, deletes `feature`, puts HEAD back on `main`
+/// and its index with it (a clean `git status` but for the files); the
+/// undo moves them all forward again. A branch someone else moved since is
+/// a conflict, refused and listed until `--force REF`.
+#[test]
+fn a_rewind_moves_the_sessions_commits_back_and_undo_returns() {
+    const COMMITS: &str = r#"
+{"toolCalls": [{"name": "bash", "arguments": {"command": "echo a1 > a && git add a && git -c user.name=agent -c user.email=a@x commit -qm 'agent: a1'"}}]}
+{"toolCalls": [{"name": "bash", "arguments": {"command": "git checkout -q -b feature && echo f > f && git add f && git -c user.name=agent -c user.email=a@x commit -qm 'agent: f'"}}]}
+{"text": "done"}
+"#;
+    let env = Env::with_script(COMMITS);
+    let log = |r: &str| git(&env.repo, &["log", "--format=%s", r]);
+    assert_eq!(log("main"), "agent: a1\ninit\n");
+    assert_eq!(log("feature"), "agent: f\nagent: a1\ninit\n");
+    assert_eq!(
+        git(&env.repo, &["symbolic-ref", "HEAD"]),
+        "refs/heads/feature\n"
+    );
+    let before = env.digest();
+    let (code, doc, err) = env.to_first(&["--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    let refs = doc["rewind"]["plan"]["refs"].as_array().unwrap();
+    let names: Vec<&str> = refs.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["HEAD", "refs/heads/main", "refs/heads/feature"],
+        "{doc}"
+    );
+    assert_eq!(env.digest(), before, "a dry run changed something");
+
+    let (code, _, err) = env.to_first(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(log("main"), "init\n");
+    assert!(git(&env.repo, &["branch", "--list", "feature"]).is_empty());
+    assert_eq!(
+        git(&env.repo, &["symbolic-ref", "HEAD"]),
+        "refs/heads/main\n"
+    );
+    assert_eq!(env.read("a"), "a0\n");
+    assert_eq!(env.read("f"), "<gone>");
+    assert_eq!(
+        git(&env.repo, &["status", "--porcelain"]),
+        "",
+        "index and files agree"
+    );
+    let reflog = git(&env.repo, &["reflog", "show", "--format=%gs", "main"]);
+    assert!(reflog.starts_with("bh: rewind"), "{reflog}");
+
+    let (code, _, err) = env.rewind(&["--undo"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(log("main"), "agent: a1\ninit\n");
+    assert_eq!(log("feature"), "agent: f\nagent: a1\ninit\n");
+    assert_eq!(
+        git(&env.repo, &["symbolic-ref", "HEAD"]),
+        "refs/heads/feature\n"
+    );
+    assert_eq!(env.read("f"), "f\n");
+
+    // Someone moves main after the session: a conflict, then --force.
+    git(&env.repo, &["branch", "-f", "main", "feature"]);
+    let (code, doc, err) = env.to_first(&[]);
+    assert_eq!(code, 3, "{err}");
+    let conflicts = doc["plan"]["conflicts"].as_array().unwrap();
+    assert!(
+        conflicts.iter().any(|c| c["path"] == "refs/heads/main"),
+        "{doc}"
+    );
+    assert_eq!(
+        log("main"),
+        "agent: f\nagent: a1\ninit\n",
+        "refused means untouched"
+    );
+    let (code, _, err) = env.to_first(&["--force", "refs/heads/main"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(log("main"), "init\n");
 }

@@ -395,7 +395,10 @@ impl Agent {
                         let cp = self.checkpoint(&id, &name, &entry, sink).await;
                         let mut result = self.execute(&id, &name, &args, &run_cancel, sink).await?;
                         if let Some(cp) = cp {
-                            let after = self.checkpoint_after(&id, &name, &entry, &cp, sink).await;
+                            let refs = tools::ref_moves(&result);
+                            let after = self
+                                .checkpoint_after(&id, &name, &entry, &cp, refs, sink)
+                                .await;
                             attach_checkpoint(&mut result, &cp, after.as_deref());
                             checkpoints.push(cp);
                         }

@@ -537,7 +537,7 @@ pub fn run(
         Some(b) => append(text, b.note()),
         None => text,
     };
-    match outcome {
+    let result = match outcome {
         Outcome::Aborted => Err(append(
             with_git(format("").0),
             "Command aborted".to_string(),
@@ -547,24 +547,27 @@ pub fn run(
             format!("Command timed out after {timeout_label} seconds"),
         )),
         Outcome::Exited(code) => {
-            let (text, mut details) = format("(no output)");
+            let (text, details) = format("(no output)");
             let text = with_git(text);
             match code {
                 Some(c) if c != 0 => Err(append(text, format!("Command exited with code {c}"))),
-                _ => {
-                    if let Some(b) = &brokered {
-                        let d = details.get_or_insert_with(|| json!({}));
-                        if let Some(obj) = d.as_object_mut() {
-                            obj.insert("git".into(), b.to_value());
-                        }
-                    }
-                    Ok(ToolResult {
-                        content: vec![ContentBlock::Text { text }],
-                        details,
-                        is_error: false,
-                    })
-                }
+                _ => Ok(ToolResult {
+                    content: vec![ContentBlock::Text { text }],
+                    details,
+                    is_error: false,
+                }),
             }
         }
+    };
+    // What the broker carried over is in `details.git`, failed commands
+    // included (the after-record takes it from there for rewinds).
+    let Some(b) = &brokered else {
+        return result;
+    };
+    let mut r = result.unwrap_or_else(ToolResult::error);
+    let d = r.details.get_or_insert_with(|| json!({}));
+    if let Some(obj) = d.as_object_mut() {
+        obj.insert("git".into(), b.to_value());
     }
+    Ok(r)
 }

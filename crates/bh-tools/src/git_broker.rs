@@ -410,9 +410,15 @@ impl GitOverlay {
         };
         let msg = format!("{SWITCHED} from {from} to {target}");
         match repo.run(["symbolic-ref", "-m", &msg, "HEAD", target]) {
-            Ok(_) => done
-                .applied
-                .push(("HEAD".into(), None, Some(format!("ref: {target}")))),
+            Ok(_) => done.applied.push((
+                "HEAD".into(),
+                match &self.head {
+                    Some(RefVal::Sym(b)) => Some(format!("ref: {b}")),
+                    Some(RefVal::Oid(o)) => Some(o.clone()),
+                    None => None,
+                },
+                Some(format!("ref: {target}")),
+            )),
             Err(e) => done
                 .refused
                 .push(("HEAD".into(), e.stderr().trim().to_owned())),

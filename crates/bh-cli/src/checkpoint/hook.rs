@@ -257,6 +257,8 @@ fn after(
         before,
         after,
         transcript: event.transcript.clone(),
+        // Claude Code's own bash writes the real git dir (no broker).
+        refs: Vec::new(),
     };
     journal.append_after(&record).map_err(checkpoint_error)?;
     Ok(with_transcript(

@@ -78,19 +78,37 @@ pub(crate) fn print_plan(o: &RewindOutcome) {
     for path in &p.left_alone {
         println!("leave    {path} (not changed by the session)");
     }
+    let shown = |v: &Option<String>| match v.as_deref() {
+        None => "(none)".to_owned(),
+        Some(s) if s.starts_with("ref: ") => s.to_owned(),
+        Some(s) => s.chars().take(12).collect(),
+    };
+    for r in &p.refs {
+        println!(
+            "ref      {} {} -> {}",
+            crate::display::escape(&r.name),
+            shown(&r.from),
+            shown(&r.to)
+        );
+    }
     if let Some(note) = &p.approximate {
         println!("note: {note}");
     }
     let refused = p.refused().len();
     let head = if o.dry_run { "would rewind" } else { "rewound" };
     println!(
-        "{head} {} call{} to checkpoint {}: {} reverted, {} deleted, {} left alone{}",
+        "{head} {} call{} to checkpoint {}: {} reverted, {} deleted, {} left alone{}{}",
         p.calls,
         if p.calls == 1 { "" } else { "s" },
         p.target.id,
         p.revert.len(),
         p.delete.len(),
         p.left_alone.len(),
+        if p.refs.is_empty() {
+            String::new()
+        } else {
+            format!(", {} ref(s) moved back", p.refs.len())
+        },
         if refused > 0 {
             format!(", {refused} conflict(s) refused (--force PATH takes one)")
         } else {

@@ -150,6 +150,7 @@ pub(super) fn run(
             call: Some(a.entry.clone()),
             before: a.before.clone(),
             after: Some(a.after.clone()),
+            refs: a.refs.clone(),
         })
         .collect();
     if spans.is_empty() {

@@ -58,6 +58,7 @@ impl Agent {
         name: &str,
         entry: &str,
         before: &str,
+        refs: Vec<bh_checkpoint::RefMove>,
         sink: &mut (dyn FnMut(Event) + Send),
     ) -> Option<String> {
         let store = self.checkpoints.clone()?;
@@ -74,6 +75,7 @@ impl Agent {
             before: before.to_owned(),
             after: String::new(),
             transcript: None,
+            refs,
         };
         let outcome = tokio::task::spawn_blocking(move || {
             let o = store.snapshot_after(&request)?;
@@ -195,4 +197,26 @@ pub(super) fn truncated_call_message(name: &str) -> String {
         "Tool call \"{name}\" was not executed: the response hit the output token limit, \
          so its arguments may be truncated. Re-issue the tool call with complete arguments."
     )
+}
+
+/// The refs a `bash` call's git broker moved (`details.git.applied`), for
+/// its after-record: a rewind moves them back.
+pub(super) fn ref_moves(result: &ToolResult) -> Vec<bh_checkpoint::RefMove> {
+    let applied = result
+        .details
+        .as_ref()
+        .and_then(|d| d.pointer("/git/applied"))
+        .and_then(Value::as_array);
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    applied
+        .into_iter()
+        .flatten()
+        .filter_map(|a| {
+            Some(bh_checkpoint::RefMove {
+                name: text(a.get("ref")?)?,
+                before: text(&a["before"]),
+                after: text(&a["after"]),
+            })
+        })
+        .collect()
 }

@@ -22,9 +22,10 @@ impl Brokered {
 
     /// The lines the tool result carries (the model reads them).
     pub(crate) fn note(&self) -> String {
-        let short = |o: &Option<String>| {
-            o.as_deref()
-                .map_or_else(|| "(none)".to_owned(), |s| s.chars().take(12).collect())
+        let short = |o: &Option<String>| match o.as_deref() {
+            None => "(none)".to_owned(),
+            Some(s) if s.starts_with("ref: ") => s.to_owned(),
+            Some(s) => s.chars().take(12).collect(),
         };
         let mut lines = Vec::new();
         for (name, before, after) in &self.applied {
