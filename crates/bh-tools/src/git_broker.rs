@@ -92,21 +92,18 @@ impl GitOverlay {
         let [git_dir, common, object_format, ..] = lines[..] else {
             return Ok(None);
         };
-        // Files only (a reftable repository keeps its git dir read-only).
-        let storage = repo
-            .cmd(["config", "--get", "extensions.refstorage"])
-            .ok_codes(&[0, 1])
-            .run()
-            .map(|o| o.stdout)
-            .unwrap_or_default();
-        if !matches!(storage.trim_ascii(), b"" | b"files") {
-            return Ok(None);
-        }
         let canon = |p: &[u8]| fs_err::canonicalize(lossy(p)).map_err(|e| e.to_string());
         let (git_dir, common) = (canon(git_dir)?, canon(common)?);
         let zero = "0".repeat(if object_format == b"sha256" { 64 } else { 40 });
-        let refs = snapshot(&repo)?;
-        let head = head_of(&repo);
+        // Files only (a reftable repository keeps its git dir read-only).
+        if common.join("reftable").exists() {
+            return Ok(None);
+        }
+        // Read in-process, no git spawned: this runs before every command.
+        let refs = snapshot(&common);
+        let head = fs_err::read(git_dir.join("HEAD"))
+            .ok()
+            .and_then(|b| upper::parse_ref(&b));
         let scratch = unique_folder(scratch)?;
         let layer = |name: &str| -> Result<(PathBuf, PathBuf), String> {
             let upper = scratch.join(name).join("upper");
@@ -506,35 +503,20 @@ impl GitOverlay {
     }
 }
 
-fn snapshot(repo: &Repo) -> Result<BTreeMap<String, RefVal>, String> {
-    let out = repo
-        .run([
-            "for-each-ref",
-            "--format=%(refname)%00%(objectname)%00%(symref)",
-        ])
-        .map_err(|e| e.to_string())?;
-    let mut refs = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out).lines() {
-        let mut p = line.split('\0');
-        let (Some(name), Some(oid), sym) = (p.next(), p.next(), p.next()) else {
-            continue;
-        };
-        let v = match sym {
-            Some(s) if !s.is_empty() => RefVal::Sym(s.to_owned()),
-            _ => RefVal::Oid(oid.to_owned()),
-        };
-        refs.insert(name.to_owned(), v);
+/// The refs of a files-backend common dir as git reads them: loose refs
+/// over `packed-refs`.
+fn snapshot(common: &Path) -> BTreeMap<String, RefVal> {
+    let mut refs: BTreeMap<String, RefVal> = upper::packed_refs(common)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(n, o)| (n, RefVal::Oid(o)))
+        .collect();
+    for (name, loose) in upper::loose_refs(common) {
+        if let Loose::Value(v) = loose {
+            refs.insert(name, v);
+        }
     }
-    Ok(refs)
-}
-
-fn head_of(repo: &Repo) -> Option<RefVal> {
-    if let Ok(b) = repo.run_line(["symbolic-ref", "-q", "HEAD"]) {
-        return Some(RefVal::Sym(b));
-    }
-    repo.run_line(["rev-parse", "--verify", "-q", "HEAD"])
-        .ok()
-        .map(RefVal::Oid)
+    refs
 }
 
 /// A message from the command's files, made safe for a reflog line.
