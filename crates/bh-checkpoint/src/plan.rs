@@ -400,7 +400,18 @@ impl Store {
             refs: Vec::new(),
             actions: Vec::new(),
         };
-        plan.refs = self.plan_refs(spans, force, &mut plan.conflicts);
+        let mut ref_conflicts = Vec::new();
+        plan.refs = self.plan_refs(
+            spans.iter().flat_map(|s| &s.refs),
+            &|name| force.covers(name),
+            &mut ref_conflicts,
+        );
+        plan.conflicts
+            .extend(ref_conflicts.into_iter().map(|c| PlanConflict {
+                path: c.name,
+                reason: c.reason,
+                forced: c.forced,
+            }));
         order.sort();
         for path in &order {
             let Some((old, new)) = paths.get(path) else {

@@ -16,8 +16,14 @@ use serde::{Deserialize, Serialize};
 use bh_git::{Repo, Scope};
 
 use crate::error::{CheckpointError, Result};
-use crate::plan::{CallSpan, Force, PlanConflict};
 use crate::store::Store;
+
+/// A ref someone else moved since the session's last move of it.
+pub(crate) struct RefConflict {
+    pub name: String,
+    pub reason: String,
+    pub forced: bool,
+}
 
 /// One ref a call moved: its value before and after (`None`: absent; an
 /// object id, or `ref: <name>` for `HEAD`).
@@ -54,15 +60,16 @@ impl Store {
             .ok()
     }
 
-    /// The refs `spans` moved, planned back (conflicts added to `conflicts`).
-    pub(crate) fn plan_refs(
+    /// The refs `moves` (in call order) moved, planned back; a conflict is
+    /// taken when `forced` covers its name.
+    pub(crate) fn plan_refs<'m>(
         &self,
-        spans: &[CallSpan],
-        force: &Force,
-        conflicts: &mut Vec<PlanConflict>,
+        moves: impl Iterator<Item = &'m RefMove>,
+        forced: &dyn Fn(&[u8]) -> bool,
+        conflicts: &mut Vec<RefConflict>,
     ) -> Vec<RefRevert> {
         let mut order: Vec<RefRevert> = Vec::new();
-        for m in spans.iter().flat_map(|s| &s.refs) {
+        for m in moves {
             match order.iter_mut().find(|r| r.name == m.name) {
                 Some(r) => r.from = m.after.clone(),
                 None => order.push(RefRevert {
@@ -79,9 +86,9 @@ impl Store {
                 continue;
             }
             if now != r.from {
-                let forced = force.covers(r.name.as_bytes());
-                conflicts.push(PlanConflict {
-                    path: r.name.clone(),
+                let forced = forced(r.name.as_bytes());
+                conflicts.push(RefConflict {
+                    name: r.name.clone(),
                     reason: format!(
                         "moved since the session's last call (now {}, the session left {})",
                         short(now.as_deref()),

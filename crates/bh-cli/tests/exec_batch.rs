@@ -568,3 +568,68 @@ fn sigterm_stops_the_batch_and_its_workers_and_a_rerun_resumes() {
         assert!(w.read_ref(&w.plan_ref(p)).is_some());
     }
 }
+
+/// Processes whose command line names `needle` (the workers of a batch
+/// over this world's plans).
+fn processes_naming(needle: &str) -> usize {
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            e.file_name().to_str()?.parse::<u32>().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmd).contains(needle).then_some(())
+        })
+        .count()
+}
+
+/// A batch killed with SIGKILL cannot forward a stop: its workers are told
+/// by the kernel (SIGTERM when their parent dies), end their runs aborted
+/// with transient receipts and leave no ref, instead of running on.
+#[test]
+fn workers_of_a_batch_killed_with_sigkill_end_their_runs() {
+    let w = World::new();
+    let plans: Vec<_> = (0..2)
+        .map(|i| w.scripted_plan(&format!("{i:02}.json"), &format!("f{i}.txt"), 30_000))
+        .collect();
+    let mut child = w
+        .bh()
+        .args(["exec", "batch", "plans", "--jobs", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let execs = w.root.join("state/executions");
+    let running = || {
+        fs::read_dir(&execs).map_or(0, |d| {
+            d.filter(|e| e.as_ref().unwrap().path().join("session.jsonl").exists())
+                .count()
+        })
+    };
+    let started = std::time::Instant::now();
+    while running() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "workers never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let needle = w.plans.display().to_string();
+    let started = std::time::Instant::now();
+    while processes_naming(&needle) > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "workers still run after their batch was killed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for i in 0..2 {
+        let r = w.receipt(&w.plans.join("receipts"), i);
+        assert_eq!(r["exit_code"], 75, "receipt {i}: {r}");
+    }
+    for p in &plans {
+        assert!(w.read_ref(&w.plan_ref(p)).is_none());
+    }
+}

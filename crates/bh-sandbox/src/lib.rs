@@ -42,7 +42,7 @@ use serde::Serialize;
 mod seccomp;
 mod sys;
 
-pub use sys::die_with_parent;
+pub use sys::{die_with_parent, terminate_with_parent};
 
 /// What a sandboxed command may do.
 #[derive(Debug, Clone, Default)]

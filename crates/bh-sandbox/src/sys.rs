@@ -798,3 +798,26 @@ pub fn die_with_parent(cmd: &mut Command) {
         });
     }
 }
+
+/// Asks the kernel to send SIGTERM to the child `cmd` spawns when the
+/// spawning thread's process dies, so that a `bh` child with its own stop
+/// handling (an `exec run` worker of `bh exec batch`) ends through it when
+/// its parent is killed with SIGKILL. A parent that died before the request
+/// took effect is seen (`getppid`) and the child exits at once.
+pub fn terminate_with_parent(cmd: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs between fork and exec and only calls
+    // prctl(2), getppid(2) and _exit(2), which are async-signal-safe; it
+    // allocates nothing and takes no locks.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(143);
+            }
+            Ok(())
+        });
+    }
+}

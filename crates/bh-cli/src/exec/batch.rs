@@ -279,6 +279,9 @@ fn worker(
         Ok(f) => cmd.stderr(Stdio::from(f.into_parts().0)),
         Err(_) => cmd.stderr(Stdio::null()),
     };
+    // A batch killed with SIGKILL (no chance to forward a stop) still
+    // stops its workers: each ends its run aborted, as under SIGTERM.
+    bh_sandbox::terminate_with_parent(&mut cmd);
     cmd
 }
 
