@@ -334,7 +334,11 @@ fn run_commits_the_continuation_with_one_parent_and_trailers() {
         header["parentSession"],
         e.root.join("s.jsonl").display().to_string()
     );
-    assert!(header["cwd"].as_str().unwrap().ends_with("/worktree"));
+    // The worktree is named for its execution (wt-<id> in the execution's folder).
+    let cwd = std::path::Path::new(header["cwd"].as_str().unwrap());
+    let name = cwd.file_name().unwrap().to_str().unwrap();
+    let id = cwd.parent().unwrap().file_name().unwrap().to_str().unwrap();
+    assert_eq!(name, format!("wt-{id}"), "{}", cwd.display());
     // the same plan never runs twice
     let out = e.bh(&["exec", "run", "--plan", "plan.json", "--yes"]);
     assert_eq!(out.status.code(), Some(25));

@@ -577,7 +577,7 @@ fn processes_naming(needle: &str) -> usize {
         .filter_map(|e| {
             let e = e.ok()?;
             e.file_name().to_str()?.parse::<u32>().ok()?;
-            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmd = fs::read(e.path().join("cmdline")).ok()?;
             String::from_utf8_lossy(&cmd).contains(needle).then_some(())
         })
         .count()

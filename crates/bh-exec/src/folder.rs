@@ -52,8 +52,18 @@ impl Execution {
         Ok(exec)
     }
 
+    /// The execution's worktree. Named for the execution, not `worktree`:
+    /// git names a worktree's admin folder (`.git/worktrees/<name>`) after
+    /// the path's last component and picks `worktree2`, `worktree3`… by
+    /// looking first, which races when several runs add one at once
+    /// ("failed to read .git/worktrees/worktree2/commondir"). A folder of an
+    /// earlier version keeps its old name.
     pub fn worktree(&self) -> PathBuf {
-        self.dir.join("worktree")
+        let legacy = self.dir.join("worktree");
+        if legacy.exists() {
+            return legacy;
+        }
+        self.dir.join(format!("wt-{}", self.id))
     }
 
     pub fn session(&self) -> PathBuf {
