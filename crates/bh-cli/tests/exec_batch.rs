@@ -633,3 +633,34 @@ fn workers_of_a_batch_killed_with_sigkill_end_their_runs() {
         assert!(w.read_ref(&w.plan_ref(p)).is_none());
     }
 }
+
+/// A plan whose run changes nothing leaves no ref; its receipt is the
+/// record (for the same plan digest), so running the batch again does not
+/// run it a second time (no new execution).
+#[test]
+fn a_plan_that_changed_nothing_is_not_run_again_on_resume() {
+    let w = World::new();
+    let script = w.root.join("nothing.script");
+    fs::write(&script, "{\"text\": \"Nothing to do.\"}\n").unwrap();
+    w.plan(
+        "00.json",
+        "change nothing",
+        &format!("scripted/{}", script.display()),
+    );
+    let batch = || {
+        w.bh()
+            .args(["--json", "exec", "batch", "plans"])
+            .output()
+            .unwrap()
+    };
+    let out = batch();
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(json_of(&out)["plans"][0]["state"], "no-changes");
+    let runs = w.executions();
+    assert_eq!(runs, 1);
+    let out = batch();
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(json_of(&out)["plans"][0]["state"], "no-changes");
+    assert_eq!(w.executions(), runs, "the plan ran again");
+    assert_eq!(w.receipt(&w.plans.join("receipts"), 0)["attempt"], 2);
+}

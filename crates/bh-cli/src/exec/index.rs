@@ -95,7 +95,8 @@ pub fn run(ctx: &Ctx, args: &IndexArgs, flags: &RunFlags<'_>) -> Result<(), CliE
         .receipts
         .as_ref()
         .map_or_else(|| manifest.default_receipts(), |d| ctx.cwd.join(d));
-    let attempt = bh_exec::read_receipt(&receipts, index).map_or(1, |r| r.attempt + 1);
+    let previous = bh_exec::read_receipt(&receipts, index);
+    let attempt = previous.as_ref().map_or(1, |r| r.attempt + 1);
     let mut receipt = Receipt {
         index,
         plan: None,
@@ -117,7 +118,15 @@ pub fn run(ctx: &Ctx, args: &IndexArgs, flags: &RunFlags<'_>) -> Result<(), CliE
     if !flags.yes {
         return dry_run(ctx, &manifest, index, flags);
     }
-    let outcome = settle(ctx, &manifest, index, args, flags, &mut receipt);
+    let outcome = settle(
+        ctx,
+        &manifest,
+        index,
+        args,
+        flags,
+        &mut receipt,
+        previous.as_ref(),
+    );
     let finished = now_ms();
     receipt.finished_unix_ms = finished;
     receipt.duration_ms = finished.saturating_sub(started);
@@ -174,6 +183,7 @@ fn settle(
     args: &IndexArgs,
     flags: &RunFlags<'_>,
     receipt: &mut Receipt,
+    previous: Option<&Receipt>,
 ) -> Result<Settled, CliError> {
     let path = manifest.plan(index).map_err(batch_error)?.to_path_buf();
     receipt.plan = Some(path.clone());
@@ -185,6 +195,21 @@ fn settle(
     let repo = ctx.git().repo(&plan.repo.top_level, Scope::User);
     if let Some(done) = already(&repo, &plan, remote)? {
         return Ok(done);
+    }
+    // A run of this very plan that finished with no change leaves no ref:
+    // its receipt is the record, so a resumed batch does not run it again.
+    // (A receipt is not authenticated: the most an edited one can do is
+    // keep a plan from running, never stand for a commit.)
+    if let Some(r) = previous
+        && r.state == ReceiptState::NoChanges
+        && r.plan_sha256.as_deref() == Some(plan.plan_sha256.as_str())
+    {
+        return Ok(Settled {
+            state: ReceiptState::NoChanges,
+            commit: None,
+            execution_id: r.execution_id.clone(),
+            published: false,
+        });
     }
     let key = bh_exec::PlanKey::open(&ctx.state_dir).map_err(super::exec_error)?;
     let trust = Trust {
