@@ -27,7 +27,8 @@ the sorted manifest (a directory's *.json files by file name, or a manifest
 file's lines, relative to it) is settled, run and recorded:
   exit 0   committed, or its ref already holds this plan's result (a commit on
            the plan's base whose Better-Harness-Plan trailer names the plan's
-           digest; then nothing runs), here or on the --publish remote
+           digest; then nothing runs), here or on the --publish remote, or
+           its receipt says this very plan already ran to no change
   exit 75  transient (EX_TEMPFAIL): provider 5xx/408/409/429, network, a
            dropped stream, SIGTERM/SIGINT/SIGHUP (preemption), a failed push
   other    permanent, never retried: 28 index out of range, 29 the ref holds
