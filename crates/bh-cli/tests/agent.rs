@@ -1970,3 +1970,56 @@ fn the_agent_commits_from_its_sandbox_but_cannot_plant_hooks_or_move_other_branc
     assert!(text.contains("[git: refs/heads/"), "{text}");
     assert!(text.contains("[git: refused refs/heads/release"), "{text}");
 }
+
+/// The same as an unprivileged user (the overlay lives in the user's own
+/// user namespace; CI runs as root, so bh runs as nobody there, on files
+/// nobody owns, from a copy of the binary nobody can reach).
+#[test]
+fn an_unprivileged_agent_commits_from_its_sandbox_too() {
+    if Command::new("id").arg("-u").output().unwrap().stdout != b"0\n" {
+        // Not root: the test above already runs as an unprivileged user.
+        return;
+    }
+    let env = env();
+    let script = r#"{"toolCalls": [{"name": "bash", "arguments": {"command": "echo new > new.txt && git add new.txt && git -c user.name=agent -c user.email=a@x commit -qm 'agent work'; echo '[core]' >> .git/config"}}]}
+{"text": "committed"}
+"#;
+    fs_err::write(env.root.join("commit.jsonl"), script).unwrap();
+    let bin = env.root.join("bh");
+    fs_err::copy(assert_cmd::cargo::cargo_bin("bh"), &bin).unwrap();
+    fn chown_r(p: &Path) {
+        std::os::unix::fs::lchown(p, Some(65534), Some(65534)).unwrap();
+        if fs_err::symlink_metadata(p).unwrap().is_dir() {
+            for e in fs_err::read_dir(p).unwrap() {
+                chown_r(&e.unwrap().path());
+            }
+        }
+    }
+    chown_r(&env.root);
+    let config = fs_err::read(env.repo.join(".git/config")).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["agent", "--script", "../commit.jsonl", "-p", "go"])
+        .current_dir(&env.repo)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.root.join("home"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("BH_STATE_DIR", &env.state)
+        .env("PI_CODING_AGENT_DIR", &env.agent_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let log = bh_test_support::git_command()
+        .args(["-c", "safe.directory=*", "log", "-1", "--format=%s"])
+        .current_dir(&env.repo)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "agent work\n",
+        "{out:?}"
+    );
+    assert_eq!(fs_err::read(env.repo.join(".git/config")).unwrap(), config);
+}
