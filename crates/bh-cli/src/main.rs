@@ -11,6 +11,7 @@ mod demo;
 mod display;
 mod error;
 mod exec;
+mod hidden;
 mod man;
 mod names;
 mod progress;

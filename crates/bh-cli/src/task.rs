@@ -199,28 +199,7 @@ pub(crate) fn protected_paths(ctx: &Ctx) -> Vec<PathBuf> {
 /// plan key (it seals plans: a reader could re-seal one with its own prompt),
 /// the checkpoint servers' sockets (a confined process must not ask them),
 /// and well-known credential stores. The one list; see ARCHITECTURE.md.
-pub(crate) fn hidden_paths(ctx: &Ctx) -> Vec<PathBuf> {
-    let mut out = vec![
-        ctx.state_dir.join(bh_exec::PLAN_KEY_FILE),
-        ctx.state_dir.join("serve"),
-    ];
-    if let Some(home) = &ctx.home {
-        for p in [
-            ".ssh",
-            ".aws",
-            ".gnupg",
-            ".netrc",
-            ".git-credentials",
-            ".docker/config.json",
-            ".kube/config",
-            ".config/gh",
-            ".config/gcloud",
-        ] {
-            out.push(home.join(p));
-        }
-    }
-    out
-}
+pub(crate) use crate::hidden::hidden_paths;
 
 fn xdg_config(ctx: &Ctx) -> Option<PathBuf> {
     std::env::var_os("XDG_CONFIG_HOME")

@@ -2023,3 +2023,70 @@ fn an_unprivileged_agent_commits_from_its_sandbox_too() {
     );
     assert_eq!(fs_err::read(env.repo.join(".git/config")).unwrap(), config);
 }
+
+/// The user's servers listen on Unix sockets that neither read-only mounts
+/// nor `--no-network` stop: the runtime folder's (`$XDG_RUNTIME_DIR`) and
+/// the ssh agent's (`$SSH_AUTH_SOCK`) are covered inside the sandbox, so the
+/// agent's bash cannot reach them (outside /tmp, which is private anyway).
+#[test]
+fn bash_cannot_reach_the_users_socket_servers() {
+    let env = env();
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let runtime = outside.path().join("run");
+    fs_err::create_dir_all(&runtime).unwrap();
+    let bus = runtime.join("bus");
+    let agent_sock = outside.path().join("agent.sock");
+    let listeners: Vec<_> = [&bus, &agent_sock]
+        .iter()
+        .map(|p| {
+            let l = std::os::unix::net::UnixListener::bind(p).unwrap();
+            l.set_nonblocking(true).unwrap();
+            l
+        })
+        .collect();
+    let probe = |p: &Path| {
+        format!(
+            "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\")' 2>/dev/null && echo reached-{n} || echo blocked-{n}",
+            p.display(),
+            n = p.file_name().unwrap().to_str().unwrap()
+        )
+    };
+    let command = format!("{}; {}", probe(&bus), probe(&agent_sock));
+    let script = format!(
+        "{}\n{{\"text\": \"probed\"}}\n",
+        serde_json::json!({"toolCalls": [{"name": "bash", "arguments": {"command": command}}]})
+    );
+    fs_err::write(env.root.join("probe.jsonl"), script).unwrap();
+    // The probe works at all: unsandboxed, it reaches both.
+    let direct = Command::new("bash")
+        .args(["-c", &command])
+        .output()
+        .unwrap();
+    let direct = String::from_utf8_lossy(&direct.stdout).into_owned();
+    assert!(
+        direct.contains("reached-bus") && direct.contains("reached-agent.sock"),
+        "{direct}"
+    );
+    for l in &listeners {
+        let _ = l.accept();
+    }
+    let out = env
+        .bh()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("SSH_AUTH_SOCK", &agent_sock)
+        .args(["--json", "agent", "--script", "../probe.jsonl", "-p", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let end = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["type"] == "tool_execution_end")
+        .unwrap();
+    let text = end["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(text, "blocked-bus\nblocked-agent.sock\n");
+    for l in &listeners {
+        assert!(l.accept().is_err(), "a connection reached the server");
+    }
+}
