@@ -196,6 +196,24 @@ fn c(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).unwrap_or_default()
 }
 
+/// The private `/tmp`'s size limit in bytes: a quarter of the memory, at
+/// most 4 GiB (a tmpfs takes memory only for what is written; without a
+/// limit it may take half of it, and a command filling it then starves the
+/// machine instead of getting ENOSPC).
+fn tmp_size() -> u64 {
+    const CAP: u64 = 4 << 30;
+    let pages = nix::unistd::sysconf(nix::unistd::SysconfVar::_PHYS_PAGES)
+        .ok()
+        .flatten();
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten();
+    match (pages, page) {
+        (Some(n), Some(p)) if n > 0 && p > 0 => (n as u64 * p as u64 / 4).min(CAP),
+        _ => 1 << 30,
+    }
+}
+
 /// Each overlay's canonical target and its mount options
 /// (`lowerdir=T,upperdir=U,workdir=W,userxattr`: the user namespace's
 /// overlay keeps its metadata in `user.` attributes).
@@ -448,6 +466,7 @@ impl Sandbox {
             unshare,
             maps,
             private_tmp: policy.private_tmp,
+            tmp_options: CString::new(format!("mode=1777,size={}", tmp_size())).unwrap_or_default(),
             tmp_binds,
             read_only: read_only.iter().map(|p| c(p)).collect(),
             hidden: hidden.iter().map(|(p, is_dir)| (c(p), *is_dir)).collect(),

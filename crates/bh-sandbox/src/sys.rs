@@ -132,6 +132,8 @@ pub(crate) struct Plan {
     /// `(uid_map, gid_map)` contents when a user namespace is created.
     pub maps: Option<(Vec<u8>, Vec<u8>)>,
     pub private_tmp: bool,
+    /// The private `/tmp`'s tmpfs options (`mode=1777,size=…`).
+    pub tmp_options: CString,
     pub tmp_binds: Vec<Bind>,
     pub read_only: Vec<CString>,
     /// Writable roots inside a read-only path: cloned (writable) before the
@@ -359,7 +361,7 @@ fn intermediate(plan: &mut Plan) -> io::Result<()> {
                 cptr(b"/tmp\0"),
                 cptr(b"tmpfs\0"),
                 libc::MS_NOSUID | libc::MS_NODEV,
-                cptr(b"mode=1777\0").cast::<c_void>(),
+                plan.tmp_options.as_ptr().cast::<c_void>(),
             ) != 0
             {
                 return Err(fail(step, Step::MountTmp));

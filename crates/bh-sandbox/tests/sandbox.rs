@@ -474,3 +474,16 @@ fn hidden_paths_cannot_be_read_listed_or_uncovered() {
         "PRIVATE-KEY"
     );
 }
+
+/// The private `/tmp` has a size: at most 4 GiB, a quarter of the memory
+/// (unbounded, a command filling it starved the machine).
+#[test]
+fn the_private_tmp_has_a_size_limit() {
+    let (_t, p) = project();
+    let r = run(&policy(&p), &p, "stat -f -c '%b %S' /tmp");
+    assert_eq!(r.code, Some(0), "{}", r.out);
+    let mut it = r.out.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+    let (blocks, size) = (it.next().unwrap(), it.next().unwrap());
+    let bytes = blocks * size;
+    assert!(bytes > 0 && bytes <= 4 << 30, "{bytes} bytes");
+}
