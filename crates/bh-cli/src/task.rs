@@ -81,6 +81,10 @@ pub enum TaskCmd {
         /// already) (repeatable).
         #[arg(long = "allow-read", value_name = "DIR")]
         allow_read: Vec<PathBuf>,
+        /// Hide this file or folder from the worker too, beyond the built-in
+        /// list of credential stores (repeatable).
+        #[arg(long = "deny-read", value_name = "PATH")]
+        deny_read: Vec<PathBuf>,
         /// Cut the worker's network (a network namespace of its own).
         #[arg(long)]
         no_network: bool,
@@ -306,6 +310,7 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
             patch_limit,
             allow_write,
             allow_read,
+            deny_read,
             no_network,
             no_sandbox,
             quiet,
@@ -367,7 +372,10 @@ pub fn run(cmd: TaskCmd, ctx: &Ctx) -> Result<(), CliError> {
                     allow_read: allow_read.iter().map(|d| ctx.cwd.join(d)).collect(),
                     network: !no_network,
                     protected: protected_paths(ctx),
-                    hidden: hidden_paths(ctx),
+                    hidden: hidden_paths(ctx)
+                        .into_iter()
+                        .chain(deny_read.iter().map(|d| ctx.cwd.join(d)))
+                        .collect(),
                 }),
                 config_files: git_config_files(ctx),
                 echo: (!quiet).then(|| {

@@ -2090,3 +2090,54 @@ fn bash_cannot_reach_the_users_socket_servers() {
         assert!(l.accept().is_err(), "a connection reached the server");
     }
 }
+
+/// `--deny-read PATH` adds to the hidden list: a folder outside the project
+/// that bash could read before is empty inside, a file reads as empty.
+#[test]
+fn deny_read_hides_more_from_bash() {
+    let env = env();
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = outside.path().join("vault");
+    fs_err::create_dir_all(&dir).unwrap();
+    fs_err::write(dir.join("token"), "TOP-SECRET\n").unwrap();
+    let file = outside.path().join("key.pem");
+    fs_err::write(&file, "PRIVATE-KEY\n").unwrap();
+    let command = format!(
+        "cat {d}/token; ls {d}; cat {f}; echo end",
+        d = dir.display(),
+        f = file.display()
+    );
+    let script = format!(
+        "{}\n{{\"text\": \"read\"}}\n",
+        serde_json::json!({"toolCalls": [{"name": "bash", "arguments": {"command": command}}]})
+    );
+    fs_err::write(env.root.join("read.jsonl"), script).unwrap();
+    let result = |extra: &[&str]| {
+        let mut args = vec!["--script", "../read.jsonl"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["-p", "go"]);
+        let (code, lines, err) = env.agent_json(&args);
+        assert_eq!(code, 0, "{err}");
+        let end = lines
+            .iter()
+            .find(|l| l["type"] == "tool_execution_end")
+            .unwrap()
+            .clone();
+        end["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let open = result(&[]);
+    assert!(
+        open.contains("TOP-SECRET") && open.contains("PRIVATE-KEY"),
+        "{open}"
+    );
+    let (d, f) = (dir.display().to_string(), file.display().to_string());
+    let hidden = result(&["--deny-read", &d, "--deny-read", &f]);
+    assert!(
+        !hidden.contains("TOP-SECRET") && !hidden.contains("PRIVATE-KEY"),
+        "{hidden}"
+    );
+    assert!(hidden.contains("end"), "{hidden}");
+}

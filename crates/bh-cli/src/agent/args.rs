@@ -76,6 +76,11 @@ pub struct AgentArgs {
     /// Also let the bash tool write here (repeatable; e.g. a build cache).
     #[arg(long = "allow-write", value_name = "DIR")]
     pub(super) allow_write: Vec<PathBuf>,
+    /// Hide this file or folder from the bash tool too, beyond the built-in
+    /// list of credential stores (repeatable): inside, a folder is empty and
+    /// a file reads as empty.
+    #[arg(long = "deny-read", value_name = "PATH")]
+    pub(super) deny_read: Vec<PathBuf>,
     /// Cut the bash tool off the network (a network namespace of its own).
     #[arg(long)]
     pub(super) no_network: bool,
@@ -168,7 +173,10 @@ impl AgentArgs {
             allow_write: self.allow_write.iter().map(|d| ctx.abs(d)).collect(),
             protected: crate::task::protected_paths(ctx),
             network: !self.no_network,
-            hidden: crate::task::hidden_paths(ctx),
+            hidden: crate::task::hidden_paths(ctx)
+                .into_iter()
+                .chain(self.deny_read.iter().map(|d| ctx.abs(d)))
+                .collect(),
             // Commits from the sandbox: the git dir overlaid, the broker
             // carries over what the agent may change (bh-tools git_broker).
             git_overlays: Some(ctx.state_dir.join("bash-git")),
