@@ -208,7 +208,8 @@ const out = await page.evaluate(() => {
     bodyVisible: getComputedStyle(document.body).display !== 'none',
     long: long ? { cls: long.className, overflowY: cs.overflowY, maxHeight: cs.maxHeight,
       client: long.clientHeight, scroll: long.scrollHeight, visible: long.checkVisibility(),
-      inTool: !!long.closest('div.tool[data-tool="bash"]') } : null,
+      inTool: !!long.closest('div.tool[data-tool="bash"]'),
+      foldable: long.parentElement.matches('details.output[open]') } : null,
     editDiffs: tool('edit')?.querySelectorAll('pre.diff').length ?? -1,
     editDiffText: tool('edit')?.querySelector('pre.diff')?.textContent ?? null,
     resultSections: document.querySelectorAll('section.role-toolResult').length,
@@ -231,10 +232,9 @@ await browser.close();
 console.log(JSON.stringify(out));
 "#;
 
-#[test]
-fn a_pi_sessions_report_folds_scrolls_badges_and_stays_inert() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = fs_err::canonicalize(tmp.path()).unwrap();
+/// A project with two checkpoints taken as Pi's extension takes them, the
+/// session in it, and its report: (report, before the edit, before the write).
+fn exported(root: &Path) -> (PathBuf, String, String) {
     let state = root.join("state");
     let project = root.join("project");
     fs_err::create_dir_all(&project).unwrap();
@@ -249,7 +249,7 @@ fn a_pi_sessions_report_folds_scrolls_badges_and_stays_inert() {
     let before_write = snapshot(&state, &project, "write", "a0000003");
     assert_ne!(before_edit, before_write);
 
-    let file = session(&root, &project);
+    let file = session(root, &project);
     let out = root.join("report.html");
     let o = bh(&state)
         .args(["session", "export", "--html"])
@@ -268,6 +268,14 @@ fn a_pi_sessions_report_folds_scrolls_badges_and_stays_inert() {
         "the header says so"
     );
 
+    (out, before_edit, before_write)
+}
+
+#[test]
+fn a_pi_sessions_report_folds_scrolls_badges_and_stays_inert() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs_err::canonicalize(tmp.path()).unwrap();
+    let (out, before_edit, before_write) = exported(&root);
     let Some(browser) = bh_test_support::browser::browser() else {
         return;
     };
@@ -317,6 +325,7 @@ fn a_pi_sessions_report_folds_scrolls_badges_and_stays_inert() {
     );
     assert_eq!(long["visible"], true, "{v}");
     assert_eq!(long["inTool"], true, "{v}");
+    assert_eq!(long["foldable"], true, "open, and can be folded: {v}");
     // One diff per edit: the result's, not the call's arguments again.
     assert_eq!(v["editDiffs"], 1, "{v}");
     assert!(

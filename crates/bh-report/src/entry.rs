@@ -13,8 +13,8 @@ use serde_json::Value;
 
 use crate::html::push_escaped;
 
-/// Outputs longer than this many lines start folded to their head in the
-/// summary line; every output sits in a scroll box (`pre.out`).
+/// Outputs longer than this many lines can be folded (an open `<details>`
+/// saying how long they are); every output sits in a scroll box (`pre.out`).
 const SHORT_OUTPUT_LINES: usize = 40;
 
 /// A checkpoint bh took before a tool call of a session it did not write
@@ -448,16 +448,22 @@ fn checkpoint_badge(b: &mut String, id: &str) {
     b.push_str("</span>");
 }
 
-/// Tool output in a scroll box; a long one says how long it is.
+/// Tool output in a scroll box; a long one says how long it is and folds.
 fn output(b: &mut String, body: &str, is_error: bool) {
     if body.is_empty() {
         return;
     }
     let n = body.lines().count();
     if n > SHORT_OUTPUT_LINES && !is_error {
-        let _ = write!(b, "<div class=\"out-len\">{n} lines</div>");
+        let _ = write!(
+            b,
+            "<details class=\"output\" open><summary>output, {n} lines</summary>"
+        );
+        pre(b, body, "out");
+        b.push_str("</details>");
+    } else {
+        pre(b, body, "out");
     }
-    pre(b, body, "out");
 }
 
 fn thinking(b: &mut String, t: &str) {
@@ -526,6 +532,7 @@ pub(crate) fn unified(b: &mut String, text: &str) {
             Some(b'+') if !line.starts_with("+++") => "add",
             Some(b'-') if !line.starts_with("---") => "del",
             Some(b'@') => "hunk",
+            Some(b'\\') => "note",
             _ => "ctx",
         };
         let _ = write!(b, "<span class=\"{class}\">");

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use bh_session::graph::{self, GraphOptions, RowKind};
-use bh_session::{Session, Summary, summarize};
+use bh_session::{Session, Summary, SummaryKind, summarize};
 
 use crate::entry::{CallCheckpoint, View};
 use crate::html::{page, push_escaped};
@@ -46,7 +46,7 @@ pub fn session_html(s: &Session, options: &SessionReportOptions) -> String {
     b.push_str("<header class=\"page\"><h1>");
     push_escaped(&mut b, &title);
     b.push_str("</h1>\n");
-    facts(&mut b, s, options, leaf);
+    facts(&mut b, s, &summaries, options, leaf);
     b.push_str(
         "<p class=\"toolbar\"><button type=\"button\" data-toggle=\"open\">Expand all</button>\
          <button type=\"button\" data-toggle=\"close\">Collapse all</button></p></header>\n",
@@ -87,7 +87,13 @@ pub fn session_html(s: &Session, options: &SessionReportOptions) -> String {
     page(&title, &b)
 }
 
-fn facts(b: &mut String, s: &Session, options: &SessionReportOptions, leaf: Option<&str>) {
+fn facts(
+    b: &mut String,
+    s: &Session,
+    summaries: &[Summary],
+    options: &SessionReportOptions,
+    leaf: Option<&str>,
+) {
     let stats = s.stats();
     let mut rows: Vec<(&str, String)> = Vec::new();
     if let Some(src) = &options.source {
@@ -109,6 +115,21 @@ fn facts(b: &mut String, s: &Session, options: &SessionReportOptions, leaf: Opti
         "entries",
         format!("{} ({} messages)", stats.entries, stats.messages),
     ));
+    let calls: usize = summaries.iter().map(|x| x.tool_calls.len()).sum();
+    if calls > 0 {
+        let failed = summaries
+            .iter()
+            .filter(|x| x.kind == SummaryKind::ToolResult && x.is_error)
+            .count();
+        rows.push((
+            "tool calls",
+            if failed == 0 {
+                format!("{calls}")
+            } else {
+                format!("{calls} ({failed} failed)")
+            },
+        ));
+    }
     rows.push(("leaf", leaf.unwrap_or("(none)").to_owned()));
     if !stats.models.is_empty() {
         rows.push(("models", stats.models.join(", ")));
