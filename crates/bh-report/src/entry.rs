@@ -12,6 +12,8 @@ use bh_session::{Session, Summary, SummaryKind};
 use serde_json::Value;
 
 use crate::html::push_escaped;
+pub(crate) use crate::text::unified;
+use crate::text::{diff, pre, text};
 
 /// Outputs longer than this many lines can be folded (an open `<details>`
 /// saying how long they are); every output sits in a scroll box (`pre.out`).
@@ -495,51 +497,6 @@ fn image(b: &mut String, block: &Value) {
     } else {
         text(b, "(image that is not valid base64)", "text thinking");
     }
-}
-
-fn text(b: &mut String, t: &str, class: &str) {
-    if t.is_empty() {
-        return;
-    }
-    let _ = write!(b, "<div class=\"{class}\">");
-    push_escaped(b, t);
-    b.push_str("</div>\n");
-}
-
-fn pre(b: &mut String, t: &str, class: &str) {
-    if class.is_empty() {
-        b.push_str("<pre>");
-    } else {
-        let _ = write!(b, "<pre class=\"{class}\">");
-    }
-    push_escaped(b, t);
-    b.push_str("</pre>\n");
-}
-
-/// A line diff of `old` → `new` with three lines of context.
-fn diff(b: &mut String, old: &str, new: &str) {
-    let d = similar::TextDiff::from_lines(old, new);
-    let text = d.unified_diff().context_radius(3).to_string();
-    unified(b, &text);
-}
-
-/// A unified diff, its lines coloured by their first character (Pi's
-/// `details.diff` marks lines `+NN`/`-NN` the same way).
-pub(crate) fn unified(b: &mut String, text: &str) {
-    b.push_str("<pre class=\"diff\">");
-    for line in text.lines() {
-        let class = match line.as_bytes().first() {
-            Some(b'+') if !line.starts_with("+++") => "add",
-            Some(b'-') if !line.starts_with("---") => "del",
-            Some(b'@') => "hunk",
-            Some(b'\\') => "note",
-            _ => "ctx",
-        };
-        let _ = write!(b, "<span class=\"{class}\">");
-        push_escaped(b, line);
-        b.push_str("</span>");
-    }
-    b.push_str("</pre>\n");
 }
 
 /// A role or type as a CSS class word (letters, digits, `-`, `_` only).

@@ -22,6 +22,7 @@ mod entry;
 mod exec;
 mod html;
 mod session;
+mod text;
 mod visible;
 
 pub use entry::CallCheckpoint;
