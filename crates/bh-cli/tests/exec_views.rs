@@ -262,7 +262,7 @@ page.on('console', m => { if (m.type() === 'error') errors.push(m.text()); });
 await page.goto('file://' + file);
 const out = { title: await page.title(), h1: await page.textContent('h1'),
   state: await page.textContent('#state'),
-  sections: await page.locator('#conversation section.entry').count(),
+  sections: await page.locator('#conversation [id^="e-"]').count(),
   trailers: await page.textContent('#trailers pre'),
   added: await page.locator('#changes .diff .add').count(),
   visiblePatch: await page.locator('#changes details.patch pre').isVisible() };
@@ -348,7 +348,8 @@ fn html_report_renders_and_fetches_nothing() {
     assert_eq!(v["state"], "committed");
     // Every entry the run appended after the planned one (the model and
     // thinking changes, the prompt, the tool call, its result, the answer):
-    // counted from the forked session's leaf back to the planned entry.
+    // counted from the forked session's leaf back to the planned entry (a
+    // card each, or an anchor in its call's card for a tool result).
     assert_eq!(v["sections"], appended_entries(&e, &id), "{v}");
     assert!(
         v["trailers"]

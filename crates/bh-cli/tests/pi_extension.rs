@@ -110,6 +110,25 @@ fn scripted_run_and_tree(release: PiRelease) {
         rpc.notes
     );
 
+    // The HTML report shows each call's checkpoint on its card: bh finds the
+    // store from the session's cwd (issue 27).
+    let o = run
+        .bh()
+        .args(["session", "export", "--html"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(html.matches("class=\"badge cp\"").count(), 3, "{html}");
+    for c in &cps {
+        let id = c["id"].as_str().unwrap();
+        assert!(
+            html.contains(&format!("\u{2691} {id}</span>")),
+            "{id}: {html}"
+        );
+    }
+
     // /tree back to the write's result: "conversation and files" gives the
     // files of that point — a.txt as written, no bash changes.
     let target = result_of["call_w"].clone();

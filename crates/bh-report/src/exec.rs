@@ -3,13 +3,13 @@
 //! forked session (messages, tool calls with their diffs, checkpoints), the
 //! diffstat and patch of the change, and the commit's provenance trailers.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use bh_session::{Session, summarize};
 
+use crate::entry::{View, unified};
 use crate::html::{page, push_escaped};
-use crate::session::{entry_section, unified};
+use crate::session::path_entries;
 
 /// One file of the change (`None` counts: binary).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub struct ExecReport<'a> {
 pub fn exec_html(r: &ExecReport<'_>) -> String {
     let title = format!("Execution {}", r.execution);
     let mut b = String::with_capacity(64 * 1024 + r.patch.map_or(0, str::len) * 2);
-    b.push_str("<header><h1>");
+    b.push_str("<header class=\"page\"><h1>");
     push_escaped(&mut b, &title);
     b.push_str(" <span class=\"badge\" id=\"state\">");
     push_escaped(&mut b, r.state);
@@ -124,15 +124,8 @@ fn conversation(b: &mut String, r: &ExecReport<'_>) {
         return;
     }
     let summaries = summarize(s);
-    let labels: HashMap<&str, &str> = s
-        .labels()
-        .iter()
-        .map(|l| (l.target_id.as_str(), l.label.as_str()))
-        .collect();
-    let leaf = s.leaf().map(|e| e.id.as_str());
-    for ix in after {
-        entry_section(b, s, &summaries[ix], &labels, leaf, ix);
-    }
+    let view = View::new(s, &summaries, &after, &[]);
+    path_entries(b, &view, &after);
 }
 
 fn diffstat(b: &mut String, rows: &[DiffStatRow]) {

@@ -73,45 +73,8 @@ fn source_hash(text: &str) -> String {
     )
 }
 
-const STYLE: &str = r#"
-:root { --fg:#1f2328; --muted:#656d76; --bg:#fff; --panel:#f6f8fa; --line:#d0d7de;
-  --user:#0969da; --asst:#8250df; --tool:#1a7f37; --err:#cf222e; --meta:#9a6700; }
-* { box-sizing: border-box; }
-body { font: 14px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg);
-  background: var(--bg); margin: 0 auto; max-width: 1100px; padding: 16px 24px 64px; }
-h1 { font-size: 22px; margin: 8px 0; } h2 { font-size: 17px; margin: 24px 0 8px;
-  border-bottom: 1px solid var(--line); padding-bottom: 4px; }
-code, pre, .graph { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
-dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 8px 0; }
-dl.meta dt { color: var(--muted); } dl.meta dd { margin: 0; overflow-wrap: anywhere; }
-.toolbar button { font: inherit; margin-right: 8px; }
-ol.graph { list-style: none; padding: 0; margin: 0; overflow-x: auto; }
-ol.graph li { line-height: 1.35; white-space: pre; } ol.graph a { color: inherit; text-decoration: none; }
-ol.graph a:hover { background: var(--panel); }
-.g { color: var(--muted); } .leaf { font-weight: 600; }
-details > summary { cursor: pointer; }
-details.fold > summary, details.branch > summary { color: var(--muted); }
-details.branch { border-left: 3px solid var(--line); padding-left: 10px; margin: 6px 0; }
-section.entry { border: 1px solid var(--line); border-radius: 6px; margin: 8px 0; padding: 6px 10px; }
-section.entry > header { display: flex; gap: 10px; align-items: baseline; color: var(--muted); font-size: 12px; }
-section.entry > header .role { font-weight: 600; text-transform: uppercase; letter-spacing: .03em; }
-section.role-user .role { color: var(--user); } section.role-assistant .role { color: var(--asst); }
-section.role-toolResult .role { color: var(--tool); } section.error .role { color: var(--err); }
-section.meta { border-style: dashed; } section.meta .role { color: var(--meta); }
-section.active-leaf { box-shadow: 0 0 0 2px var(--asst); }
-.text { white-space: pre-wrap; overflow-wrap: anywhere; margin: 4px 0; }
-.thinking { color: var(--muted); font-style: italic; }
-pre { background: var(--panel); padding: 8px; border-radius: 4px; overflow-x: auto; white-space: pre-wrap; margin: 4px 0; }
-.diff .add { color: #1a7f37; background: #e6ffec; display: block; }
-.diff .del { color: #cf222e; background: #ffebe9; display: block; }
-.diff .hunk { color: var(--muted); display: block; }
-.badge { display: inline-block; border: 1px solid var(--line); border-radius: 10px; padding: 0 8px;
-  font-size: 11px; color: var(--muted); }
-.badge.cp { border-color: var(--tool); color: var(--tool); } .badge.err { border-color: var(--err); color: var(--err); }
-img.inline { max-width: 100%; border: 1px solid var(--line); }
-table.diffstat { border-collapse: collapse; } table.diffstat td { padding: 0 12px 0 0; }
-table.diffstat .add { color: #1a7f37; } table.diffstat .del { color: #cf222e; }
-"#;
+/// The style sheet (its own file so that it reads as CSS).
+const STYLE: &str = include_str!("style.css");
 
 const SCRIPT: &str = r#"
 document.querySelectorAll('[data-toggle]').forEach(function (b) {

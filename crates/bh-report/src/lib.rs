@@ -18,11 +18,14 @@
 // event, a report) that the CLI shows. A guard, not a habit.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod entry;
 mod exec;
 mod html;
 mod session;
+mod text;
 mod visible;
 
+pub use entry::CallCheckpoint;
 pub use exec::{DiffStatRow, ExecReport, exec_html};
 pub use html::escape;
 pub use session::{SessionReportOptions, session_html};

@@ -6,11 +6,10 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
-use bh_protocol::EntryType;
 use bh_session::graph::{self, GraphOptions, RowKind};
 use bh_session::{Session, Summary, SummaryKind, summarize};
-use serde_json::Value;
 
+use crate::entry::{CallCheckpoint, View};
 use crate::html::{page, push_escaped};
 
 /// What the report says about where the session came from.
@@ -18,6 +17,9 @@ use crate::html::{page, push_escaped};
 pub struct SessionReportOptions {
     /// The session file as the user named it (shown, never opened).
     pub source: Option<String>,
+    /// Checkpoints bh took before the session's tool calls (a Pi session's
+    /// calls, found in the project's store by the caller): a badge on each.
+    pub checkpoints: Vec<CallCheckpoint>,
 }
 
 /// The whole report, one self-contained HTML document.
@@ -41,10 +43,10 @@ pub fn session_html(s: &Session, options: &SessionReportOptions) -> String {
         (None, None) => "Session".to_owned(),
     };
     let mut b = String::with_capacity(s.bytes().len() + 64 * 1024);
-    b.push_str("<header><h1>");
+    b.push_str("<header class=\"page\"><h1>");
     push_escaped(&mut b, &title);
     b.push_str("</h1>\n");
-    facts(&mut b, s, options, leaf);
+    facts(&mut b, s, &summaries, options, leaf);
     b.push_str(
         "<p class=\"toolbar\"><button type=\"button\" data-toggle=\"open\">Expand all</button>\
          <button type=\"button\" data-toggle=\"close\">Collapse all</button></p></header>\n",
@@ -79,37 +81,19 @@ pub fn session_html(s: &Session, options: &SessionReportOptions) -> String {
     b.push_str("</ol></nav>\n");
 
     b.push_str("<main id=\"conversation\"><h2>Conversation</h2>\n");
-    let mut in_branch = false;
-    for &ix in &g.order {
-        let on_path = active.contains(&ix);
-        if !on_path && !in_branch {
-            let e = &s.entries()[ix];
-            let n = g.order[g.placements[ix].map_or(0, |p| p.order)..]
-                .iter()
-                .take_while(|i| !active.contains(i))
-                .count();
-            b.push_str("<details class=\"branch\"><summary>Side branch");
-            if let Some(p) = &e.parent_id {
-                b.push_str(" from ");
-                push_escaped(&mut b, p);
-            }
-            let _ = write!(b, " ({n} entr{})", if n == 1 { "y" } else { "ies" });
-            b.push_str("</summary>\n");
-            in_branch = true;
-        } else if on_path && in_branch {
-            b.push_str("</details>\n");
-            in_branch = false;
-        }
-        entry_section(&mut b, s, &summaries[ix], &labels, leaf, ix);
-    }
-    if in_branch {
-        b.push_str("</details>\n");
-    }
+    let view = View::new(s, &summaries, &g.order, &options.checkpoints);
+    conversation(&mut b, &view, &g, &active);
     b.push_str("</main>\n");
     page(&title, &b)
 }
 
-fn facts(b: &mut String, s: &Session, options: &SessionReportOptions, leaf: Option<&str>) {
+fn facts(
+    b: &mut String,
+    s: &Session,
+    summaries: &[Summary],
+    options: &SessionReportOptions,
+    leaf: Option<&str>,
+) {
     let stats = s.stats();
     let mut rows: Vec<(&str, String)> = Vec::new();
     if let Some(src) = &options.source {
@@ -131,6 +115,21 @@ fn facts(b: &mut String, s: &Session, options: &SessionReportOptions, leaf: Opti
         "entries",
         format!("{} ({} messages)", stats.entries, stats.messages),
     ));
+    let calls: usize = summaries.iter().map(|x| x.tool_calls.len()).sum();
+    if calls > 0 {
+        let failed = summaries
+            .iter()
+            .filter(|x| x.kind == SummaryKind::ToolResult && x.is_error)
+            .count();
+        rows.push((
+            "tool calls",
+            if failed == 0 {
+                format!("{calls}")
+            } else {
+                format!("{calls} ({failed} failed)")
+            },
+        ));
+    }
     rows.push(("leaf", leaf.unwrap_or("(none)").to_owned()));
     if !stats.models.is_empty() {
         rows.push(("models", stats.models.join(", ")));
@@ -143,6 +142,16 @@ fn facts(b: &mut String, s: &Session, options: &SessionReportOptions, leaf: Opti
             t.total_tokens, t.input, t.output, t.cache_read, t.cache_write, t.cost
         ),
     ));
+    if !options.checkpoints.is_empty() {
+        let n = options.checkpoints.len();
+        rows.push((
+            "checkpoints",
+            format!(
+                "{n} call{} with a checkpoint in the project's store (⚑ on the call)",
+                if n == 1 { "" } else { "s" }
+            ),
+        ));
+    }
     if !s.problems().is_empty() {
         rows.push(("problems", format!("{}", s.problems().len())));
     }
@@ -193,249 +202,101 @@ fn tree_row(
     b.push_str("</a></li>\n");
 }
 
-pub(crate) fn entry_section(
-    b: &mut String,
-    s: &Session,
-    sum: &Summary,
-    labels: &HashMap<&str, &str>,
-    leaf: Option<&str>,
-    ix: usize,
-) {
-    let e = &s.entries()[ix];
-    let line: Value = s
-        .entry_line(e)
-        .ok()
-        .and_then(|l| serde_json::from_slice(&l).ok())
-        .unwrap_or(Value::Null);
-    let msg = &line["message"];
-    let role = msg["role"].as_str().unwrap_or(e.kind.as_str());
-    let mut class = format!("entry role-{}", css_word(role));
-    if sum.kind == SummaryKind::Meta {
-        class.push_str(" meta");
-    }
-    if sum.is_error {
-        class.push_str(" error");
-    }
-    if leaf == Some(e.id.as_str()) {
-        class.push_str(" active-leaf");
-    }
-    let _ = write!(b, "<section class=\"{class}\" id=\"e-");
-    push_escaped(b, &e.id);
-    b.push_str("\"><header><span class=\"role\">");
-    push_escaped(b, role);
-    b.push_str("</span><code>");
-    push_escaped(b, &e.id);
-    b.push_str("</code>");
-    if let Some(ts) = &e.timestamp {
-        b.push_str("<span>");
-        push_escaped(b, ts);
-        b.push_str("</span>");
-    }
-    if let Some(m) = msg["model"].as_str() {
-        b.push_str("<span>");
-        push_escaped(b, m);
-        b.push_str("</span>");
-    }
-    if let Some(l) = labels.get(e.id.as_str()) {
-        b.push_str("<span class=\"badge\">");
-        push_escaped(b, l);
-        b.push_str("</span>");
-    }
-    if let Some(cp) = &sum.checkpoint {
-        b.push_str("<span class=\"badge cp\">checkpoint ");
-        push_escaped(b, cp);
-        b.push_str("</span>");
-    }
-    if sum.is_error {
-        b.push_str("<span class=\"badge err\">error</span>");
-    }
-    if leaf == Some(e.id.as_str()) {
-        b.push_str("<span class=\"badge\">active leaf</span>");
-    }
-    b.push_str("</header>\n");
-    match (&e.kind, role) {
-        (EntryType::Message, "toolResult") => tool_result(b, msg, sum),
-        (EntryType::Message, "bashExecution") => {
-            pre(b, &format!("$ {}", msg["command"].as_str().unwrap_or("")));
-            pre(b, msg["output"].as_str().unwrap_or(""));
+/// The entries in the tree's order: the active path in the open, side
+/// branches in closed blocks, runs of internal entries folded into one
+/// closed block each, tool results inside their call's card.
+fn conversation(b: &mut String, view: &View<'_>, g: &graph::Graph, active: &HashSet<usize>) {
+    let s = view.s;
+    let mut in_branch = false;
+    let mut internal: Vec<usize> = Vec::new();
+    for &ix in &g.order {
+        if view.is_paired_result(ix) {
+            continue;
         }
-        (EntryType::Message, "branchSummary" | "compactionSummary") => {
-            text(b, msg["summary"].as_str().unwrap_or(""), "text");
+        let on_path = active.contains(&ix);
+        let opens = !on_path && !in_branch;
+        let closes = on_path && in_branch;
+        if (opens || closes || !view.is_internal(ix)) && !internal.is_empty() {
+            fold_internal(b, view, &std::mem::take(&mut internal));
         }
-        (EntryType::Message, _) => content(b, &msg["content"]),
-        (EntryType::CustomMessage, _) => content(b, &line["content"]),
-        (EntryType::Compaction | EntryType::BranchSummary, _) => {
-            b.push_str("<details><summary>");
-            push_escaped(b, &sum.text);
-            b.push_str("</summary>");
-            text(b, line["summary"].as_str().unwrap_or(""), "text");
-            b.push_str("</details>");
-        }
-        _ => text(b, &sum.text, "text"),
-    }
-    b.push_str("</section>\n");
-}
-
-fn content(b: &mut String, c: &Value) {
-    match c {
-        Value::String(t) => text(b, t, "text"),
-        Value::Array(blocks) => {
-            for block in blocks {
-                match block["type"].as_str() {
-                    Some("text") => text(b, block["text"].as_str().unwrap_or(""), "text"),
-                    Some("thinking") => {
-                        text(b, block["thinking"].as_str().unwrap_or(""), "text thinking")
-                    }
-                    Some("redactedThinking") => text(b, "(redacted thinking)", "text thinking"),
-                    Some("image") => image(b, block),
-                    Some("toolCall") => tool_call(b, block),
-                    Some(other) => text(b, &format!("({other} block)"), "text thinking"),
-                    None => {}
-                }
+        if opens {
+            let e = &s.entries()[ix];
+            let n = g.order[g.placements[ix].map_or(0, |p| p.order)..]
+                .iter()
+                .take_while(|i| !active.contains(i))
+                .count();
+            b.push_str("<details class=\"branch\"><summary>Side branch");
+            if let Some(p) = &e.parent_id {
+                b.push_str(" from ");
+                push_escaped(b, p);
             }
+            let _ = write!(b, " ({n} entr{})", if n == 1 { "y" } else { "ies" });
+            b.push_str("</summary>\n");
+            in_branch = true;
+        } else if closes {
+            b.push_str("</details>\n");
+            in_branch = false;
         }
-        _ => {}
-    }
-}
-
-fn image(b: &mut String, block: &Value) {
-    let (Some(mime), Some(data)) = (block["mimeType"].as_str(), block["data"].as_str()) else {
-        return text(b, "(image)", "text thinking");
-    };
-    // Only image types, and only base64 characters, go into the data URI.
-    let safe_mime = mime.starts_with("image/")
-        && mime[6..]
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
-    let safe_data = data
-        .bytes()
-        .all(|c| c.is_ascii_alphanumeric() || b"+/=".contains(&c));
-    if safe_mime && safe_data {
-        let _ = write!(
-            b,
-            "<img class=\"inline\" alt=\"image\" src=\"data:{mime};base64,{data}\">"
-        );
-    } else {
-        text(b, "(image that is not valid base64)", "text thinking");
-    }
-}
-
-fn tool_call(b: &mut String, block: &Value) {
-    let name = block["name"].as_str().unwrap_or("?");
-    let args = &block["arguments"];
-    b.push_str("<details class=\"call\" open><summary>tool call <b>");
-    push_escaped(b, name);
-    b.push_str("</b>");
-    if let Some(p) = args["path"].as_str() {
-        b.push(' ');
-        push_escaped(b, p);
-    }
-    b.push_str("</summary>");
-    match name {
-        "edit" => {
-            let edits: Vec<(&str, &str)> = match args["edits"].as_array() {
-                Some(list) => list
-                    .iter()
-                    .map(|e| {
-                        (
-                            e["oldText"].as_str().unwrap_or(""),
-                            e["newText"].as_str().unwrap_or(""),
-                        )
-                    })
-                    .collect(),
-                None => vec![(
-                    args["oldText"].as_str().unwrap_or(""),
-                    args["newText"].as_str().unwrap_or(""),
-                )],
-            };
-            for (old, new) in edits {
-                diff(b, old, new);
-            }
-        }
-        "write" => pre(b, args["content"].as_str().unwrap_or("")),
-        "bash" => pre(b, &format!("$ {}", args["command"].as_str().unwrap_or(""))),
-        _ => pre(
-            b,
-            &serde_json::to_string_pretty(args).unwrap_or_else(|_| args.to_string()),
-        ),
-    }
-    b.push_str("</details>\n");
-}
-
-fn tool_result(b: &mut String, msg: &Value, sum: &Summary) {
-    b.push_str("<details class=\"result\"");
-    if sum.is_error {
-        b.push_str(" open");
-    }
-    b.push_str("><summary>");
-    push_escaped(b, &sum.text);
-    b.push_str("</summary>");
-    let mut body = String::new();
-    if let Some(blocks) = msg["content"].as_array() {
-        for block in blocks {
-            match block["type"].as_str() {
-                Some("text") => body.push_str(block["text"].as_str().unwrap_or("")),
-                Some("image") => image(b, block),
-                _ => {}
-            }
-        }
-    } else if let Some(t) = msg["content"].as_str() {
-        body.push_str(t);
-    }
-    if let Some(d) = msg["details"]["diff"].as_str() {
-        unified(b, d);
-    }
-    pre(b, &body);
-    b.push_str("</details>\n");
-}
-
-fn text(b: &mut String, t: &str, class: &str) {
-    if t.is_empty() {
-        return;
-    }
-    let _ = write!(b, "<div class=\"{class}\">");
-    push_escaped(b, t);
-    b.push_str("</div>\n");
-}
-
-fn pre(b: &mut String, t: &str) {
-    b.push_str("<pre>");
-    push_escaped(b, t);
-    b.push_str("</pre>\n");
-}
-
-/// A line diff of `old` → `new` with three lines of context.
-fn diff(b: &mut String, old: &str, new: &str) {
-    let d = similar::TextDiff::from_lines(old, new);
-    let text = d.unified_diff().context_radius(3).to_string();
-    unified(b, &text);
-}
-
-/// A unified diff, its lines coloured by their first character.
-pub(crate) fn unified(b: &mut String, text: &str) {
-    b.push_str("<pre class=\"diff\">");
-    for line in text.lines() {
-        let class = match line.as_bytes().first() {
-            Some(b'+') if !line.starts_with("+++") => "add",
-            Some(b'-') if !line.starts_with("---") => "del",
-            Some(b'@') => "hunk",
-            _ => "",
-        };
-        if class.is_empty() {
-            push_escaped(b, line);
-            b.push('\n');
+        if view.is_internal(ix) {
+            internal.push(ix);
         } else {
-            let _ = write!(b, "<span class=\"{class}\">");
-            push_escaped(b, line);
-            b.push_str("</span>");
+            view.section(b, ix);
         }
     }
-    b.push_str("</pre>\n");
+    if !internal.is_empty() {
+        fold_internal(b, view, &internal);
+    }
+    if in_branch {
+        b.push_str("</details>\n");
+    }
 }
 
-/// A role or type as a CSS class word (letters, digits, `-`, `_` only).
-fn css_word(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .collect()
+/// Entries of one path in order (an executor run's), internal runs folded
+/// and tool results inside their calls.
+pub(crate) fn path_entries(b: &mut String, view: &View<'_>, ixs: &[usize]) {
+    let mut internal: Vec<usize> = Vec::new();
+    for &ix in ixs {
+        if view.is_paired_result(ix) {
+            continue;
+        }
+        if view.is_internal(ix) {
+            internal.push(ix);
+            continue;
+        }
+        if !internal.is_empty() {
+            fold_internal(b, view, &std::mem::take(&mut internal));
+        }
+        view.section(b, ix);
+    }
+    if !internal.is_empty() {
+        fold_internal(b, view, &internal);
+    }
+}
+
+/// A run of internal entries as one closed block: "N internal entries" and
+/// what kinds they are.
+fn fold_internal(b: &mut String, view: &View<'_>, ixs: &[usize]) {
+    let mut kinds: Vec<String> = Vec::new();
+    for &ix in ixs {
+        let line = &view.lines[ix];
+        let kind = line["customType"].as_str().map_or_else(
+            || view.s.entries()[ix].kind.as_str().to_owned(),
+            str::to_owned,
+        );
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    let n = ixs.len();
+    let _ = write!(
+        b,
+        "<details class=\"internal\"><summary>{n} internal entr{}: ",
+        if n == 1 { "y" } else { "ies" }
+    );
+    push_escaped(b, &kinds.join(", "));
+    b.push_str("</summary>\n");
+    for &ix in ixs {
+        view.section(b, ix);
+    }
+    b.push_str("</details>\n");
 }

@@ -176,6 +176,60 @@ fn summary_style(sum: &bh_session::Summary) -> Option<&'static str> {
 
 // ----- export ----------------------------------------------------------------
 
+/// The checkpoints bh took before the session's tool calls, from the store of
+/// the project the session ran in (its header's `cwd`), when that folder is
+/// here and has a store (never created): the call journal first (exact, also
+/// for a debounced call), then the store's own session/entry tags for calls
+/// the journal no longer names. Nothing when there is no store to read.
+fn call_checkpoints(ctx: &Ctx, s: &Session) -> Vec<bh_report::CallCheckpoint> {
+    let Some(h) = s.header() else {
+        return Vec::new();
+    };
+    let Some(cwd) = h.cwd.as_deref().map(Path::new).filter(|p| p.is_dir()) else {
+        return Vec::new();
+    };
+    let options = bh_checkpoint::StoreOptions::new(&ctx.state_dir);
+    let Ok(Some(store)) = bh_checkpoint::Store::open_existing_in(&ctx.git(), cwd, &options) else {
+        return Vec::new();
+    };
+    let short = |c: &str| c.chars().take(12).collect::<String>();
+    let mut out: Vec<bh_report::CallCheckpoint> = store
+        .call_journal()
+        .calls()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.session == h.id)
+        .map(|c| bh_report::CallCheckpoint {
+            id: short(&c.commit),
+            entry: c.entry,
+            tool: c.tool,
+        })
+        .collect();
+    let journalled: std::collections::HashSet<(String, String)> = out
+        .iter()
+        .map(|c| (c.entry.clone(), c.tool.clone()))
+        .collect();
+    let mut tagged: Vec<bh_checkpoint::Checkpoint> = store
+        .list()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.kind == bh_checkpoint::CheckpointKind::Snapshot)
+        .filter(|c| c.session.as_deref() == Some(h.id.as_str()))
+        .collect();
+    tagged.sort_by_key(|c| c.seq);
+    for c in tagged {
+        let Some(entry) = c.entry else { continue };
+        if !journalled.contains(&(entry.clone(), c.tool.clone())) {
+            out.push(bh_report::CallCheckpoint {
+                entry,
+                tool: c.tool,
+                id: c.id,
+            });
+        }
+    }
+    out
+}
+
 pub(super) fn export(
     ctx: &Ctx,
     file: &Path,
@@ -188,6 +242,7 @@ pub(super) fn export(
         &s,
         &bh_report::SessionReportOptions {
             source: Some(file.display().to_string()),
+            checkpoints: call_checkpoints(ctx, &s),
         },
     );
     let Some(dest) = out_path else {
