@@ -121,7 +121,8 @@ pub enum ExecCmd {
     /// diffstat; with --html a self-contained report (the conversation
     /// continued, the patch).
     Show {
-        /// The execution id, or a unique prefix of at least 4 hex digits.
+        /// The execution id, a unique prefix of at least 4 hex digits, or its
+        /// output ref (refs/better-harness/executions/…).
         id: String,
         /// Write a self-contained HTML report (to stdout unless --out).
         #[arg(long)]

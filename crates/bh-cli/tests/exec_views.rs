@@ -193,6 +193,15 @@ fn list_and_show_a_committed_run() {
     assert_eq!(code, 0, "{doc}");
     assert_eq!(doc["execution"]["id"], id.as_str());
 
+    // By its output ref; a ref no execution made is not found.
+    let output_ref = list[0]["ref"].as_str().unwrap().to_owned();
+    let (code, doc) = e.json(&["exec", "show", &output_ref]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["execution"]["id"], id.as_str());
+    let o = e.bh(&["exec", "show", "refs/better-harness/executions/0000"]);
+    assert_eq!(o.status.code(), Some(4), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no execution here made or tried"));
+
     let o = e.bh(&["exec", "show", &id]);
     assert!(o.status.success());
     let human = text(&o);

@@ -87,9 +87,34 @@ pub(crate) fn list(ctx: &Ctx) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The record `query` names (a unique id prefix).
+/// The record `query` names: a unique id prefix, or the output ref
+/// (`refs/better-harness/executions/…`) of a run — the one that committed
+/// to it, else the latest that tried.
 fn find(ctx: &Ctx, query: &str) -> Result<ExecutionRecord, CliError> {
     let records = list_executions(&ctx.state_dir).map_err(exec_error)?;
+    if query.starts_with("refs/") {
+        let planned = |r: &ExecutionRecord| {
+            r.plan.as_ref().is_some_and(|p| p.output_ref == query)
+                || r.result
+                    .as_ref()
+                    .is_some_and(|x| x.output_ref.as_deref() == Some(query))
+        };
+        let mut tried: Vec<ExecutionRecord> = records.into_iter().filter(planned).collect();
+        let committed = tried
+            .iter()
+            .rposition(|r| r.result.as_ref().is_some_and(|x| x.commit.is_some()));
+        let pick = committed.or_else(|| tried.len().checked_sub(1));
+        return match pick {
+            Some(i) => Ok(tried.swap_remove(i)),
+            None => Err(CliError::new(
+                ErrorKind::NotFound,
+                format!(
+                    "no execution here made or tried {} (`bh exec list` shows them)",
+                    crate::display::escape(query)
+                ),
+            )),
+        };
+    }
     let id = ids::resolve(
         "execution",
         "bh exec list",
