@@ -263,15 +263,35 @@ impl Repo {
         commit: &str,
         reason: &str,
     ) -> Result<(), GitError> {
-        self.cmd([
-            "worktree", "add", "--quiet", "--detach", "--lock", "--reason", reason,
-        ])
-        .arg("--")
-        .arg(path)
-        .arg(commit)
-        .optional_locks(true)
-        .run()
-        .map(drop)
+        let add = || {
+            self.cmd([
+                "worktree", "add", "--quiet", "--detach", "--lock", "--reason", reason,
+            ])
+            .arg("--")
+            .arg(path)
+            .arg(commit)
+            .optional_locks(true)
+            .run()
+            .map(drop)
+        };
+        // git reads every other worktree's admin folder while adding one,
+        // and fails on one another `worktree add` is still creating
+        // ("failed to read .git/worktrees/<name>/commondir"): a race of
+        // concurrent adds, retried a few times.
+        let mut tries = 0;
+        loop {
+            match add() {
+                Err(e)
+                    if tries < 8
+                        && e.stderr().contains("failed to read")
+                        && e.stderr().contains("commondir") =>
+                {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50 * tries));
+                }
+                r => return r,
+            }
+        }
     }
 
     pub fn worktree_unlock(&self, path: &Path) -> Result<(), GitError> {
