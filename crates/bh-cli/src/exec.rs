@@ -357,41 +357,17 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 base_url.as_deref(),
                 ctx,
             )?;
-            let cancel = tokio_util::sync::CancellationToken::new();
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(CliError::internal)?;
-            let setup = bh_exec::RunSetup {
-                state_dir: ctx.state_dir.clone(),
-                keep_worktree,
-                provider,
-                cancel: cancel.clone(),
-                plan_key: key,
-                trust_plan: foreign,
-                after_verify: None,
-                expect_plan_sha256: Some(checked.plan_sha256.clone()),
-            };
-            let progress = crate::progress::Progress::new(ctx.json);
-            let report = |p: bh_exec::RunProgress| match p {
-                // A tool call's line ends with its own mark: ✗ when it failed.
-                bh_exec::RunProgress::ToolDone { failed: true } => progress.failed(),
-                bh_exec::RunProgress::ToolDone { failed: false } => progress.done(),
-                p => progress.phase(&run_phase(&p)),
-            };
-            let result = runtime.block_on(async {
-                // Ctrl-C, SIGTERM and SIGHUP end the run through its cancellation.
-                let signals = crate::signals::cancel_on_stop(cancel.clone());
-                let result =
-                    bh_exec::run_plan_with_progress(&ctx.git(), &path, &setup, &report).await;
-                signals.abort();
-                result
-            });
-            match &result {
-                Ok(_) => progress.done(),
-                Err(_) => progress.failed(),
-            }
-            drop(progress);
+            let result = run_verified(
+                ctx,
+                &path,
+                Verified {
+                    provider,
+                    keep_worktree,
+                    plan_key: key,
+                    trust_plan: foreign,
+                    plan_sha256: checked.plan_sha256.clone(),
+                },
+            )?;
             let result = result.map_err(exec_error)?;
             let failure = failure_kind(&result);
             if ctx.json {
@@ -528,4 +504,57 @@ fn run_phase(p: &bh_exec::RunProgress) -> String {
         P::Staging => "staging the change".to_owned(),
         P::Commit => "recording the result".to_owned(),
     }
+}
+
+/// What a verified plan runs with (`exec run --plan` and `--plans --index`).
+pub(crate) struct Verified {
+    pub provider: std::sync::Arc<dyn bh_llm::Provider>,
+    pub keep_worktree: bool,
+    pub plan_key: Option<bh_exec::PlanKey>,
+    pub trust_plan: bool,
+    pub plan_sha256: String,
+}
+
+/// Runs the verified plan at `path`: progress on a terminal, and Ctrl-C,
+/// SIGTERM and SIGHUP ending the run through its cancellation (a
+/// scheduler's preemption under `--index`: the run ends aborted).
+pub(crate) fn run_verified(
+    ctx: &Ctx,
+    path: &std::path::Path,
+    v: Verified,
+) -> Result<Result<bh_exec::RunResult, bh_exec::ExecError>, CliError> {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::internal)?;
+    let setup = bh_exec::RunSetup {
+        state_dir: ctx.state_dir.clone(),
+        keep_worktree: v.keep_worktree,
+        provider: v.provider,
+        cancel: cancel.clone(),
+        plan_key: v.plan_key,
+        trust_plan: v.trust_plan,
+        after_verify: None,
+        expect_plan_sha256: Some(v.plan_sha256),
+    };
+    let progress = crate::progress::Progress::new(ctx.json);
+    let report = |p: bh_exec::RunProgress| match p {
+        // A tool call's line ends with its own mark: ✗ when it failed.
+        bh_exec::RunProgress::ToolDone { failed: true } => progress.failed(),
+        bh_exec::RunProgress::ToolDone { failed: false } => progress.done(),
+        p => progress.phase(&run_phase(&p)),
+    };
+    let result = runtime.block_on(async {
+        let signals = crate::signals::cancel_on_stop(cancel.clone());
+        let result = bh_exec::run_plan_with_progress(&ctx.git(), path, &setup, &report).await;
+        signals.abort();
+        result
+    });
+    match &result {
+        Ok(_) => progress.done(),
+        Err(_) => progress.failed(),
+    }
+    drop(progress);
+    Ok(result)
 }

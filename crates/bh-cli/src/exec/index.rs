@@ -232,36 +232,17 @@ fn settle(
         args.max_retries,
         ctx,
     )?;
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(CliError::internal)?;
-    let setup = bh_exec::RunSetup {
-        state_dir: ctx.state_dir.clone(),
-        keep_worktree: flags.keep_worktree,
-        provider,
-        cancel: cancel.clone(),
-        plan_key: key,
-        trust_plan: flags.trust_plan,
-        after_verify: None,
-        expect_plan_sha256: Some(checked.plan_sha256.clone()),
-    };
-    let progress = crate::progress::Progress::new(ctx.json);
-    let report = |p: bh_exec::RunProgress| match p {
-        bh_exec::RunProgress::ToolDone { failed: true } => progress.failed(),
-        bh_exec::RunProgress::ToolDone { failed: false } => progress.done(),
-        p => progress.phase(&super::run_phase(&p)),
-    };
-    let result = runtime.block_on(async {
-        // SIGTERM is a scheduler's preemption: the run ends aborted and
-        // the index is retried (transient), as under SIGINT and SIGHUP.
-        let signals = crate::signals::cancel_on_stop(cancel.clone());
-        let r = bh_exec::run_plan_with_progress(&ctx.git(), &path, &setup, &report).await;
-        signals.abort();
-        r
-    });
-    drop(progress);
+    let result = super::run_verified(
+        ctx,
+        &path,
+        super::Verified {
+            provider,
+            keep_worktree: flags.keep_worktree,
+            plan_key: key,
+            trust_plan: flags.trust_plan,
+            plan_sha256: checked.plan_sha256.clone(),
+        },
+    )?;
     let result = match result {
         Ok(r) => r,
         Err(e) if lost_race(&e) => {
