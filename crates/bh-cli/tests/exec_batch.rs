@@ -496,21 +496,7 @@ fn sigterm_stops_the_batch_and_its_workers_and_a_rerun_resumes() {
         .spawn()
         .unwrap();
     // Wait until both workers' agents run (two forked sessions exist).
-    let execs = w.root.join("state/executions");
-    let running = || {
-        fs::read_dir(&execs).map_or(0, |d| {
-            d.filter(|e| e.as_ref().unwrap().path().join("session.jsonl").exists())
-                .count()
-        })
-    };
-    let started = std::time::Instant::now();
-    while running() < 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "workers never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_running(&w, 2);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
         nix::sys::signal::Signal::SIGTERM,
@@ -599,21 +585,7 @@ fn workers_of_a_batch_killed_with_sigkill_end_their_runs() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let execs = w.root.join("state/executions");
-    let running = || {
-        fs::read_dir(&execs).map_or(0, |d| {
-            d.filter(|e| e.as_ref().unwrap().path().join("session.jsonl").exists())
-                .count()
-        })
-    };
-    let started = std::time::Instant::now();
-    while running() < 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "workers never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_running(&w, 2);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let needle = w.plans.display().to_string();
@@ -663,4 +635,24 @@ fn a_plan_that_changed_nothing_is_not_run_again_on_resume() {
     assert_eq!(json_of(&out)["plans"][0]["state"], "no-changes");
     assert_eq!(w.executions(), runs, "the plan ran again");
     assert_eq!(w.receipt(&w.plans.join("receipts"), 0)["attempt"], 2);
+}
+
+/// Waits (at most a minute) until `n` executions' agents run: their forked
+/// sessions exist.
+fn wait_for_running(w: &World, n: usize) {
+    let execs = w.root.join("state/executions");
+    let running = || {
+        fs::read_dir(&execs).map_or(0, |d| {
+            d.filter(|e| e.as_ref().unwrap().path().join("session.jsonl").exists())
+                .count()
+        })
+    };
+    let started = std::time::Instant::now();
+    while running() < n {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "workers never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
