@@ -74,9 +74,10 @@ pub enum ExecCmd {
         #[arg(long)]
         allow_filters: bool,
     },
-    /// Run a plan: re-check it, continue the session in a detached worktree at
-    /// the base with exactly read, ls, edit and write, and commit the result
-    /// with one parent and provenance trailers under the plan's ref.
+    /// Run a plan: re-check it, continue the session over the base commit's
+    /// tree (no checkout; --checkout: in a detached worktree) with exactly
+    /// read, ls, edit and write, and commit the result with one parent and
+    /// provenance trailers under the plan's ref.
     #[command(after_long_help = index::RUN_HELP)]
     Run {
         /// The plan file `bh exec plan` wrote.
@@ -90,9 +91,15 @@ pub enum ExecCmd {
         /// The provider's base URL (never stored in the plan).
         #[arg(long, value_name = "URL")]
         base_url: Option<String>,
-        /// Keep the execution worktree for inspection.
+        /// Keep the execution worktree for inspection (implies --checkout).
         #[arg(long)]
         keep_worktree: bool,
+        /// Run in a detached worktree at the base (git checks it out, with
+        /// the repository's end-of-line and filter rules) instead of over the
+        /// base tree with no checkout. Implied by a plan made with
+        /// --allow-filters.
+        #[arg(long)]
+        checkout: bool,
         /// Accept a plan sealed by another state directory (another machine)
         /// once every re-check passes; see `bh exec plan --help`.
         #[arg(long)]
@@ -219,10 +226,13 @@ fn exec_kind(err: &ExecError) -> (ErrorKind, Option<u8>) {
             (ErrorKind::Usage, None)
         }
         E::TrailerValue { .. } => (ErrorKind::Invalid, None),
-        E::WorkKept { source, .. } => exec_kind(source),
-        E::Io { .. } | E::Git(_) | E::Agent { .. } | E::RefCreate { .. } | E::Runtime(_) => {
-            (ErrorKind::Internal, None)
-        }
+        E::WorkKept { source, .. } | E::TreeKept { source, .. } => exec_kind(source),
+        E::Io { .. }
+        | E::Git(_)
+        | E::Agent { .. }
+        | E::RefCreate { .. }
+        | E::Runtime(_)
+        | E::Tree(_) => (ErrorKind::Internal, None),
     }
 }
 
@@ -321,6 +331,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             yes,
             base_url,
             keep_worktree,
+            checkout,
             trust_plan,
             allow_invisible,
             indexed,
@@ -330,6 +341,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                     yes,
                     base_url: base_url.as_deref(),
                     keep_worktree,
+                    checkout,
                     trust_plan,
                     allow_invisible,
                 };
@@ -348,7 +360,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
             .map_err(exec_error)?;
             let own = key.as_ref().is_some_and(|k| k.id() == checked.mac.key_id);
             if !yes {
-                return checks::dry_run(ctx, &path, &checked);
+                return checks::dry_run(ctx, &path, &checked, checkout || keep_worktree);
             }
             checks::foreign_invisible(&checked, own, allow_invisible)?;
             let provider = crate::agent::build_provider(
@@ -363,6 +375,7 @@ pub fn run(cmd: ExecCmd, ctx: &Ctx) -> Result<(), CliError> {
                 Verified {
                     provider,
                     keep_worktree,
+                    checkout,
                     plan_key: key,
                     trust_plan: foreign,
                     plan_sha256: checked.plan_sha256.clone(),
@@ -496,12 +509,12 @@ fn run_phase(p: &bh_exec::RunProgress) -> String {
     use bh_exec::RunProgress as P;
     match p {
         P::Checks => "checking the plan".to_owned(),
-        P::Worktree => "creating the worktree".to_owned(),
+        P::Worktree => "opening the base".to_owned(),
         P::Fork => "forking the session".to_owned(),
         P::ModelTurn { turn } => format!("model turn {turn}"),
         P::ToolCall { tool, target } => format!("  {tool} {target}"),
         P::ToolDone { .. } => String::new(),
-        P::Staging => "staging the change".to_owned(),
+        P::Staging => "building the result tree".to_owned(),
         P::Commit => "recording the result".to_owned(),
     }
 }
@@ -510,6 +523,7 @@ fn run_phase(p: &bh_exec::RunProgress) -> String {
 pub(crate) struct Verified {
     pub provider: std::sync::Arc<dyn bh_llm::Provider>,
     pub keep_worktree: bool,
+    pub checkout: bool,
     pub plan_key: Option<bh_exec::PlanKey>,
     pub trust_plan: bool,
     pub plan_sha256: String,
@@ -531,6 +545,7 @@ pub(crate) fn run_verified(
     let setup = bh_exec::RunSetup {
         state_dir: ctx.state_dir.clone(),
         keep_worktree: v.keep_worktree,
+        checkout: v.checkout,
         provider: v.provider,
         cancel: cancel.clone(),
         plan_key: v.plan_key,

@@ -405,6 +405,16 @@ fn the_65th_tool_call_and_a_slow_stream_abort() {
 
 #[test]
 fn a_killed_run_leaves_the_user_untouched_and_gc_cleans_up() {
+    killed_run(true);
+}
+
+/// Without a checkout a killed run leaves no worktree at all.
+#[test]
+fn a_killed_run_without_a_checkout_leaves_no_worktree() {
+    killed_run(false);
+}
+
+fn killed_run(checkout: bool) {
     let e = Exec::new();
     let before = e.user_state();
     fs::write(
@@ -417,6 +427,7 @@ fn a_killed_run_leaves_the_user_untouched_and_gc_cleans_up() {
     let mut child = e
         .bh_cmd()
         .args(["exec", "run", "--plan", "plan.json", "--yes"])
+        .args(checkout.then_some("--checkout"))
         .spawn()
         .unwrap();
     let started = std::time::Instant::now();
@@ -444,7 +455,7 @@ fn a_killed_run_leaves_the_user_untouched_and_gc_cleans_up() {
         e.git(&["worktree", "list", "--porcelain"])
             .matches("worktree ")
             .count(),
-        2
+        if checkout { 2 } else { 1 }
     );
     let out = e.bh(&["--json", "exec", "gc", "--repo", "repo"]);
     assert!(
@@ -453,7 +464,10 @@ fn a_killed_run_leaves_the_user_untouched_and_gc_cleans_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["removed"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        doc["removed"].as_array().unwrap().len(),
+        usize::from(checkout)
+    );
     assert_eq!(
         e.git(&["worktree", "list", "--porcelain"])
             .matches("worktree ")

@@ -231,7 +231,7 @@ fn exec_run_shows_its_phases_and_tool_calls_on_a_terminal_only() {
     let screen = env.on_tty(&["exec", "run", "--plan", "p1.json", "--yes"]);
     for phase in [
         "✓ checking the plan",
-        "✓ creating the worktree",
+        "✓ opening the base",
         "✓ model turn 1",
         "write hello.txt",
         "✓ model turn 2",

@@ -1,8 +1,10 @@
 //! Executor benchmark, side by side with the raw baselines in one run:
 //! (1) `plan` on a ~100 MB Pi session and a large repository against hashing
-//! the session file plus `git rev-parse`; (2) `run` overhead excluding the
-//! model (a scripted turn that only answers) against a bare
-//! `git worktree add --detach` + `git worktree remove`.
+//! the session file plus `git rev-parse`; (2) `run` excluding the model (a
+//! scripted model that reads a file, edits it, writes a new one and stops),
+//! with no checkout (the default) and with `--checkout`, against a bare
+//! `git worktree add --detach` + `git worktree remove`; the process's peak
+//! memory is read before and after the runs without a checkout.
 //!
 //! ```text
 //! cargo bench -p bh-exec --bench exec -- [--files 100000] [--mb 100] [--rounds 5] [--only-plan]
@@ -148,7 +150,13 @@ async fn main() -> Result<()> {
     // (2) run overhead (scripted answer, no tools) vs bare worktree add + remove
     let small = root.join("small-session.jsonl");
     let small_entry = write_session(&small, &repo, 1)?;
-    let (mut bare_ms, mut run_ms) = (Vec::new(), Vec::new());
+    let (mut bare_ms, mut run_ms, mut checkout_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let script = "{\"toolCalls\": [{\"name\": \"read\", \"arguments\": {\"path\": \"src/d0001/f1.rs\"}}]}\n\
+        {\"toolCalls\": [{\"name\": \"edit\", \"arguments\": {\"path\": \"src/d0001/f1.rs\", \"edits\": [{\"oldText\": \"f1()\", \"newText\": \"f1_renamed()\"}]}}, \
+        {\"name\": \"write\", \"arguments\": {\"path\": \"src/new/module.rs\", \"content\": \"pub fn new() {}\\n\"}}]}\n\
+        {\"text\": \"Done.\"}\n";
+    let hwm_before = peak_rss_kib();
+    let mut hwm_virtual = 0;
     for r in 0..rounds {
         let wt = root.join(format!("bare-{r}"));
         let t = Instant::now();
@@ -173,40 +181,55 @@ async fn main() -> Result<()> {
             ],
         )?;
         bare_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        let plan_path = root.join(format!("run-plan-{r}.json"));
-        let plan = make_plan(
-            &runner(),
-            &PlanRequest {
-                repo: repo.clone(),
-                base: "HEAD".into(),
-                session: small.clone(),
-                entry: small_entry.clone(),
-                prompt: format!("round {r}"),
-                model: Some("scripted/bench".into()),
-                limits: Limits::default(),
-                allow_filters: false,
-            },
-            &key,
-        )?;
-        write_plan(&plan_path, &plan, true)?;
-        let provider = ScriptedProvider::from_str(
-            "{\"text\": \"Nothing to change.\"}\n",
-            ModelSpec::new("scripted", "bench", Api::Scripted),
-        )
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let setup = RunSetup::new(root.join("state"), Arc::new(provider), Default::default())?;
-        let t = Instant::now();
-        let result = run_plan(&runner(), &plan_path, &setup).await?;
-        run_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        if result.state != bh_exec::RunState::NoChanges {
-            bail!("unexpected run result {}", result.state);
+        for checkout in [false, true] {
+            let plan_path = root.join(format!("run-plan-{r}-{checkout}.json"));
+            let plan = make_plan(
+                &runner(),
+                &PlanRequest {
+                    repo: repo.clone(),
+                    base: "HEAD".into(),
+                    session: small.clone(),
+                    entry: small_entry.clone(),
+                    prompt: format!("round {r} checkout {checkout}"),
+                    model: Some("scripted/bench".into()),
+                    limits: Limits::default(),
+                    allow_filters: false,
+                },
+                &key,
+            )?;
+            write_plan(&plan_path, &plan, true)?;
+            let provider = ScriptedProvider::from_str(
+                script,
+                ModelSpec::new("scripted", "bench", Api::Scripted),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut setup =
+                RunSetup::new(root.join("state"), Arc::new(provider), Default::default())?;
+            setup.checkout = checkout;
+            let t = Instant::now();
+            let result = run_plan(&runner(), &plan_path, &setup).await?;
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            if result.state != bh_exec::RunState::Committed || result.changed_paths.len() != 2 {
+                bail!(
+                    "unexpected run result {} {:?}",
+                    result.state,
+                    result.changed_paths
+                );
+            }
+            if checkout {
+                checkout_ms.push(ms);
+            } else {
+                run_ms.push(ms);
+                hwm_virtual = hwm_virtual.max(peak_rss_kib());
+            }
         }
     }
-    let (b, p, w, r) = (
+    let (b, p, w, r, c) = (
         median(base_ms),
         median(plan_ms),
         median(bare_ms),
         median(run_ms),
+        median(checkout_ms),
     );
     println!("| operation | median | ratio | limit |\n|---|---:|---:|---:|");
     println!(
@@ -221,8 +244,29 @@ async fn main() -> Result<()> {
         "| `git worktree add --detach` + `git worktree remove` ({files} files) | {w:.0} ms | | |"
     );
     println!(
-        "| `run` with a scripted answer (no model time) | {r:.0} ms | {:.2}× | < 1.5× |",
+        "| `run` (no checkout), scripted read + edit + write (no model time) | {r:.0} ms | {:.3}× | ≤ 1/20 |",
         r / w
     );
+    println!(
+        "| `run --checkout`, the same script | {c:.0} ms | {:.2}× | < 1.5× |",
+        c / w
+    );
+    println!(
+        "\npeak RSS of the bench process: {:.1} MB before the runs, {:.1} MB after the runs without a checkout",
+        hwm_before as f64 / 1024.0,
+        hwm_virtual as f64 / 1024.0
+    );
     Ok(())
+}
+
+/// The process's peak resident memory (`VmHWM`), in KiB.
+fn peak_rss_kib() -> u64 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }

@@ -130,6 +130,19 @@ pub enum ExecError {
         #[source]
         source: Box<ExecError>,
     },
+    #[error(
+        "{source}; the agent's work is kept as the tree {tree} (execution folder {dir}; \
+         `git diff {base} {tree}` shows it)"
+    )]
+    TreeKept {
+        tree: String,
+        base: String,
+        dir: PathBuf,
+        #[source]
+        source: Box<ExecError>,
+    },
+    #[error("cannot build the execution's result tree: {0}")]
+    Tree(#[from] bh_vfs::VfsError),
     #[error("the {trailer} trailer value {value:?} would break the commit message")]
     TrailerValue {
         trailer: &'static str,

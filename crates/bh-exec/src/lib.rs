@@ -8,8 +8,9 @@
 //! [`verify_plan`] re-checks the MAC, every field that steers the run and
 //! every recorded half before anything runs; each mismatch is its own
 //! [`ExecError`] variant. [`run_plan`] re-checks, then
-//! continues the session in a detached worktree at the base through
-//! `bh-runtime` (exactly `read, ls, edit, write`) and records the result as
+//! continues the session over the base commit's tree with no checkout (the
+//! virtual worktree of `bh-vfs`; a detached worktree with `checkout`, see
+//! `work`) through `bh-runtime` (exactly `read, ls, edit, write`) and records the result as
 //! one commit with provenance trailers ([`Trailers`]) under
 //! `refs/better-harness/executions/`, in an execution folder
 //! (`<state>/executions/<id>/`, see [`Execution`]).
@@ -41,6 +42,7 @@ mod publish;
 mod receipt;
 mod run;
 mod verify;
+mod work;
 
 pub use batch_error::BatchError;
 pub use commit::{IDENTITY_EMAIL, IDENTITY_NAME, TRAILER_KEYS, Trailers, commit_message};
@@ -67,3 +69,4 @@ pub use run::{
     RunProgress, RunResult, RunSetup, RunState, StopReason, run_plan, run_plan_with_progress,
 };
 pub use verify::{Trust, check_steering, read_plan, verify_plan};
+pub use work::WorkMode;

@@ -4,28 +4,33 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bh_git::{GitRunner, Repo, Scope, WorktreeGuard};
+use bh_git::{GitRunner, Repo, Scope};
 use bh_runtime::{
-    CancellationToken, Event, Limits, Profile, Provider, RunOutcome, RunStop, Runtime,
-    RuntimeOptions, SystemPrompt,
+    CancellationToken, Event, Limits, Profile, Provider, RunOutcome, RunStop, RuntimeOptions,
+    SystemPrompt,
 };
 use bh_session::{ForkOptions, ForkTarget, Forked, Session, SessionWriter, Totals};
 use serde::Serialize;
 
 use crate::commit::{commit_message, commit_tree};
 use crate::error::{ExecError, session as session_err};
-use crate::filters::{configured_drivers, switch_off};
+use crate::filters::configured_drivers;
 use crate::folder::{Execution, gc};
 use crate::ids::{IdKind, check_id};
 use crate::key::PlanKey;
 use crate::plan::Plan;
 use crate::verify::{Trust, verify_read_once};
+use crate::work::{Work, WorkMode};
 
 /// How a run is set up by its caller (the CLI).
 pub struct RunSetup {
     /// The Better Harness state directory (executions go to `executions/`).
     pub state_dir: PathBuf,
+    /// Keep the execution's worktree (implies `checkout`).
     pub keep_worktree: bool,
+    /// Run in a detached worktree at the base instead of the virtual
+    /// worktree (implied by a plan that allows filter drivers).
+    pub checkout: bool,
     /// The model the plan names, built by the caller (endpoint and key never
     /// come from the plan).
     pub provider: Arc<dyn Provider>,
@@ -57,6 +62,7 @@ impl RunSetup {
             plan_key: PlanKey::open(&state_dir)?,
             state_dir,
             keep_worktree: false,
+            checkout: false,
             provider,
             cancel,
             trust_plan: false,
@@ -147,7 +153,7 @@ impl StopReason {
 pub enum RunProgress {
     /// Re-checking the plan against the repository and the session.
     Checks,
-    /// Creating the detached worktree at the base commit.
+    /// Opening the base: its tree (virtual) or a detached worktree of it.
     Worktree,
     /// Forking the session at the planned entry.
     Fork,
@@ -157,7 +163,8 @@ pub enum RunProgress {
     ToolCall { tool: String, target: String },
     /// The tool call last reported ended; `failed` when its result is an error.
     ToolDone { failed: bool },
-    /// Staging the worktree's content into a tree.
+    /// Building the result tree (staging the worktree, or the base tree
+    /// with the run's writes).
     Staging,
     /// Recording the result: the commit and its ref, or the partial patch.
     Commit,
@@ -185,6 +192,9 @@ pub struct RunResult {
     /// The partial change of a run that committed nothing.
     pub patch: Option<PathBuf>,
     pub execution_dir: PathBuf,
+    /// How the run held its files.
+    pub mode: WorkMode,
+    /// The kept worktree (`--keep-worktree`).
     pub worktree: Option<PathBuf>,
     /// What the runtime reported (e.g. checkpoints off for this run).
     pub warnings: Vec<String>,
@@ -228,14 +238,15 @@ pub async fn run_plan_with_progress(
         hook();
     }
     let repo = runner.repo(&plan.repo.top_level, Scope::User);
+    // Filters need a checkout, and so does a worktree to keep.
+    let checkout = setup.checkout || setup.keep_worktree || plan.allow_filters;
     // Filter drivers only when the plan allows them (found before anything
     // is created, so a driver that cannot be switched off refuses cleanly).
-    let drivers = if plan.allow_filters {
+    let drivers = if plan.allow_filters || !checkout {
         Vec::new()
     } else {
         configured_drivers(&repo)?
     };
-    let filtered = |r: Repo| switch_off(&r, &drivers);
     // The model string the commit will carry, checked before anything is
     // created (the provider's when the plan names none).
     let model = plan.model.clone().unwrap_or_else(|| {
@@ -249,46 +260,32 @@ pub async fn run_plan_with_progress(
     // runs (a message that cannot be written refuses the run, not its result).
     let exec = Execution::create(&setup.state_dir, &plan)?;
     let message = commit_message(&plan, &exec.id, &model)?;
-    // 4. A detached worktree at the base, locked from its creation.
-    let worktree = exec.worktree();
+    // 4. The base: a detached worktree locked from its creation, or its tree.
     progress(RunProgress::Worktree);
-    filtered(repo.clone()).worktree_add_detached(
-        &worktree,
-        &plan.base.commit,
-        &exec.lock_reason(),
-    )?;
-    let mut guard = WorktreeGuard::new(&repo, &worktree);
+    let mut work = if checkout {
+        Work::checkout(&repo, &plan, &exec, drivers)?
+    } else {
+        Work::virtual_tree(&repo, &plan, &exec)?
+    };
+    exec.log(&format!("files: {}", work.mode().as_str()));
     if setup.keep_worktree {
-        guard.keep();
+        work.keep_worktree();
     }
     // 5. The session forked at the planned entry, working in the worktree.
     progress(RunProgress::Fork);
     let forked = fork_session(&plan, &exec, session_bytes)?;
     // 6. The agent continues it with exactly the executor's tools. From the
-    // moment it starts, a failure keeps the worktree: it holds the work.
-    let keep = |guard: &mut WorktreeGuard<'_>, err: ExecError| {
-        guard.keep();
-        exec.log(&format!("kept the worktree: {err}"));
-        let _ = exec.mark_kept(&err.to_string());
-        ExecError::WorkKept {
-            worktree: worktree.clone(),
-            dir: exec.dir.clone(),
-            source: Box::new(err),
-        }
-    };
+    // moment it starts, a failure keeps what it did.
     let (outcome, warnings, failed_tool_calls) =
-        match continue_session(runner, &plan, &exec, &forked, setup, progress).await? {
+        match continue_session(runner, &plan, &exec, &work, &forked, setup, progress).await? {
             Ok(ran) => ran,
-            Err(e) => return Err(keep(&mut guard, e)),
+            Err(e) => return Err(work.keep(runner, &plan, &exec, None, e)),
         };
-    // 7. The worktree's content as a tree, through a private index.
+    // 7. The files as a tree.
     progress(RunProgress::Staging);
-    let tree = match filtered(runner.repo(&worktree, Scope::User))
-        .temp_index(exec.index())
-        .stage_work_tree(&plan.base.commit)
-    {
+    let tree = match work.tree(runner, &plan, &exec) {
         Ok(tree) => tree,
-        Err(e) => return Err(keep(&mut guard, e.into())),
+        Err(e) => return Err(work.keep(runner, &plan, &exec, None, e)),
     };
     // 8. Record it: a commit under the output ref, or the partial patch.
     let mut result = RunResult {
@@ -307,18 +304,22 @@ pub async fn run_plan_with_progress(
         checkpoints: outcome.checkpoints.clone(),
         patch: None,
         execution_dir: exec.dir.clone(),
-        worktree: setup.keep_worktree.then(|| worktree.clone()),
+        mode: work.mode(),
+        worktree: (setup.keep_worktree && work.mode() == WorkMode::Checkout)
+            .then(|| exec.worktree()),
         warnings,
     };
     progress(RunProgress::Commit);
     if let Err(e) = record(&repo, &plan, &exec, &outcome, &tree, message, &mut result) {
-        return Err(keep(&mut guard, e));
+        // A lost race for the ref keeps nothing: the plan's result is the
+        // winner's.
+        return Err(match (&e, work.mode()) {
+            (ExecError::RefExists { .. }, WorkMode::Virtual) => e,
+            _ => work.keep(runner, &plan, &exec, Some(&tree), e),
+        });
     }
     // 9. Clean up; `result.json` marks the execution finished.
-    if !setup.keep_worktree {
-        // The result stands whether or not the removal succeeds.
-        let _ = guard.remove();
-    }
+    work.finish(setup.keep_worktree);
     exec.write_result(&result)?;
     exec.log(&format!("result: {}", result.state.as_str()));
     Ok(result)
@@ -358,6 +359,7 @@ async fn continue_session(
     runner: &GitRunner,
     plan: &Plan,
     exec: &Execution,
+    work: &Work<'_>,
     forked: &Forked,
     setup: &RunSetup,
     progress: &(dyn Fn(RunProgress) + Sync),
@@ -370,7 +372,7 @@ async fn continue_session(
         timeout: Some(std::time::Duration::from_secs(plan.limits.timeout_secs)),
         max_turns: None,
     };
-    let runtime = Runtime::open(runner, &exec.worktree(), &opts)?;
+    let runtime = work.runtime(runner, exec, &opts)?;
     for w in &runtime.warnings {
         exec.log(w);
     }

@@ -66,8 +66,13 @@ pub fn encode_tree<'a>(
     Ok(out)
 }
 
-/// The entries of a tree object's bytes, in stored order.
-pub fn parse_tree(mut body: &[u8]) -> Result<Vec<Entry>, ObjectError> {
+/// The entries of a tree object's bytes, in stored order (SHA-1 ids).
+pub fn parse_tree(body: &[u8]) -> Result<Vec<Entry>, ObjectError> {
+    parse_tree_ids(body, 20)
+}
+
+/// [`parse_tree`] for ids of `id_len` bytes (20: SHA-1, 32: SHA-256).
+pub fn parse_tree_ids(mut body: &[u8], id_len: usize) -> Result<Vec<Entry>, ObjectError> {
     let mut out = Vec::new();
     while !body.is_empty() {
         let sp = body
@@ -83,13 +88,15 @@ pub fn parse_tree(mut body: &[u8]) -> Result<Vec<Entry>, ObjectError> {
             .iter()
             .position(|b| *b == 0)
             .ok_or(ObjectError::BadTree)?;
-        let oid = rest.get(nul + 1..nul + 21).ok_or(ObjectError::BadTree)?;
+        let oid = rest
+            .get(nul + 1..nul + 1 + id_len)
+            .ok_or(ObjectError::BadTree)?;
         out.push(Entry {
             name: rest[..nul].to_vec(),
             mode,
             oid: hex(oid),
         });
-        body = &rest[nul + 21..];
+        body = &rest[nul + 1 + id_len..];
     }
     Ok(out)
 }

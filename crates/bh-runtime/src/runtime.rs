@@ -136,6 +136,31 @@ impl Runtime {
         })
     }
 
+    /// The executor's tools over `files` (a virtual worktree) shown as the
+    /// directory `cwd`: no checkpoint store (nothing on disk can be
+    /// damaged; the run's files are its session and its result).
+    pub fn over(
+        cwd: &Path,
+        files: Box<dyn bh_tools::Workspace>,
+        opts: &RuntimeOptions,
+    ) -> Result<Runtime> {
+        let output_dir = opts
+            .tool_output_dir
+            .clone()
+            .unwrap_or_else(|| opts.state_dir.join("tool-output"));
+        let toolbox = Toolbox::over(files, ToolboxOptions::new(cwd, opts.profile, output_dir))
+            .map_err(|source| RuntimeError::Tools {
+                path: cwd.to_path_buf(),
+                source: Box::new(source),
+            })?;
+        Ok(Runtime {
+            cwd: cwd.to_path_buf(),
+            toolbox: Arc::new(toolbox),
+            checkpoints: None,
+            warnings: Vec::new(),
+        })
+    }
+
     /// The agent of this directory on `session`.
     pub fn agent(
         &self,

@@ -145,6 +145,13 @@ impl RelPath {
         }
         p
     }
+    /// The path this names beneath `root` (`root` itself for the root).
+    pub fn beneath(&self, root: &Path) -> PathBuf {
+        if self.components.is_empty() {
+            return root.to_path_buf();
+        }
+        root.join(self.to_path())
+    }
     fn split_last(&self) -> Option<(&[Vec<u8>], &[u8])> {
         let (last, parent) = self.components.split_last()?;
         Some((parent, last))
@@ -223,10 +230,7 @@ impl Root {
 
     /// The absolute path a relative path names (for messages).
     pub fn abs(&self, rel: &RelPath) -> PathBuf {
-        if rel.is_root() {
-            return self.path.clone();
-        }
-        self.path.join(rel.to_path())
+        rel.beneath(&self.path)
     }
 
     /// Lexical checks. `raw` is the path exactly as the model sent it.
@@ -236,56 +240,7 @@ impl Root {
 
     /// [`Self::resolve`] for paths that may not be UTF-8 (from directory walks).
     pub fn resolve_os(&self, raw_os: &OsStr) -> Result<RelPath, ConfineError> {
-        let raw_lossy = raw_os.to_string_lossy();
-        let raw: &str = &raw_lossy;
-        if raw_os.as_bytes().contains(&0) {
-            return Err(ConfineError::Nul);
-        }
-        let bytes = raw_os.as_bytes();
-        if bytes.len() > MAX_PATH_BYTES {
-            return Err(ConfineError::TooLong(bytes.len()));
-        }
-        // Pi strips a leading '@' (models copy file mentions verbatim).
-        let trimmed = bytes.strip_prefix(b"@").unwrap_or(bytes);
-        if trimmed == b"~" || trimmed.starts_with(b"~/") {
-            return Err(ConfineError::Outside(raw.to_string()));
-        }
-        let p = Path::new(OsStr::from_bytes(trimmed));
-        let rest: &Path = if p.is_absolute() {
-            match p.strip_prefix(&self.path) {
-                Ok(r) => r,
-                Err(_) => match self.alias.as_deref().map(|a| p.strip_prefix(a)) {
-                    Some(Ok(r)) => r,
-                    _ => return Err(ConfineError::Outside(raw.to_string())),
-                },
-            }
-        } else {
-            p
-        };
-        let mut out: Vec<Vec<u8>> = Vec::new();
-        for c in rest.components() {
-            match c {
-                Component::CurDir => {}
-                Component::ParentDir => {
-                    if out.pop().is_none() {
-                        return Err(ConfineError::Outside(raw.to_string()));
-                    }
-                }
-                Component::Normal(name) => {
-                    if name.len() > MAX_NAME_BYTES {
-                        return Err(ConfineError::NameTooLong(name.len()));
-                    }
-                    if is_git_name(name) {
-                        return Err(ConfineError::Git(raw.to_string()));
-                    }
-                    out.push(name.as_bytes().to_vec());
-                }
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(ConfineError::Outside(raw.to_string()));
-                }
-            }
-        }
-        Ok(RelPath { components: out })
+        resolve_beneath(&self.path, self.alias.as_deref(), raw_os)
     }
 
     fn dup_root(&self) -> Result<OwnedFd, ConfineError> {
@@ -535,6 +490,66 @@ impl Root {
         let _ = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(access));
         Ok(Opened::File(File::from(fd), st))
     }
+}
+
+/// The lexical checks of [`Root::resolve`] for a root at `root` (canonical)
+/// that the caller may also name `alias`: a path that may not be UTF-8,
+/// relative to the root or absolute beneath it. Shared by every workspace.
+pub fn resolve_beneath(
+    root: &Path,
+    alias: Option<&Path>,
+    raw_os: &OsStr,
+) -> Result<RelPath, ConfineError> {
+    let raw_lossy = raw_os.to_string_lossy();
+    let raw: &str = &raw_lossy;
+    if raw_os.as_bytes().contains(&0) {
+        return Err(ConfineError::Nul);
+    }
+    let bytes = raw_os.as_bytes();
+    if bytes.len() > MAX_PATH_BYTES {
+        return Err(ConfineError::TooLong(bytes.len()));
+    }
+    // Pi strips a leading '@' (models copy file mentions verbatim).
+    let trimmed = bytes.strip_prefix(b"@").unwrap_or(bytes);
+    if trimmed == b"~" || trimmed.starts_with(b"~/") {
+        return Err(ConfineError::Outside(raw.to_string()));
+    }
+    let p = Path::new(OsStr::from_bytes(trimmed));
+    let rest: &Path = if p.is_absolute() {
+        match p.strip_prefix(root) {
+            Ok(r) => r,
+            Err(_) => match alias.map(|a| p.strip_prefix(a)) {
+                Some(Ok(r)) => r,
+                _ => return Err(ConfineError::Outside(raw.to_string())),
+            },
+        }
+    } else {
+        p
+    };
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for c in rest.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if out.pop().is_none() {
+                    return Err(ConfineError::Outside(raw.to_string()));
+                }
+            }
+            Component::Normal(name) => {
+                if name.len() > MAX_NAME_BYTES {
+                    return Err(ConfineError::NameTooLong(name.len()));
+                }
+                if is_git_name(name) {
+                    return Err(ConfineError::Git(raw.to_string()));
+                }
+                out.push(name.as_bytes().to_vec());
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(ConfineError::Outside(raw.to_string()));
+            }
+        }
+    }
+    Ok(RelPath { components: out })
 }
 
 fn libc_eio() -> i32 {

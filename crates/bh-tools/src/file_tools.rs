@@ -1,23 +1,18 @@
 //! `read`, `write`, `edit` and `ls` ([P73] `dist/core/tools/{read,write,edit,ls}.js`).
 
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
-
 use base64::Engine;
-use nix::sys::stat::{SFlag, fstatat};
 use serde_json::{Map, Value, json};
 
 use crate::args::{Args, to_count};
-use crate::confine::{ConfineError, Opened, Root, file_type, is_git_name};
+use crate::confine::ConfineError;
 use crate::edit_apply::{
     Edit, apply_edits, detect_line_ending, normalize_to_lf, restore_line_endings,
 };
 use crate::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head};
+use crate::workspace::{FsError, Node, Workspace};
 use crate::{ContentBlock, ToolResult};
 
-/// Files larger than this are not read into memory.
-pub const MAX_READ_BYTES: i64 = 256 * 1024 * 1024;
+pub use crate::workspace::MAX_READ_BYTES;
 
 /// A number as JavaScript prints it (integers without `.0`).
 pub fn js_num(n: f64) -> String {
@@ -26,25 +21,6 @@ pub fn js_num(n: f64) -> String {
     } else {
         format!("{n}")
     }
-}
-
-#[allow(clippy::disallowed_types)] // a descriptor opened beneath the root (`confine`)
-fn read_all(file: &mut std::fs::File, size: i64, abs: &str) -> Result<Vec<u8>, String> {
-    if size > MAX_READ_BYTES {
-        return Err(format!(
-            "File too large to read: {abs} ({}, limit {})",
-            format_size(size as usize),
-            format_size(MAX_READ_BYTES as usize)
-        ));
-    }
-    let mut buf = Vec::with_capacity(size.max(0) as usize);
-    file.take(MAX_READ_BYTES as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("EIO: {e}, read '{abs}'"))?;
-    if buf.len() as i64 > MAX_READ_BYTES {
-        return Err(format!("File too large to read: {abs}"));
-    }
-    Ok(buf)
 }
 
 /// Sniffs the image types Pi 0.73.1 sends as image blocks.
@@ -62,7 +38,7 @@ pub fn image_mime(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
-pub fn read(root: &Root, args: &Value) -> Result<ToolResult, String> {
+pub fn read(root: &dyn Workspace, args: &Value) -> Result<ToolResult, String> {
     let mut a = Args::new("read", args);
     let path = a.str_req("path");
     let offset = a.num_opt("offset");
@@ -70,12 +46,10 @@ pub fn read(root: &Root, args: &Value) -> Result<ToolResult, String> {
     a.finish()?;
 
     let rel = root.resolve(&path).map_err(|e| e.to_string())?;
-    let abs = root.abs(&rel).display().to_string();
-    let (mut file, st) = match root.open_read(&rel).map_err(|e| e.to_string())? {
-        Opened::File(f, st) => (f, st),
-        Opened::Dir(_) => return Err("EISDIR: illegal operation on a directory, read".into()),
+    let bytes = match root.read(&rel).map_err(|e| e.to_string())? {
+        Node::File(bytes) => bytes,
+        Node::Dir => return Err("EISDIR: illegal operation on a directory, read".into()),
     };
-    let bytes = read_all(&mut file, st.st_size, &abs)?;
 
     if let Some(mime) = image_mime(&bytes) {
         let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
@@ -164,19 +138,15 @@ fn js_len(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
-pub fn write(root: &Root, args: &Value) -> Result<ToolResult, String> {
+pub fn write(root: &dyn Workspace, args: &Value) -> Result<ToolResult, String> {
     let mut a = Args::new("write", args);
     let path = a.str_req("path");
     let content = a.str_req("content");
     a.finish()?;
 
     let rel = root.resolve(&path).map_err(|e| e.to_string())?;
-    let abs = root.abs(&rel).display().to_string();
-    let (mut file, _st) = root.open_create(&rel).map_err(|e| e.to_string())?;
-    file.set_len(0)
-        .and_then(|()| file.write_all(content.as_bytes()))
-        .and_then(|()| file.flush())
-        .map_err(|e| format!("EIO: {e}, write '{abs}'"))?;
+    root.write(&rel, content.as_bytes())
+        .map_err(|e| e.to_string())?;
     Ok(ToolResult::text(format!(
         "Successfully wrote {} bytes to {path}",
         js_len(&content)
@@ -211,7 +181,7 @@ pub fn prepare_edit_arguments(args: &Value) -> Value {
     Value::Object(obj)
 }
 
-pub fn edit(root: &Root, args: &Value) -> Result<ToolResult, String> {
+pub fn edit(root: &dyn Workspace, args: &Value) -> Result<ToolResult, String> {
     let prepared = prepare_edit_arguments(args);
     let mut a = Args::new("edit", &prepared);
     let path = a.str_req("path");
@@ -259,27 +229,29 @@ pub fn edit(root: &Root, args: &Value) -> Result<ToolResult, String> {
     }
 
     let rel = root.resolve(&path).map_err(|e| e.to_string())?;
-    let abs = root.abs(&rel).display().to_string();
-    let (mut file, st) = root.open_rw(&rel).map_err(|e| match e {
-        ConfineError::NotFound(_) => format!("Could not edit file: {path}. Error code: ENOENT."),
+    // What the edit did, for the result (set by the change once it applied).
+    let mut applied: Option<(String, String)> = None;
+    let mut change = |bytes: Vec<u8>| -> Result<Vec<u8>, String> {
+        let raw = String::from_utf8(bytes)
+            .map_err(|_| format!("Could not edit file: {path}. The file is not valid UTF-8."))?;
+        let (bom, content) = match raw.strip_prefix('\u{FEFF}') {
+            Some(rest) => ("\u{FEFF}", rest),
+            None => ("", raw.as_str()),
+        };
+        let ending = detect_line_ending(content);
+        let normalized = normalize_to_lf(content);
+        let (base, new) = apply_edits(&normalized, &edits, &path)?;
+        let final_content = format!("{bom}{}", restore_line_endings(&new, ending));
+        applied = Some((base, new));
+        Ok(final_content.into_bytes())
+    };
+    root.update(&rel, &mut change).map_err(|e| match e {
+        FsError::Confine(ConfineError::NotFound(_)) => {
+            format!("Could not edit file: {path}. Error code: ENOENT.")
+        }
         other => other.to_string(),
     })?;
-    let bytes = read_all(&mut file, st.st_size, &abs)?;
-    let raw = String::from_utf8(bytes)
-        .map_err(|_| format!("Could not edit file: {path}. The file is not valid UTF-8."))?;
-    let (bom, content) = match raw.strip_prefix('\u{FEFF}') {
-        Some(rest) => ("\u{FEFF}", rest),
-        None => ("", raw.as_str()),
-    };
-    let ending = detect_line_ending(content);
-    let normalized = normalize_to_lf(content);
-    let (base, new) = apply_edits(&normalized, &edits, &path)?;
-    let final_content = format!("{bom}{}", restore_line_endings(&new, ending));
-    file.seek(SeekFrom::Start(0))
-        .and_then(|_| file.set_len(0))
-        .and_then(|()| file.write_all(final_content.as_bytes()))
-        .and_then(|()| file.flush())
-        .map_err(|e| format!("EIO: {e}, write '{abs}'"))?;
+    let (base, new) = applied.ok_or("edit: the change was not applied")?;
     let (diff, first) = crate::diff::generate_diff_string(&base, &new, 4);
     let mut details = Map::new();
     details.insert("diff".into(), Value::String(diff));
@@ -310,7 +282,7 @@ pub fn ls_sort_key(name: &str) -> Vec<(u8, char)> {
         .collect()
 }
 
-pub fn ls(root: &Root, args: &Value) -> Result<ToolResult, String> {
+pub fn ls(root: &dyn Workspace, args: &Value) -> Result<ToolResult, String> {
     let mut a = Args::new("ls", args);
     let path = a.str_opt("path");
     let limit = a.num_opt("limit");
@@ -323,31 +295,19 @@ pub fn ls(root: &Root, args: &Value) -> Result<ToolResult, String> {
 
     let rel = root.resolve(&path).map_err(|e| e.to_string())?;
     let abs = root.abs(&rel).display().to_string();
-    let dir_fd = match root.open_read(&rel) {
-        Ok(Opened::Dir(fd)) => fd,
-        Ok(Opened::File(..)) | Err(ConfineError::NotRegular(_)) => {
+    let names = match root.list(&rel) {
+        Ok(names) => names,
+        Err(FsError::Confine(ConfineError::NotRegular(_))) => {
             return Err(format!("Not a directory: {abs}"));
         }
-        Err(ConfineError::NotFound(_)) => return Err(format!("Path not found: {abs}")),
+        Err(FsError::Confine(ConfineError::NotFound(_))) => {
+            return Err(format!("Path not found: {abs}"));
+        }
         Err(e) => return Err(e.to_string()),
     };
-    let iter_fd = dir_fd
-        .try_clone()
-        .map_err(|e| format!("Cannot read directory: {e}"))?;
-    let mut dir =
-        nix::dir::Dir::from_fd(iter_fd).map_err(|e| format!("Cannot read directory: {e}"))?;
-    let mut names: Vec<Vec<u8>> = Vec::new();
-    for entry in dir.iter() {
-        let entry = entry.map_err(|e| format!("Cannot read directory: {e}"))?;
-        let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." || is_git_name(std::ffi::OsStr::from_bytes(name)) {
-            continue;
-        }
-        names.push(name.to_vec());
-    }
-    let mut entries: Vec<(String, Vec<u8>)> = names
+    let mut entries: Vec<(String, bool)> = names
         .into_iter()
-        .map(|n| (String::from_utf8_lossy(&n).into_owned(), n))
+        .map(|(n, is_dir)| (String::from_utf8_lossy(&n).into_owned(), is_dir))
         .collect();
     entries.sort_by(|x, y| {
         ls_sort_key(&x.0)
@@ -357,24 +317,12 @@ pub fn ls(root: &Root, args: &Value) -> Result<ToolResult, String> {
 
     let mut results: Vec<String> = Vec::new();
     let mut limit_reached = false;
-    for (display, raw) in &entries {
+    for (display, is_dir) in &entries {
         if results.len() >= limit {
             limit_reached = true;
             break;
         }
-        let st = match fstatat(
-            dir_fd.as_fd(),
-            std::ffi::OsStr::from_bytes(raw),
-            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-        ) {
-            Ok(st) => st,
-            Err(_) => continue,
-        };
-        let suffix = if file_type(&st) == SFlag::S_IFDIR {
-            "/"
-        } else {
-            ""
-        };
+        let suffix = if *is_dir { "/" } else { "" };
         results.push(format!("{display}{suffix}"));
     }
     if results.is_empty() {

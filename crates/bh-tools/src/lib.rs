@@ -33,6 +33,7 @@ mod git_broker;
 mod search;
 pub mod specs;
 pub mod truncate;
+pub mod workspace;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use confine::{ConfineError, Root};
+pub use confine::{ConfineError, RelPath, Root};
+pub use workspace::{FsError, Node, Workspace};
 
 /// One tool as offered to a model (defined in `bh-protocol`, shared with `bh-llm`).
 pub use bh_protocol::ToolSpec;
@@ -327,12 +329,23 @@ pub enum ToolboxError {
         #[source]
         source: ConfineError,
     },
+    #[error("the {profile:?} tools need a directory on disk, not a virtual workspace")]
+    NeedsDisk { profile: Profile },
+}
+
+/// The files a toolbox's tools work on.
+#[derive(Debug)]
+enum Files {
+    /// A directory on disk: every tool.
+    Disk(Root),
+    /// Another workspace (the executor's virtual worktree): the file tools.
+    Other(Box<dyn Workspace>),
 }
 
 /// The tools of one profile, confined to one root.
 #[derive(Debug)]
 pub struct Toolbox {
-    root: Root,
+    files: Files,
     opts: ToolboxOptions,
 }
 
@@ -346,17 +359,49 @@ impl Toolbox {
             path: opts.root.clone(),
             source,
         })?;
-        Ok(Toolbox { root, opts })
+        Ok(Toolbox {
+            files: Files::Disk(root),
+            opts,
+        })
+    }
+
+    /// The executor's tools (`read`, `ls`, `edit`, `write`) over `files`
+    /// (`opts.root` names the workspace's root in messages; nothing else of
+    /// `opts` applies).
+    pub fn over(files: Box<dyn Workspace>, opts: ToolboxOptions) -> Result<Self, ToolboxError> {
+        if opts.profile != Profile::Executor {
+            return Err(ToolboxError::NeedsDisk {
+                profile: opts.profile,
+            });
+        }
+        Ok(Toolbox {
+            files: Files::Other(files),
+            opts,
+        })
     }
 
     /// The canonical root.
     pub fn root(&self) -> &Path {
-        self.root.path()
+        match &self.files {
+            Files::Disk(root) => root.path(),
+            Files::Other(_) => &self.opts.root,
+        }
     }
 
-    /// The confined root the tools open files through.
-    pub fn confined_root(&self) -> &Root {
-        &self.root
+    /// The confined directory the tools open files through (`None` for a
+    /// virtual workspace).
+    pub fn confined_root(&self) -> Option<&Root> {
+        match &self.files {
+            Files::Disk(root) => Some(root),
+            Files::Other(_) => None,
+        }
+    }
+
+    fn workspace(&self) -> &dyn Workspace {
+        match &self.files {
+            Files::Disk(root) => root,
+            Files::Other(files) => files.as_ref(),
+        }
     }
 
     /// The tools offered, in profile order.
@@ -391,14 +436,15 @@ impl Toolbox {
         if cancel.is_cancelled() {
             return ToolResult::error("Operation aborted");
         }
-        let result = match spec.name.as_ref() {
-            "read" => file_tools::read(&self.root, args),
-            "write" => file_tools::write(&self.root, args),
-            "edit" => file_tools::edit(&self.root, args),
-            "ls" => file_tools::ls(&self.root, args),
-            "grep" => search::grep(&self.root, args),
-            "find" => search::find(&self.root, args),
-            "bash" => bash::run(&self.root, &self.opts, args, cancel, on_update),
+        let files = self.workspace();
+        let result = match (spec.name.as_ref(), &self.files) {
+            ("read", _) => file_tools::read(files, args),
+            ("write", _) => file_tools::write(files, args),
+            ("edit", _) => file_tools::edit(files, args),
+            ("ls", _) => file_tools::ls(files, args),
+            ("grep", Files::Disk(root)) => search::grep(root, args),
+            ("find", Files::Disk(root)) => search::find(root, args),
+            ("bash", Files::Disk(root)) => bash::run(root, &self.opts, args, cancel, on_update),
             _ => Err(format!("Tool {name} not found")),
         };
         result.unwrap_or_else(ToolResult::error)

@@ -60,6 +60,10 @@ pub struct BatchArgs {
     /// Accept plans sealed by another state directory once every re-check passes.
     #[arg(long)]
     pub trust_plan: bool,
+    /// Run each plan in a detached worktree at its base instead of over the
+    /// base tree with no checkout (needed for filter drivers).
+    #[arg(long)]
+    pub checkout: bool,
     /// Print the indices to resubmit (receipt exit 75, or no receipt),
     /// comma-separated, and run nothing.
     #[arg(long, conflicts_with = "emit")]
@@ -267,6 +271,9 @@ fn worker(
     if let Some(n) = args.max_retries {
         cmd.arg("--max-retries").arg(n.to_string());
     }
+    if args.checkout {
+        cmd.arg("--checkout");
+    }
     if args.trust_plan {
         cmd.arg("--trust-plan");
     }
@@ -438,6 +445,7 @@ fn emit_recipe(
                 base_url: args.base_url.clone(),
                 max_retries: args.max_retries,
                 trust_plan: args.trust_plan,
+                checkout: args.checkout,
                 job_name: args.name.clone(),
             })
         }
@@ -459,6 +467,7 @@ fn emit_recipe(
                 secret: args.secret.clone(),
                 claim: args.claim.clone(),
                 mount: shown(&mount),
+                checkout: args.checkout,
             });
             let mut t = serde_json::to_string_pretty(&job).map_err(CliError::internal)?;
             t.push('\n');

@@ -152,7 +152,14 @@ fn known_providers(ctx: &Ctx) -> Result<Vec<String>, CliError> {
 
 /// `bh exec run` without `--yes`: the plan holds (it was just verified);
 /// say what a run would do, change nothing, exit 0.
-pub(crate) fn dry_run(ctx: &Ctx, path: &Path, plan: &Plan) -> Result<(), CliError> {
+/// `checkout`: the run was asked for a checkout (`--checkout`,
+/// `--keep-worktree`); a plan that allows filters gets one anyway.
+pub(crate) fn dry_run(ctx: &Ctx, path: &Path, plan: &Plan, checkout: bool) -> Result<(), CliError> {
+    let mode = if checkout || plan.allow_filters {
+        bh_exec::WorkMode::Checkout
+    } else {
+        bh_exec::WorkMode::Virtual
+    };
     let (chars, sha) = prompt_digest(&plan.prompt.text);
     let hidden = bh_report::hidden_count(&plan.prompt.text);
     if ctx.json {
@@ -173,6 +180,7 @@ pub(crate) fn dry_run(ctx: &Ctx, path: &Path, plan: &Plan) -> Result<(), CliErro
                 "timeout_secs": plan.limits.timeout_secs,
                 "ref": plan.output_ref,
                 "allow_filters": plan.allow_filters,
+                "files": mode,
                 "repo": plan.repo.top_level,
                 "prompt": plan.prompt.text,
             },
@@ -188,9 +196,13 @@ pub(crate) fn dry_run(ctx: &Ctx, path: &Path, plan: &Plan) -> Result<(), CliErro
         plan.session.id, plan.session.entry
     );
     println!(
-        "  at commit {} of {} in a detached worktree",
+        "  at commit {} of {} {}",
         plan.base.commit,
-        crate::display::escape(&plan.repo.top_level.display().to_string())
+        crate::display::escape(&plan.repo.top_level.display().to_string()),
+        match mode {
+            bh_exec::WorkMode::Virtual => "over its tree (no checkout)",
+            bh_exec::WorkMode::Checkout => "in a detached worktree",
+        }
     );
     println!(
         "  with the prompt: {}",

@@ -74,6 +74,7 @@ pub struct RunFlags<'a> {
     pub yes: bool,
     pub base_url: Option<&'a str>,
     pub keep_worktree: bool,
+    pub checkout: bool,
     pub trust_plan: bool,
     pub allow_invisible: bool,
 }
@@ -238,6 +239,7 @@ fn settle(
         super::Verified {
             provider,
             keep_worktree: flags.keep_worktree,
+            checkout: flags.checkout,
             plan_key: key,
             trust_plan: flags.trust_plan,
             plan_sha256: checked.plan_sha256.clone(),
@@ -287,7 +289,7 @@ fn dry_run(
         foreign: flags.trust_plan,
     };
     let checked = bh_exec::verify_plan(&ctx.git(), path, trust).map_err(super::exec_error)?;
-    super::checks::dry_run(ctx, path, &checked)
+    super::checks::dry_run(ctx, path, &checked, flags.checkout || flags.keep_worktree)
 }
 
 /// A run that returned: done (published when asked), or why not.
@@ -396,7 +398,9 @@ fn taken_or_done(
 fn lost_race(err: &ExecError) -> bool {
     match err {
         ExecError::RefExists { .. } | ExecError::RefCreate { .. } => true,
-        ExecError::WorkKept { source, .. } => lost_race(source),
+        ExecError::WorkKept { source, .. } | ExecError::TreeKept { source, .. } => {
+            lost_race(source)
+        }
         _ => false,
     }
 }

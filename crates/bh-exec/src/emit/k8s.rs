@@ -37,6 +37,8 @@ pub struct K8sRecipe {
     /// The claim holding repository, sessions and plans, and where it is mounted.
     pub claim: String,
     pub mount: String,
+    /// Run each plan in a detached worktree (`--checkout`).
+    pub checkout: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -173,7 +175,8 @@ pub struct EmptyDir {}
 /// quoting of paths into a shell line).
 const RUN: &str = "exec bh exec run --plans \"$BH_PLANS\" --index \"$JOB_COMPLETION_INDEX\" \
 --yes --trust-plan --receipts \"$BH_RECEIPTS\" \
-${BH_PUBLISH:+--publish \"$BH_PUBLISH\"} ${BH_BASE_URL:+--base-url \"$BH_BASE_URL\"}";
+${BH_PUBLISH:+--publish \"$BH_PUBLISH\"} ${BH_BASE_URL:+--base-url \"$BH_BASE_URL\"} \
+${BH_CHECKOUT:+--checkout}";
 
 /// The Job.
 pub fn job(r: &K8sRecipe) -> Job {
@@ -208,6 +211,12 @@ pub fn job(r: &K8sRecipe) -> Job {
         env.push(EnvVar {
             name: "BH_BASE_URL".into(),
             value: u.clone(),
+        });
+    }
+    if r.checkout {
+        env.push(EnvVar {
+            name: "BH_CHECKOUT".into(),
+            value: "1".into(),
         });
     }
     Job {

@@ -23,6 +23,8 @@ pub struct SlurmRecipe {
     pub base_url: Option<String>,
     pub max_retries: Option<u32>,
     pub trust_plan: bool,
+    /// Run each plan in a detached worktree (`--checkout`).
+    pub checkout: bool,
     pub job_name: String,
 }
 
@@ -47,6 +49,9 @@ pub fn script(r: &SlurmRecipe) -> String {
     }
     if r.trust_plan {
         run.push("--trust-plan".to_owned());
+    }
+    if r.checkout {
+        run.push("--checkout".to_owned());
     }
     let state = r
         .state_dir
@@ -113,6 +118,7 @@ mod tests {
             base_url: None,
             max_retries: Some(0),
             trust_plan: true,
+            checkout: false,
             job_name: "j".to_owned(),
         }
     }

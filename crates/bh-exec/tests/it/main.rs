@@ -12,6 +12,7 @@ use bh_exec::{
 use bh_test_support::TestRepo;
 use pretty_assertions::assert_eq;
 
+mod differential;
 mod hardening;
 mod run;
 mod run_hardening;

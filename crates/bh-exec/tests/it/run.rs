@@ -27,6 +27,16 @@ pub(crate) fn setup(f: &super::Fx, script: &str) -> RunSetup {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_runs_end_to_end_in_process() {
+    end_to_end(false).await;
+}
+
+/// The same run in a detached worktree: checkpoints before each mutation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_runs_end_to_end_in_a_checkout() {
+    end_to_end(true).await;
+}
+
+async fn end_to_end(checkout: bool) {
     let f = fx();
     let plan = f.plan(&f.request(ENTRY)).unwrap();
     let path = f.root.join("plan.json");
@@ -41,15 +51,28 @@ async fn a_plan_runs_end_to_end_in_process() {
 {"toolCalls": [{"name": "edit", "arguments": {"path": "a.txt", "edits": [{"oldText": "a", "newText": "b"}]}}], "usage": {"input": 150, "output": 5}}
 {"text": "Done.", "usage": {"input": 200, "output": 2}}
 "#;
-    let result = run_plan(&f.runner(), &path, &setup(&f, script))
-        .await
-        .unwrap();
+    let mut s = setup(&f, script);
+    s.checkout = checkout;
+    let result = run_plan(&f.runner(), &path, &s).await.unwrap();
     assert_eq!(result.state, RunState::Committed, "{result:?}");
     assert_eq!(result.stop_reason, StopReason::Completed);
     assert_eq!(result.tool_calls, 2);
     assert_eq!((result.usage.input, result.usage.output), (450, 17));
     assert_eq!(result.changed_paths, vec!["M a.txt", "A src/new.rs"]);
-    assert_eq!(result.checkpoints.len(), 2, "{:?}", result.warnings);
+    if checkout {
+        assert_eq!(result.checkpoints.len(), 2, "{:?}", result.warnings);
+        assert_eq!(result.mode, bh_exec::WorkMode::Checkout);
+    } else {
+        // Nothing on disk to damage: the run's files are its session and its result.
+        assert!(result.checkpoints.is_empty(), "{:?}", result.checkpoints);
+        assert_eq!(result.mode, bh_exec::WorkMode::Virtual);
+        assert!(
+            !result
+                .execution_dir
+                .join(format!("wt-{}", result.execution_id))
+                .exists()
+        );
+    }
 
     // One commit on the base, under the plan's ref, with the provenance.
     let commit = result.commit.clone().unwrap();

@@ -109,14 +109,21 @@ async fn a_driver_that_cannot_be_switched_off_refuses_the_run_before_anything_is
     let plan = f.plan(&f.request(ENTRY)).unwrap();
     let path = f.root.join("plan.json");
     write_plan(&path, &plan, false).unwrap();
-    let err = run_plan(&f.runner(), &path, &setup(&f, DONE))
-        .await
-        .unwrap_err();
+    let mut s = setup(&f, DONE);
+    s.checkout = true;
+    let err = run_plan(&f.runner(), &path, &s).await.unwrap_err();
     assert!(
         matches!(&err, bh_exec::ExecError::FilterName { name } if name == "a=b"),
         "{err}"
     );
     assert!(!f.root.join("state/executions").exists());
+    assert!(!smudged.exists());
+    // With no checkout no driver can run at all: the run goes ahead.
+    let result = run_plan(&f.runner(), &path, &setup(&f, EDIT_DAT))
+        .await
+        .unwrap();
+    assert_eq!(result.state, RunState::Committed, "{result:?}");
+    assert_eq!(result.mode, bh_exec::WorkMode::Virtual);
     assert!(!smudged.exists());
 }
 
@@ -160,9 +167,42 @@ async fn a_failure_to_record_keeps_the_agents_work_and_says_where() {
         &format!("{}/in-the-way", plan.output_ref),
         &head,
     ]);
+    // No checkout: the result tree is written and named.
     let err = run_plan(&f.runner(), &path, &setup(&f, WRITE_NEW))
         .await
         .unwrap_err();
+    let bh_exec::ExecError::TreeKept {
+        tree, dir, source, ..
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert!(
+        matches!(source.as_ref(), bh_exec::ExecError::RefCreate { .. }),
+        "{source}"
+    );
+    assert!(err.to_string().contains(tree.as_str()), "{err}");
+    assert_eq!(f.git(&["show", &format!("{tree}:new.txt")]), "work");
+    assert!(dir.join("kept").exists());
+    assert!(!dir.join("result.json").exists());
+}
+
+/// The same with `--checkout`: the worktree holding the work stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_to_record_in_a_checkout_keeps_the_worktree() {
+    let f = fx();
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let head = f.git(&["rev-parse", "HEAD"]);
+    f.git(&[
+        "update-ref",
+        &format!("{}/in-the-way", plan.output_ref),
+        &head,
+    ]);
+    let mut s = setup(&f, WRITE_NEW);
+    s.checkout = true;
+    let err = run_plan(&f.runner(), &path, &s).await.unwrap_err();
     let bh_exec::ExecError::WorkKept {
         worktree,
         dir,

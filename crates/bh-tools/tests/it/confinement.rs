@@ -40,7 +40,7 @@ fn both_modes(f: impl Fn(&Sandbox, &Toolbox)) {
         let sb = Sandbox::new();
         let tb = sb.toolbox(Profile::Interactive);
         if walk {
-            tb.confined_root().disable_openat2();
+            tb.confined_root().unwrap().disable_openat2();
         }
         f(&sb, &tb);
     }

@@ -63,7 +63,7 @@ fn check_both_modes(root: &Path, out: &Path, git_dir: &Path, paths: &[String], a
     for walk in [false, true] {
         let tb = Toolbox::new(ToolboxOptions::new(root, Profile::Interactive, out)).unwrap();
         if walk {
-            tb.confined_root().disable_openat2();
+            tb.confined_root().unwrap().disable_openat2();
         }
         for p in paths {
             all_refuse(&tb, git_dir, p);

@@ -114,7 +114,7 @@ proptest! {
         }
         let tb = sb.toolbox(Profile::Interactive);
         if walk {
-            tb.confined_root().disable_openat2();
+            tb.confined_root().unwrap().disable_openat2();
         }
         let base = sb.root.parent().unwrap().to_path_buf();
         let before = snapshot(&sb.outside);
