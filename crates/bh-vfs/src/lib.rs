@@ -436,7 +436,12 @@ impl Workspace for VirtualTree {
                 .children(&mut st, &path, &kind)
                 .map_err(message)?
                 .into_iter()
-                .filter(|(name, _)| !bh_tools::confine::is_git_name(OsStr::new(&lossless(name))))
+                // Names a checkout could not hold (a crafted tree) are not shown.
+                .filter(|(name, _)| {
+                    !matches!(name.as_slice(), b"" | b"." | b"..")
+                        && !name.contains(&b'/')
+                        && !bh_tools::confine::is_git_name(OsStr::new(&lossless(name)))
+                })
                 .collect()),
             (_, Kind::Symlink) => Err(ConfineError::Symlink(abs).into()),
             (_, Kind::File { .. }) => Err(ConfineError::NotDirectory(abs).into()),
