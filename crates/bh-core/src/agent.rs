@@ -301,7 +301,7 @@ impl Agent {
             }
 
             self.turns += 1;
-            let (mut msg, retries) = self.sample(&run_cancel, sink, &mut excluded).await;
+            let (mut msg, retries) = self.sample(&run_cancel, sink, &mut excluded).await?;
             let aborted = msg.stop_reason == "aborted";
             let (abort_stop, abort_limit) = if time_fired.load(Ordering::SeqCst) {
                 (RunStop::Limit, Some(LimitKind::Time))

@@ -219,11 +219,13 @@ pub(crate) async fn run<W: Wire>(
             Attempt::Finished => break,
             Attempt::Retry { delay, reason } => {
                 attempt += 1;
+                let failed = Box::new(turn.failed_attempt(reason.clone()));
                 turn.emit(StreamEvent::Retry {
                     attempt,
                     max_retries: retry.max_retries,
                     delay,
                     reason,
+                    failed,
                 });
                 tokio::select! {
                     _ = cancel.cancelled() => {

@@ -306,36 +306,51 @@ impl Turn {
         self.error_message = Some(message);
     }
 
-    /// Build the final message and send `Done`.
-    pub fn finish(self) -> AssistantMessage {
+    /// The message this attempt ends with as a failure `message` (before a retry):
+    /// what it streamed so far, blocks as they stand.
+    pub fn failed_attempt(&mut self, message: String) -> AssistantMessage {
+        self.fail(StopReason::Error, message);
         let content = self
             .slots
+            .iter()
+            .map(|s| block_to_protocol(s.block.clone()))
+            .collect();
+        self.message(content)
+    }
+
+    /// Build the final message and send `Done`.
+    pub fn finish(mut self) -> AssistantMessage {
+        let content = std::mem::take(&mut self.slots)
             .into_iter()
             .map(|s| block_to_protocol(s.block))
             .collect();
+        let msg = self.message(content);
+        let _ = self.tx.send(StreamEvent::Done(Box::new(msg.clone())));
+        msg
+    }
+
+    fn message(&self, content: Vec<ContentBlock>) -> AssistantMessage {
         // Pi 1.6: how long the response took, in whole milliseconds.
         let duration_ms = (self.timestamp >= self.started_ms).then(|| {
             Value::from(u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX))
         });
-        let msg = AssistantMessage {
+        AssistantMessage {
             role: "assistant".to_owned(),
             content,
-            api: self.api,
-            provider: self.provider,
-            model: self.model,
-            usage: self.usage,
+            api: self.api.clone(),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            usage: self.usage.clone(),
             stop_reason: self.stop_reason.as_str().to_owned(),
             timestamp: self.timestamp,
-            response_id: self.response_id.map(Value::String),
-            response_model: self.response_model.map(Value::String),
-            raw_stop_reason: self.raw_stop_reason.map(Value::String),
-            error_message: self.error_message,
+            response_id: self.response_id.clone().map(Value::String),
+            response_model: self.response_model.clone().map(Value::String),
+            raw_stop_reason: self.raw_stop_reason.clone().map(Value::String),
+            error_message: self.error_message.clone(),
             duration_ms,
             thinking_level: None,
             extra: BTreeMap::new(),
-        };
-        let _ = self.tx.send(StreamEvent::Done(Box::new(msg.clone())));
-        msg
+        }
     }
 }
 

@@ -363,6 +363,10 @@ pub enum StreamEvent {
         max_retries: u32,
         delay: Duration,
         reason: String,
+        /// The failed attempt as the message it ended with (`stopReason: "error"`,
+        /// `errorMessage` = `reason`, what it streamed so far): Pi 1.6 keeps it in the
+        /// session, hidden from the model by a `context_edit`.
+        failed: Box<AssistantMessage>,
     },
     /// The complete assistant message, in Pi's shape.
     Done(Box<AssistantMessage>),

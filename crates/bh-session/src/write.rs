@@ -9,8 +9,8 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use bh_protocol::entry::{
-    CustomEntry, CustomMessageEntry, LabelEntry, MessageEntry, ModelChangeEntry, SessionInfoEntry,
-    ThinkingLevelChangeEntry,
+    ContextEditEntry, CustomEntry, CustomMessageEntry, LabelEntry, MessageEntry, ModelChangeEntry,
+    SessionInfoEntry, ThinkingLevelChangeEntry,
 };
 use bh_protocol::{EntryHead, SessionHeader};
 use serde::Serialize;
@@ -338,6 +338,32 @@ impl SessionWriter {
                 timestamp: Some(ts.into()),
                 target_id: target_id.into(),
                 label: label.map(Into::into),
+            })
+        })
+    }
+
+    /// `appendContextEdit` (Pi 1.x): `None` omits the target from the model's
+    /// context, `Some({"content": …})` replaces its content. The target must be
+    /// an entry of this file.
+    pub fn append_context_edit(
+        &mut self,
+        target_id: &str,
+        replacement: Option<serde_json::Value>,
+    ) -> Result<String> {
+        if !self.ids.contains(target_id) {
+            return Err(SessionError::EntryNotFound {
+                file: self.path.display().to_string(),
+                id: target_id.to_owned(),
+            });
+        }
+        self.append_with(|id, parent, ts| {
+            serde_json::to_vec(&ContextEditEntry {
+                kind: "context_edit".into(),
+                id: id.into(),
+                parent_id: parent.map(Into::into),
+                timestamp: ts.into(),
+                target_id: target_id.into(),
+                replacement: replacement.clone(),
             })
         })
     }

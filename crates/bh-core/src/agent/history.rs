@@ -12,7 +12,9 @@ use serde_json::Value;
 use super::Agent;
 use crate::error::{CoreError, Result};
 
-fn session_err(path: &std::path::Path) -> impl Fn(bh_session::SessionError) -> CoreError + '_ {
+pub(super) fn session_err(
+    path: &std::path::Path,
+) -> impl Fn(bh_session::SessionError) -> CoreError + '_ {
     move |source| CoreError::Session {
         file: path.display().to_string(),
         source,

@@ -4,7 +4,9 @@ use super::*;
 
 impl Agent {
     /// One model call, streamed to the sink; returns the final message and the number of
-    /// retries the provider made for it.
+    /// retries the provider made for it. Each failed attempt is kept in the session as Pi
+    /// 1.6 keeps it: the error message, then a `context_edit` omitting it from the model's
+    /// context (`_omitRecoveryAttempt`).
     #[allow(
         clippy::too_many_lines,
         reason = "a phase orchestrator not yet split into named steps (issue 26)"
@@ -14,7 +16,7 @@ impl Agent {
         cancel: &CancellationToken,
         sink: &mut (dyn FnMut(Event) + Send),
         model_wait: &mut Duration,
-    ) -> (AssistantMessage, u32) {
+    ) -> Result<(AssistantMessage, u32)> {
         let mut start = self.synthetic_aborted("");
         start.stop_reason = "stop".into();
         start.error_message = None;
@@ -105,14 +107,34 @@ impl Agent {
                     max_retries,
                     delay,
                     reason,
+                    failed,
                 } => {
                     retries = attempt;
+                    let mut failed = *failed;
+                    failed.thinking_level = Some(Value::from(self.thinking.as_str()));
+                    let started = Instant::now();
+                    let path = self.writer.path().to_path_buf();
+                    let id = self
+                        .writer
+                        .append_message(&failed)
+                        .map_err(super::history::session_err(&path))?;
+                    self.writer
+                        .append_context_edit(&id, None)
+                        .map_err(super::history::session_err(&path))?;
+                    self.persist_time += started.elapsed();
+                    sink(Event::MessageEnd {
+                        message: to_value(&failed)?,
+                    });
                     sink(Event::AutoRetryStart {
                         attempt,
                         max_attempts: max_retries,
                         delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                         error_message: reason,
                     });
+                    // The next attempt is a new message.
+                    if let Ok(message) = to_value(&partial) {
+                        sink(Event::MessageStart { message });
+                    }
                     None
                 }
                 StreamEvent::Done(m) => {
@@ -139,7 +161,7 @@ impl Agent {
         });
         // Pi 1.6's agent loop records the thinking level each response was asked with.
         msg.thinking_level = Some(Value::from(self.thinking.as_str()));
-        (msg, retries)
+        Ok((msg, retries))
     }
 }
 

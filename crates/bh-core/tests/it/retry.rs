@@ -1,6 +1,7 @@
 //! A stream that ends early is retried (Pi 1.6's auto-retry, issue 16): the partial content
-//! of the failed attempt is dropped from the streamed message, and the session holds only the
-//! retried answer.
+//! of the failed attempt is dropped from the streamed message; the session keeps the failed
+//! attempt as Pi 1.6 keeps it (the error message, then a `context_edit` that omits it from
+//! the model's context, issue 27 item 16) before the retried answer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,10 +86,45 @@ async fn an_early_end_is_retried_and_its_partial_text_dropped() {
         let text = v["message"]["content"][0]["text"].as_str().unwrap_or("");
         assert!(!text.contains("Half"), "stale partial after the retry: {v}");
     }
+    // The failed attempt's message_end comes before auto_retry_start, as in Pi.
+    assert_eq!(json[start - 1]["type"], "message_end");
+    assert_eq!(json[start - 1]["message"]["stopReason"], "error");
     let msgs = messages(agent.session_path());
-    assert_eq!(msgs.len(), 2, "user and the retried answer only");
-    assert_eq!(msgs[1]["content"][0]["text"], "The whole answer.");
-    assert_valid(agent.session_path());
+    assert_eq!(
+        msgs.len(),
+        3,
+        "user, the failed attempt, the retried answer"
+    );
+    assert_eq!(msgs[1]["stopReason"], "error");
+    assert_eq!(
+        msgs[1]["errorMessage"],
+        "Stream ended without finish_reason"
+    );
+    assert_eq!(msgs[1]["content"][0]["text"], "Half an ans");
+    assert_eq!(msgs[2]["content"][0]["text"], "The whole answer.");
+    // The entries as Pi 1.6 writes them: message, context_edit(target, null), message.
+    let entries: Vec<Value> = fs_err::read_to_string(agent.session_path())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let failed = entries
+        .iter()
+        .position(|e| e["message"]["stopReason"] == "error")
+        .unwrap();
+    let edit = &entries[failed + 1];
+    assert_eq!(edit["type"], "context_edit");
+    assert_eq!(edit["targetId"], entries[failed]["id"]);
+    assert_eq!(edit["parentId"], entries[failed]["id"]);
+    assert!(edit["replacement"].is_null() && edit.get("replacement").is_some());
+    assert_eq!(entries[failed + 2]["parentId"], edit["id"]);
+    // The retried request did not carry the failed attempt, and the context
+    // built from the file leaves it out.
+    let second = seen.lock().unwrap()[1].1.to_string();
+    assert!(!second.contains("Half an ans"), "{second}");
+    let session = assert_valid(agent.session_path());
+    let context = session.context(None).unwrap();
+    assert_eq!(context.messages.len(), 2, "the failed attempt is omitted");
 }
 
 /// Every retry fails too: `auto_retry_end` says so with the last error, as Pi's does.

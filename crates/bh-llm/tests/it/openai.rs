@@ -207,12 +207,33 @@ async fn retry_after_429_then_success() {
     let (events, msg) = run(&p, request("hi")).await;
     assert_eq!(msg.stop_reason, "stop");
     assert_eq!(server.requests().len(), 2);
-    assert!(events.contains(&StreamEvent::Retry {
-        attempt: 1,
-        max_retries: 3,
-        delay: Duration::from_secs(1),
-        reason: "429 Rate limited".into()
-    }));
+    let retry = events
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::Retry {
+                attempt,
+                max_retries,
+                delay,
+                reason,
+                failed,
+            } => Some((
+                *attempt,
+                *max_retries,
+                *delay,
+                reason.clone(),
+                failed.clone(),
+            )),
+            _ => None,
+        })
+        .expect("a retry");
+    assert_eq!(
+        (retry.0, retry.1, retry.2, retry.3.as_str()),
+        (1, 3, Duration::from_secs(1), "429 Rate limited")
+    );
+    // The failed attempt as the message it ended with (Pi keeps it in the session).
+    assert_eq!(retry.4.stop_reason, "error");
+    assert_eq!(retry.4.error_message.as_deref(), Some("429 Rate limited"));
+    assert!(retry.4.content.is_empty());
     // both attempts sent the same body
     let reqs = server.requests();
     assert_eq!(reqs[0].body, reqs[1].body);
