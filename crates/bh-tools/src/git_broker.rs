@@ -61,6 +61,8 @@ pub(crate) struct GitOverlay {
     common_upper: PathBuf,
     refs: BTreeMap<String, RefVal>,
     head: Option<RefVal>,
+    /// The stash reflog when the command started (oldest first).
+    stash: Vec<(String, String)>,
     zero: String,
 }
 
@@ -104,6 +106,7 @@ impl GitOverlay {
         let head = fs_err::read(git_dir.join("HEAD"))
             .ok()
             .and_then(|b| upper::parse_ref(&b));
+        let stash = upper::reflog(&common.join("logs/refs/stash"));
         let scratch = unique_folder(scratch)?;
         let layer = |name: &str| -> Result<(PathBuf, PathBuf), String> {
             let upper = scratch.join(name).join("upper");
@@ -133,6 +136,7 @@ impl GitOverlay {
             common_upper: cu,
             refs,
             head,
+            stash,
             zero,
         }))
     }
@@ -449,8 +453,11 @@ impl GitOverlay {
         }
     }
 
+    /// The stash as the command left it against the stash when it started;
+    /// the user's own pushes and drops meanwhile (the real reflog moving
+    /// under the overlay) are neither undone nor taken for the agent's.
     fn stash(&self, repo: &Repo, after: &[(String, String)], done: &mut Brokered) {
-        let before = upper::reflog(&self.common.join("logs/refs/stash"));
+        let before = &self.stash;
         // Match the entries kept, in order; the rest of `after` is new.
         let mut kept = vec![false; before.len()];
         let mut added = Vec::new();
@@ -472,10 +479,16 @@ impl GitOverlay {
             ));
             return;
         }
-        // Newest first counts stash@{k}: drop the oldest first so the
-        // others keep their numbers.
+        // An entry is dropped by its position as the stash stands *now* (the
+        // user may have pushed or dropped entries while the command ran):
+        // found again by its commit and message, newest first counting
+        // stash@{k}; one gone meanwhile is left alone.
         for i in dropped {
-            let k = before.len() - 1 - i;
+            let live = upper::reflog(&self.common.join("logs/refs/stash"));
+            let Some(pos) = live.iter().rposition(|e| *e == before[i]) else {
+                continue;
+            };
+            let k = live.len() - 1 - pos;
             let spec = format!("refs/stash@{{{k}}}");
             match repo.run(["reflog", "delete", "--updateref", "--rewrite", &spec]) {
                 Ok(_) => done.stash.push(format!("dropped {}", clean(&before[i].1))),
@@ -488,7 +501,12 @@ impl GitOverlay {
         {
             let _ = repo.run(["update-ref", "-d", "refs/stash"]);
         }
+        let live = upper::reflog(&self.common.join("logs/refs/stash"));
         for (oid, msg) in added {
+            // Copied up after the user pushed it: the user's, not new.
+            if live.iter().any(|(o, m)| *o == oid && *m == msg) {
+                continue;
+            }
             let msg = format!(
                 "{STASHED}{}",
                 clean(msg.strip_prefix(STASHED).unwrap_or(&msg))

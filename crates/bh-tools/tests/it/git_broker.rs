@@ -234,6 +234,37 @@ fn stash_push_and_pop_reach_the_repository_but_a_users_entry_stays() {
     fsck(&w.repo);
 }
 
+/// The user pushes a stash entry while the agent's command, which dropped
+/// its own entry, still runs: the broker drops the agent's entry where it
+/// now stands, not the position it had when the command started (which is
+/// the user's new entry by then).
+#[test]
+fn a_stash_drop_finds_its_entry_again_after_the_user_pushed_one() {
+    let w = World::new();
+    fs::write(w.repo.join("a.txt"), "users change\n").unwrap();
+    w.git(&["stash", "push", "-q", "-m", "the user's"]);
+    let tb = w.toolbox(&w.repo);
+    let (out, _) = bash(&tb, "set -e; echo agent >> a.txt; git stash push -q -m wip");
+    assert!(out.contains("[git: stash pushed"), "{out}");
+    let repo = w.repo.clone();
+    let user = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        fs::write(repo.join("a.txt"), "the user again\n").unwrap();
+        git(&repo, &["stash", "push", "-q", "-m", "user new"]);
+    });
+    let (out, _) = bash(&tb, "set -e; git stash drop -q; sleep 3");
+    user.join().unwrap();
+    assert!(
+        out.contains("[git: stash dropped [bh agent] On main: wip]"),
+        "{out}"
+    );
+    assert_eq!(
+        w.git(&["stash", "list", "--format=%gs"]),
+        "On main: user new\nOn main: the user's"
+    );
+    fsck(&w.repo);
+}
+
 #[test]
 fn in_a_linked_worktree_commits_land_but_the_main_worktrees_state_does_not_change() {
     let w = World::new();
