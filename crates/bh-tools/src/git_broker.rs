@@ -14,7 +14,8 @@
 //! - the branch the checkout is on (any commit: commit, amend, reset),
 //!   branches the command created, and later moves or deletion of branches
 //!   a command of the agent created (their reflog's first entry is the
-//!   broker's), each by `update-ref` from the value it had when the
+//!   broker's) as long as nobody else changed them since (every entry is
+//!   the broker's), each by `update-ref` from the value it had when the
 //!   command started;
 //! - `HEAD` switched to one of those branches;
 //! - stash entries pushed, and dropping entries the agent pushed;
@@ -272,10 +273,22 @@ impl GitOverlay {
         (after != self.head).then_some(after).flatten()
     }
 
-    fn agent_created(&self, name: &str) -> bool {
-        upper::reflog(&self.common.join("logs").join(name))
-            .first()
-            .is_some_and(|(_, msg)| msg.starts_with(CREATED))
+    /// Whether `name` is still the agent's: a command of the agent created
+    /// it (the reflog's first entry) and every change since was the broker's
+    /// (`bh: …`). A branch the user adopted — committed on, reset, renamed
+    /// onto — is the user's from then on.
+    fn agent_owns(&self, name: &str) -> Result<bool, &'static str> {
+        let log = upper::reflog(&self.common.join("logs").join(name));
+        if !log.first().is_some_and(|(_, msg)| msg.starts_with(CREATED)) {
+            return Ok(false);
+        }
+        if log.iter().all(|(_, msg)| msg.starts_with("bh: ")) {
+            Ok(true)
+        } else {
+            Err(
+                "a branch the agent created, but changed since outside the sandbox (it is the user's now)",
+            )
+        }
     }
 
     /// git's own reflog message for `name` in the upper folder, cleaned.
@@ -332,10 +345,14 @@ impl GitOverlay {
             }
         } else if before.is_none() {
             Ok(true)
-        } else if self.agent_created(name) {
-            Ok(false)
         } else {
-            Err("not the branch this checkout is on, nor a branch the agent created")
+            match self.agent_owns(name) {
+                Ok(true) => Ok(false),
+                Ok(false) => {
+                    Err("not the branch this checkout is on, nor a branch the agent created")
+                }
+                Err(why) => Err(why),
+            }
         };
         let creating = match verdict {
             Ok(c) => c,
@@ -393,7 +410,7 @@ impl GitOverlay {
         // A branch of the agent's, or one it switched away from before.
         let left = format!("{SWITCHED} from {target} to ");
         let own = created.contains(target)
-            || (self.refs.contains_key(target) && self.agent_created(target))
+            || (self.refs.contains_key(target) && self.agent_owns(target) == Ok(true))
             || upper::reflog(&self.git_dir.join("logs/HEAD"))
                 .iter()
                 .any(|(_, m)| m.starts_with(&left));

@@ -132,6 +132,39 @@ fn add_commit_amend_branch_and_checkout_b_reach_the_repository() {
     assert!(details.is_null(), "{details}");
 }
 
+/// A branch the agent created and the user then adopted (committed on it
+/// outside the sandbox) is the user's: the agent can no longer move, delete
+/// or switch to it.
+#[test]
+fn a_branch_the_user_adopted_is_no_longer_the_agents() {
+    let w = World::new();
+    let tb = w.toolbox(&w.repo);
+    let (out, _) = bash(&tb, "git branch side");
+    assert!(!out.contains("refused"), "{out}");
+    // The user commits on it (another worktree of theirs).
+    let wt = w.base.join("user-wt");
+    w.git(&["worktree", "add", "-q", wt.to_str().unwrap(), "side"]);
+    git(
+        &wt,
+        &["commit", "-q", "--allow-empty", "-m", "the user's work"],
+    );
+    w.git(&["worktree", "remove", wt.to_str().unwrap()]);
+    let users = w.git(&["rev-parse", "side"]);
+    for command in [
+        "git branch -f side main",
+        "git branch -D side",
+        "git checkout -q side",
+    ] {
+        let (out, _) = bash(&tb, command);
+        assert!(out.contains("refused"), "{command}: {out}");
+        assert_eq!(w.git(&["rev-parse", "side"]), users, "{command}");
+        assert_eq!(w.git(&["symbolic-ref", "HEAD"]), "refs/heads/main");
+    }
+    let (out, _) = bash(&tb, "git branch -f side main");
+    assert!(out.contains("changed since outside the sandbox"), "{out}");
+    fsck(&w.repo);
+}
+
 #[test]
 fn hooks_config_replace_refs_other_branches_tags_and_packed_refs_are_refused() {
     let w = World::new();
