@@ -252,7 +252,8 @@ fn sandbox_for(
             }
         }
     }
-    let mut dirs = gitdirs::git_dirs(root, runner).map_err(|e| cannot(&e))?;
+    let known = overlay.as_ref().map(GitOverlay::dirs);
+    let mut dirs = gitdirs::git_dirs(root, runner, known).map_err(|e| cannot(&e))?;
     if let Some(o) = &overlay {
         // The overlaid git dirs are kept unwritten by the overlay, and
         // everything inside them with it (a linked worktree's git dir

@@ -95,14 +95,19 @@ fn dot_git(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Unresolved> {
     with_common(&target, out)
 }
 
-/// Every git dir `bash` in `root` must not write.
+/// Every git dir `bash` in `root` must not write. `known`: the root's git
+/// dir and common dir when the caller already asked git (the overlay did),
+/// so git is not asked twice per command.
 pub(crate) fn git_dirs(
     root: &Path,
     runner: &bh_git::GitRunner,
+    known: Option<(&Path, &Path)>,
 ) -> Result<Vec<PathBuf>, Unresolved> {
     let mut out = Vec::new();
-    let repo = runner.repo(root, bh_git::Scope::Isolated);
-    if let Ok(o) = repo.run([
+    if let Some((git_dir, common)) = known {
+        out.push(git_dir.to_path_buf());
+        out.push(common.to_path_buf());
+    } else if let Ok(o) = runner.repo(root, bh_git::Scope::Isolated).run([
         "rev-parse",
         "--path-format=absolute",
         "--git-dir",

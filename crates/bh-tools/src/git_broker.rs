@@ -142,6 +142,11 @@ impl GitOverlay {
         }))
     }
 
+    /// The root's git dir and common dir, as git named them (canonical).
+    pub(crate) fn dirs(&self) -> (&Path, &Path) {
+        (&self.git_dir, &self.common)
+    }
+
     /// The folders the sandbox overlays (kept out of its read-only list).
     pub(crate) fn targets(&self) -> Vec<PathBuf> {
         self.mounts.iter().map(|(t, _, _)| t.clone()).collect()
