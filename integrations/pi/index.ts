@@ -141,6 +141,15 @@ function say(ctx: Json, text: string, level: "info" | "warning" | "error" = "inf
 export default function betterHarness(pi: Json) {
 	let server: Server | null = null;
 	let last: Json = null; // the checkpoint before the last mutating call
+	// Calls between their checkpoint and their result: tool-call id -> what
+	// the after-record needs.
+	const pending = new Map<string, { before: string; entry: string; tool: string }>();
+	// How many /undo steps back from the newest call (reset by a new call).
+	let undoDepth = 0;
+	// Said after Pi's own tree navigation (its "Navigated to …" notice would
+	// cover a notice sent before it), and whether files went with it.
+	let afterTree: { text: string; level: "info" | "warning" | "error" } | null = null;
+	let rewoundTo: string | null = null;
 
 	const ensure = (ctx: Json): Server => {
 		// (Re)start the child when there is none or it died.
@@ -188,9 +197,31 @@ export default function betterHarness(pi: Json) {
 				entry,
 			});
 			last = ok.snapshot.checkpoint;
+			undoDepth = 0;
+			pending.set(event.toolCallId, { before: last.commit, entry, tool: event.toolName });
 		} catch (e: any) {
 			// Never block the tool: a visible warning only.
 			say(ctx, `checkpoint before ${event.toolName} failed: ${e.message}`, "warning");
+		}
+		return undefined;
+	});
+
+	// What the call changed: the state after it, tied to its checkpoint
+	// before (what a rewind attributes to the session, bash included).
+	pi.on("tool_result", async (event: Json, ctx: Json) => {
+		const p = pending.get(event.toolCallId);
+		if (!p) return undefined;
+		pending.delete(event.toolCallId);
+		try {
+			await ensure(ctx).request("after", {
+				tool: p.tool,
+				session: ctx.sessionManager.getSessionId(),
+				entry: p.entry,
+				call: event.toolCallId,
+				before: p.before,
+			});
+		} catch (e: any) {
+			say(ctx, `after-record of ${p.tool} failed (a rewind will attribute it approximately): ${e.message}`, "warning");
 		}
 		return undefined;
 	});
@@ -203,8 +234,50 @@ export default function betterHarness(pi: Json) {
 		return choice === FILES;
 	};
 
-	/** Restores the files of `entry` on `branch`; false when it failed. */
+	/** Reverts what the session's own calls after `entry` changed (`bh
+	 * rewind --files-only`: paths nobody in the session touched stay, a path
+	 * changed by someone else since is a conflict, asked about or refused);
+	 * false when nothing may change. A session without a file (Pi's
+	 * `--no-session`) falls back to the whole-tree restore of its checkpoint. */
 	const rewindFiles = async (ctx: Json, entry: string, branch: string[]): Promise<boolean> => {
+		const file = ctx.sessionManager.getSessionFile?.();
+		if (!file || !existsSync(file)) return exactRewind(ctx, entry, branch);
+		const args = ["rewind", "--session", file, "--entry", entry, "--files-only"];
+		try {
+			const plan = await bh([...args, "--dry-run"], ctx.cwd);
+			if (!plan?.rewind) {
+				afterTree = { text: "files unchanged: no mutating tool call after that entry", level: "info" };
+				return true;
+			}
+			const conflicts: Json[] = plan.rewind.plan.conflicts || [];
+			let force = false;
+			if (conflicts.length) {
+				const list = conflicts.map((c: Json) => `${c.path} (${c.reason})`).join(", ");
+				if (!ctx.hasUI) {
+					say(ctx, `files NOT rewound: changed since by someone else: ${list}; navigation cancelled (bh rewind --force PATH takes one)`, "error");
+					return false;
+				}
+				const choice = await ctx.ui.select(`Changed since by someone else: ${list}`, ["Overwrite them", "Cancel"]);
+				if (choice !== "Overwrite them") return false;
+				force = true;
+			}
+			const done = await bh(force ? [...args, "--force"] : args, ctx.cwd);
+			const p = done.rewind.plan;
+			const leftAlone = p.left_alone?.length ? `; left alone (not the session's): ${p.left_alone.join(", ")}` : "";
+			const approx = p.approximate ? ` (${p.approximate})` : "";
+			afterTree = {
+				text: `files rewound: ${p.revert.length} reverted, ${p.delete.length} deleted${leftAlone}${approx}; undo with: /redo`,
+				level: "info",
+			};
+			return true;
+		} catch (e: any) {
+			say(ctx, `files NOT rewound (${e.message}); navigation cancelled, nothing changed`, "error");
+			return false;
+		}
+	};
+
+	/** The whole-tree restore of the checkpoint before the first call after `entry`. */
+	const exactRewind = async (ctx: Json, entry: string, branch: string[]): Promise<boolean> => {
 		try {
 			const ok = await ensure(ctx).request("restore_to_entry", {
 				session: ctx.sessionManager.getSessionId(),
@@ -213,14 +286,14 @@ export default function betterHarness(pi: Json) {
 				exact: true,
 			});
 			if (!ok.restore) {
-				say(ctx, "files unchanged: no mutating tool call after that entry");
+				afterTree = { text: "files unchanged: no mutating tool call after that entry", level: "info" };
 				return true;
 			}
 			const r = ok.restore;
-			say(
-				ctx,
-				`files rewound to checkpoint ${ok.checkpoint.id} (${r.restored.length} written, ${r.deleted.length} deleted); undo with: /restore ${r.safety.id} --exact`,
-			);
+			afterTree = {
+				text: `files rewound to checkpoint ${ok.checkpoint.id} (${r.restored.length} written, ${r.deleted.length} deleted); undo with: /restore ${r.safety.id} --exact`,
+				level: "info",
+			};
 			return true;
 		} catch (e: any) {
 			say(ctx, `files NOT rewound (${e.message}); navigation cancelled, nothing changed`, "error");
@@ -235,6 +308,23 @@ export default function betterHarness(pi: Json) {
 		const files = await wantFiles(ctx, "/tree");
 		if (files === null) return { cancel: true };
 		if (files && !(await rewindFiles(ctx, targetId, branch))) return { cancel: true };
+		rewoundTo = files ? targetId : null;
+	});
+
+	// After Pi's own navigation: the notice (visible now, after Pi's), and a
+	// rewound leaf made the file's last entry, so `pi --continue` reopens
+	// there and not at the leaf the files were rewound from.
+	pi.on("session_tree", async (event: Json, ctx: Json) => {
+		if (rewoundTo !== null && event.newLeafId) {
+			try {
+				pi.appendEntry("better-harness.set-leaf", { targetId: event.newLeafId });
+			} catch (e: any) {
+				say(ctx, `the rewound leaf is not saved for pi --continue: ${e.message}`, "warning");
+			}
+		}
+		rewoundTo = null;
+		if (afterTree) say(ctx, afterTree.text, afterTree.level);
+		afterTree = null;
 	});
 
 	pi.on("session_before_fork", async (event: Json, ctx: Json) => {
@@ -243,6 +333,9 @@ export default function betterHarness(pi: Json) {
 		const files = await wantFiles(ctx, event.position === "at" ? "/clone" : "/fork");
 		if (files === null) return { cancel: true };
 		if (files && !(await rewindFiles(ctx, event.entryId, branch))) return { cancel: true };
+		// A fork has no session_tree event: say it now.
+		if (afterTree) say(ctx, afterTree.text, afterTree.level);
+		afterTree = null;
 	});
 
 	pi.registerCommand("checkpoints", {
@@ -254,7 +347,9 @@ export default function betterHarness(pi: Json) {
 					"list",
 					all ? {} : { session: ctx.sessionManager.getSessionId() },
 				);
-				const lines = ok.checkpoints.map(
+				// The states before the calls (restore points); the after-states
+				// are what rewinds attribute with, listed by `bh checkpoint list`.
+				const lines = ok.checkpoints.filter((c: Json) => c.kind !== "after").map(
 					(c: Json) =>
 						`${c.id}  ${new Date(c.time_ms).toISOString()}  ${c.tool}${c.entry ? `  entry ${c.entry}` : ""}${c.kind !== "snapshot" ? `  (${c.kind})` : ""}`,
 				);
@@ -290,18 +385,33 @@ export default function betterHarness(pi: Json) {
 	});
 
 	pi.registerCommand("undo", {
-		description: "Put the files back as they were before the last mutating tool call",
+		description: "Put the files back as they were before the last mutating tool call; again: one call further back",
 		handler: async (_args: string, ctx: Json) => {
 			try {
-				let target = last;
-				if (!target) {
-					const ok = await ensure(ctx).request("list", { session: ctx.sessionManager.getSessionId() });
-					target = ok.checkpoints.find((c: Json) => c.kind === "snapshot");
-				}
-				if (!target) return say(ctx, "nothing to undo: no checkpoint in this session", "warning");
+				// The session's checkpoints before its calls, newest first.
+				const ok = await ensure(ctx).request("list", { session: ctx.sessionManager.getSessionId() });
+				const befores: Json[] = ok.checkpoints.filter((c: Json) => c.kind === "snapshot");
+				const target = befores[undoDepth] ?? (undoDepth === 0 ? last : null);
+				if (!target)
+					return say(ctx, undoDepth ? "nothing further back to undo" : "nothing to undo: no checkpoint in this session", "warning");
 				await restore(ctx, target.commit, [], true);
+				undoDepth += 1;
 			} catch (e: any) {
 				say(ctx, `undo failed: ${e.message}`, "error");
+			}
+		},
+	});
+
+	pi.registerCommand("redo", {
+		description: "Undo the last rewind: the files as they were before it (bh rewind --undo)",
+		handler: async (_args: string, ctx: Json) => {
+			try {
+				const out = await bh(["rewind", "--undo"], ctx.cwd);
+				const r = out?.undo?.restore;
+				const n = r ? `${r.restored.length} written, ${r.deleted.length} deleted` : "it had changed no file";
+				say(ctx, `rewind undone: ${n}; /tree goes back to the entry you left`);
+			} catch (e: any) {
+				say(ctx, `redo failed: ${e.message}`, "error");
 			}
 		},
 	});

@@ -2,7 +2,10 @@
 //! 0.73.1 (installed from npm by `bh_test_support::pi`), driven in RPC mode
 //! by the mock OpenAI-compatible server on 127.0.0.1: checkpoints before
 //! every mutating call tagged with the calling entry, and `/tree` back to an
-//! entry with "conversation and files" restoring exactly that point's files.
+//! entry with "conversation and files" reverting exactly what the session's
+//! calls after it changed (issue 23): paths changed outside the session are
+//! left alone, the hint comes after Pi's own navigation notice, `/redo`
+//! undoes it, and `pi --continue` reopens at the rewound leaf.
 //! The other commands are in `pi_extension_cmds.rs`; the shared driver in
 //! `support/pi_rpc.rs`.
 
@@ -45,9 +48,15 @@ fn scripted_run_and_tree(release: PiRelease) {
         ),
         text("done"),
     ];
+    // A file the user will delete while the session runs.
+    run.repo.write("e.txt", "the user's\n");
+    run.repo.commit_all("e");
     let mut rpc = run.start(responses);
     rpc.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
     rpc.until("", settled(release));
+    // Meanwhile, outside the session: the user writes d.txt, deletes e.txt.
+    run.repo.write("d.txt", "the user's own\n");
+    fs::remove_file(run.repo.dir.join("e.txt")).unwrap();
     assert_eq!(
         run.repo.read("a.txt"),
         "two\n",
@@ -87,7 +96,7 @@ fn scripted_run_and_tree(release: PiRelease) {
     let mut cps: Vec<Value> = run
         .checkpoints()
         .into_iter()
-        .filter(|c| c["session"] == json!(session_id))
+        .filter(|c| c["session"] == json!(session_id) && c["kind"] == "snapshot")
         .collect();
     cps.sort_by_key(|c| c["seq"].as_u64());
     let tagged: Vec<(String, String)> = cps
@@ -129,8 +138,9 @@ fn scripted_run_and_tree(release: PiRelease) {
         );
     }
 
-    // /tree back to the write's result: "conversation and files" gives the
-    // files of that point — a.txt as written, no bash changes.
+    // /tree back to the write's result: "conversation and files" reverts
+    // what the session did after it — a.txt as written, no bash changes —
+    // and leaves the user's d.txt and deleted e.txt as they are.
     let target = result_of["call_w"].clone();
     rpc.send(json!({"id": "t1", "type": "prompt", "message": format!("/test-tree {target}")}));
     rpc.until("Conversation and files", |v| {
@@ -154,24 +164,74 @@ fn scripted_run_and_tree(release: PiRelease) {
         "base\n",
         "bash's deletion not undone"
     );
-    let undo = rpc
+    assert_eq!(
+        run.repo.read("d.txt"),
+        "the user's own\n",
+        "{:?}",
+        rpc.notes
+    );
+    assert!(
+        !run.repo.dir.join("e.txt").exists(),
+        "the user's deletion undone"
+    );
+    let hint = rpc
         .notes
         .iter()
-        .find(|n| n.contains("undo with: /restore"))
-        .unwrap_or_else(|| panic!("no undo hint: {:?}", rpc.notes))
-        .clone();
-    // The hint works: back to the state before the rewind.
-    let cmd = undo.split("undo with: ").nth(1).unwrap().to_owned();
-    rpc.send(json!({"id": "u1", "type": "prompt", "message": cmd}));
+        .position(|n| n.contains("undo with: /redo"))
+        .unwrap_or_else(|| panic!("no undo hint: {:?}", rpc.notes));
+    assert!(
+        rpc.notes[hint].contains("left alone") && rpc.notes[hint].contains("d.txt"),
+        "{:?}",
+        rpc.notes
+    );
+    // Said after Pi's navigation is done (the tree driver's note follows it).
+    let navigated = rpc
+        .notes
+        .iter()
+        .position(|n| n.starts_with("navigated"))
+        .unwrap();
+    assert!(hint < navigated, "{:?}", rpc.notes);
+
+    // The rewound leaf is the file's last word: `pi --continue` reopens there.
+    let last = entries(&file).pop().unwrap();
+    assert_eq!(last["type"], "custom", "{last}");
+    assert_eq!(last["customType"], "better-harness.set-leaf");
+    assert_eq!(last["parentId"], json!(target));
+    drop(rpc.stdin);
+    let _ = rpc.child.wait();
+    let (mut cmd, _) = run.pi_cmd(Vec::new());
+    cmd.args(["--mode", "rpc", "--continue"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    let mut rpc = Rpc::spawned(cmd);
+    rpc.send(json!({"id": "m", "type": "get_messages"}));
+    let mut messages = Value::Null;
+    rpc.until("", |v| {
+        if v["type"] == "response" && v["id"] == "m" {
+            messages = v["data"]["messages"].clone();
+            true
+        } else {
+            false
+        }
+    });
+    let last_message = messages.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last_message["role"], "toolResult", "{messages:#}");
+    assert_eq!(last_message["toolCallId"], "call_w", "{messages:#}");
+
+    // /redo: the files as before the rewind.
+    rpc.send(json!({"id": "u1", "type": "prompt", "message": "/redo"}));
     rpc.until("", |v| {
         v["type"] == "extension_ui_request"
             && v["method"] == "notify"
             && v["message"]
                 .as_str()
-                .is_some_and(|m| m.starts_with("restored "))
+                .is_some_and(|m| m.starts_with("rewind undone") || m.starts_with("redo failed"))
     });
-    assert_eq!(run.repo.read("a.txt"), "two\n");
+    assert_eq!(run.repo.read("a.txt"), "two\n", "{:?}", rpc.notes);
     assert_eq!(run.repo.read("b.txt"), "made-by-bash\n");
+    assert_eq!(run.repo.read("d.txt"), "the user's own\n");
+    assert!(!run.repo.dir.join("e.txt").exists());
 
     // /fork from the first prompt with "conversation and files": the files
     // go back to before the first call.
@@ -183,6 +243,7 @@ fn scripted_run_and_tree(release: PiRelease) {
     assert!(!run.repo.dir.join("a.txt").exists(), "{:?}", rpc.notes);
     assert!(!run.repo.dir.join("b.txt").exists());
     assert_eq!(run.repo.read("keep.txt"), "base\n");
+    assert_eq!(run.repo.read("d.txt"), "the user's own\n");
     drop(rpc.stdin);
     let _ = rpc.child.wait();
 }

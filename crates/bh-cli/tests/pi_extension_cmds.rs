@@ -310,7 +310,10 @@ fn rewind_setting_without_ui(release: PiRelease) {
 
     // `files`: the files of that point — a.txt as written, bash undone.
     let err = print(&run, Vec::new(), Some(&file), Some("files"), &tree);
-    assert!(err.contains("files rewound to checkpoint"), "{err}");
+    assert!(
+        err.contains("files rewound: 2 reverted, 1 deleted; undo with: /redo"),
+        "{err}"
+    );
     assert_eq!(run.repo.read("a.txt"), "one\n", "{err}");
     assert!(!run.repo.dir.join("b.txt").exists());
     assert_eq!(run.repo.read("keep.txt"), "base\n");

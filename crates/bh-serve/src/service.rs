@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bh_checkpoint::{
-    Call, Checkpoint, CheckpointError, DiffText, EntryCalls, ErrorClass, Journal, LiveStore,
-    PrunePolicy, RestoreMode, SnapshotRequest,
+    AfterCall, Call, Checkpoint, CheckpointError, DiffText, EntryCalls, ErrorClass, Journal,
+    LiveStore, PrunePolicy, RestoreMode, SnapshotRequest,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -50,6 +50,18 @@ enum Op {
         tool: String,
         session: Option<String>,
         entry: Option<String>,
+    },
+    /// After a mutating call returned: the state it left, and the
+    /// after-record tying it to the checkpoint `before` it (what a rewind
+    /// attributes to the call).
+    After {
+        tool: String,
+        session: String,
+        entry: String,
+        /// The tool-call id.
+        call: Option<String>,
+        /// The commit of the checkpoint `snapshot` answered before the call.
+        before: String,
     },
     List {
         session: Option<String>,
@@ -355,10 +367,65 @@ impl Service {
                 }
                 Ok(json!({ "snapshot": outcome }))
             }
+            Op::After {
+                tool,
+                session,
+                entry,
+                call,
+                before,
+            } => {
+                // The before checkpoint must be one of this store's.
+                let known = store.list()?;
+                let Some(before) = known
+                    .iter()
+                    .find(|c| c.commit == before || c.id == before)
+                    .map(|c| c.commit.clone())
+                else {
+                    return Err(fail(
+                        "not_found",
+                        format!("no checkpoint {before:?} to pair an after-record with"),
+                    ));
+                };
+                let request = SnapshotRequest {
+                    tool: tool.clone(),
+                    session: Some(session.clone()),
+                    entry: Some(entry.clone()),
+                };
+                let outcome = self.live.snapshot_after(&request)?;
+                let record = AfterCall {
+                    session,
+                    entry,
+                    call,
+                    tool,
+                    before,
+                    after: outcome.checkpoint.commit.clone(),
+                    transcript: None,
+                    refs: Vec::new(),
+                };
+                self.journal.append_after(&record)?;
+                Ok(json!({ "after": record }))
+            }
             Op::List { session } => {
                 let mut list = store.list()?;
                 if let Some(s) = session {
-                    list.retain(|c| c.session.as_deref() == Some(s.as_str()));
+                    // Tagged with the session, or used by one of its calls
+                    // (a checkpoint reused from an identical earlier state
+                    // keeps the tags of the call that made it).
+                    let mut used: HashSet<String> = HashSet::new();
+                    for c in self.journal.calls()? {
+                        if c.session == s {
+                            used.insert(c.commit);
+                        }
+                    }
+                    for a in self.journal.afters()? {
+                        if a.session == s {
+                            used.insert(a.before);
+                            used.insert(a.after);
+                        }
+                    }
+                    list.retain(|c| {
+                        c.session.as_deref() == Some(s.as_str()) || used.contains(&c.commit)
+                    });
                 }
                 Ok(json!({ "checkpoints": list }))
             }

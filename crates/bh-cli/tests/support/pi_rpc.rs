@@ -182,27 +182,7 @@ impl Run {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        let mut child = cmd.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).split(b'\n') {
-                let Ok(line) = line else { return };
-                if let Ok(v) = serde_json::from_slice::<Value>(&line)
-                    && tx.send(v).is_err()
-                {
-                    return;
-                }
-            }
-        });
-        let rpc = Rpc {
-            stdin: child.stdin.take().unwrap(),
-            events: rx,
-            child,
-            notes: Vec::new(),
-            confirm: true,
-        };
-        (rpc, seen)
+        (Rpc::spawned(cmd), seen)
     }
 
     pub fn session_files(&self) -> Vec<PathBuf> {
@@ -241,6 +221,32 @@ impl Run {
         assert!(out.status.success(), "{out:?}");
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         v["checkpoints"].as_array().unwrap().clone()
+    }
+}
+
+impl Rpc {
+    /// Pi in RPC mode from `cmd` (its stdin and stdout piped).
+    pub fn spawned(mut cmd: Command) -> Rpc {
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).split(b'\n') {
+                let Ok(line) = line else { return };
+                if let Ok(v) = serde_json::from_slice::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        Rpc {
+            stdin: child.stdin.take().unwrap(),
+            events: rx,
+            child,
+            notes: Vec::new(),
+            confirm: true,
+        }
     }
 }
 
