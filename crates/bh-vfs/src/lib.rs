@@ -75,14 +75,14 @@ enum Kind {
 enum Located {
     /// Every component exists; the path as stored (letter case) and what it is.
     Found(Vec<Vec<u8>>, Kind),
-    /// Component `at` is missing (those before it are folders); the path
-    /// with the existing part as stored; whether the last folder found is a
-    /// submodule.
+    /// A component is missing (those before it are folders): the whole
+    /// path, its existing part as stored; whether the last folder found is
+    /// a submodule.
     Missing {
         path: Vec<Vec<u8>>,
         in_gitlink: bool,
     },
-    /// Component `at` (not the last) is a file or a symlink.
+    /// A component before the last is a file or a symlink.
     Blocked { symlink: bool },
 }
 

@@ -69,6 +69,24 @@ fn checkout(repo: &TestRepo, at: &Path) {
     ]);
 }
 
+/// A virtual worktree of `tree` in the repository at `dir`, shown as
+/// `root`, and the executor's tools over it.
+fn virtual_tools(
+    repo: &TestRepo,
+    dir: &Path,
+    tree: &str,
+    root: &Path,
+) -> (std::sync::Arc<VirtualTree>, Toolbox) {
+    let user = repo.runner().repo(dir, Scope::User);
+    let vt = std::sync::Arc::new(VirtualTree::open(&user, tree, root).unwrap());
+    let tb = Toolbox::over(
+        Box::new(vt.clone()),
+        ToolboxOptions::new(root, Profile::Executor, repo.root.join("o")),
+    )
+    .unwrap();
+    (vt, tb)
+}
+
 fn comparable(r: &ToolResult) -> Value {
     json!({
         "content": serde_json::to_value(&r.content).unwrap(),
@@ -331,13 +349,7 @@ fn ignore_case_matches_existing_names_in_any_case() {
     repo.commit_all("base");
     repo.git(&["config", "core.ignorecase", "true"]);
     let tree = repo.git(&["rev-parse", "HEAD^{tree}"]);
-    let user = repo.runner().repo(&repo.dir, Scope::User);
-    let vt = std::sync::Arc::new(VirtualTree::open(&user, &tree, &repo.root.join("v")).unwrap());
-    let tb = Toolbox::over(
-        Box::new(vt.clone()),
-        ToolboxOptions::new(repo.root.join("v"), Profile::Executor, repo.root.join("o")),
-    )
-    .unwrap();
+    let (vt, tb) = virtual_tools(&repo, &repo.dir, &tree, &repo.root.join("v"));
     assert_eq!(
         tb.call("read", &json!({"path": "docs/readme.MD"}))
             .text_content(),
@@ -390,14 +402,7 @@ fn a_write_inside_a_submodule_is_refused() {
     ]);
     repo.git(&["commit", "-q", "-m", "base"]);
     let tree = repo.git(&["rev-parse", "HEAD^{tree}"]);
-    let user = repo.runner().repo(&repo.dir, Scope::User);
-    let root = repo.root.join("v");
-    let vt = std::sync::Arc::new(VirtualTree::open(&user, &tree, &root).unwrap());
-    let tb = Toolbox::over(
-        Box::new(vt.clone()),
-        ToolboxOptions::new(&root, Profile::Executor, repo.root.join("o")),
-    )
-    .unwrap();
+    let (vt, tb) = virtual_tools(&repo, &repo.dir, &tree, &repo.root.join("v"));
     let r = tb.call("write", &json!({"path": "module/x.txt", "content": "x"}));
     assert!(r.is_error);
     assert!(
@@ -441,14 +446,7 @@ fn a_sha256_repository_works() {
     ]);
     let tree = git(&["rev-parse", "HEAD^{tree}"]);
     assert_eq!(tree.len(), 64);
-    let user = repo.runner().repo(&dir, Scope::User);
-    let root = repo.root.join("v");
-    let vt = std::sync::Arc::new(VirtualTree::open(&user, &tree, &root).unwrap());
-    let tb = Toolbox::over(
-        Box::new(vt.clone()),
-        ToolboxOptions::new(&root, Profile::Executor, repo.root.join("o")),
-    )
-    .unwrap();
+    let (vt, tb) = virtual_tools(&repo, &dir, &tree, &repo.root.join("v"));
     assert_eq!(
         tb.call("read", &json!({"path": "d/f.txt"})).text_content(),
         "sha256\n"
