@@ -172,6 +172,8 @@ export default function betterHarness(pi: Json) {
 			if (out?.status === "verified") say(ctx, `arrived in worktree ${ctx.cwd} (handoff consumed)`);
 			else if (out?.status === "caveat")
 				say(ctx, `worktree arrival NOT as planned: ${(out.problems || []).join("; ")}`, "warning");
+			else if (out?.status === "foreign")
+				say(ctx, `ignored ${out.record}: not a handoff record bh wrote (${out.reason})`, "warning");
 		} catch (e: any) {
 			say(ctx, `bh worktree consume failed: ${e.message}`, "warning");
 		}
@@ -323,8 +325,23 @@ export default function betterHarness(pi: Json) {
 			}
 		}
 		rewoundTo = null;
-		if (afterTree) say(ctx, afterTree.text, afterTree.level);
+		// Pi's TUI clears its chat and shows "Navigated to selected point"
+		// after this event returns (in the same run of its event loop): said
+		// on the next turn, the notice lands after Pi's and stays on screen.
+		// Without a UI (print mode) it is said now: Pi may be done, and its
+		// ctx stale, by the next turn.
+		const notice = afterTree;
 		afterTree = null;
+		if (!notice) return;
+		if (!ctx?.hasUI) return say(ctx, notice.text, notice.level);
+		const ui = ctx.ui;
+		setTimeout(() => {
+			try {
+				ui.notify(notice.text, notice.level);
+			} catch {
+				process.stderr.write(`[better-harness] ${notice.text}\n`);
+			}
+		}, 0);
 	});
 
 	pi.on("session_before_fork", async (event: Json, ctx: Json) => {

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::diff::{DiffEntry, DiffText};
 use crate::error::{CheckpointError, Result};
-use crate::meta::{Checkpoint, CheckpointKind};
+use crate::meta::Checkpoint;
 use crate::paths::check_relative;
 use crate::store::Store;
 
@@ -143,37 +143,5 @@ impl Store {
             }
         };
         Ok((entries, text))
-    }
-}
-
-/// Finds a checkpoint in `list` (newest first) by id prefix (at least 4 hex
-/// digits) or `latest`/`last`, which name the newest checkpoint that is not a
-/// restore's undo point (a pre-restore checkpoint is named by its id).
-pub(crate) fn resolve_in(list: Vec<Checkpoint>, id: &str) -> Result<Checkpoint> {
-    if id == "latest" || id == "last" {
-        return list
-            .into_iter()
-            .find(|c| c.kind != CheckpointKind::PreRestore)
-            .ok_or_else(|| CheckpointError::UnknownCheckpoint { id: id.to_owned() });
-    }
-    let wanted = id.to_ascii_lowercase();
-    if wanted.len() < 4 || !wanted.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(CheckpointError::UnknownCheckpoint { id: id.to_owned() });
-    }
-    let mut matches: Vec<Checkpoint> = list
-        .into_iter()
-        .filter(|cp| cp.commit.starts_with(&wanted))
-        .collect();
-    match matches.len() {
-        0 => Err(CheckpointError::UnknownCheckpoint { id: id.to_owned() }),
-        1 => Ok(matches.remove(0)),
-        _ => Err(CheckpointError::AmbiguousCheckpoint {
-            id: id.to_owned(),
-            candidates: matches
-                .iter()
-                .map(|c| c.id.clone())
-                .collect::<Vec<_>>()
-                .join(", "),
-        }),
     }
 }

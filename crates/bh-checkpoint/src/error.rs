@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 
 use bh_git::GitError;
+use bh_protocol::prefix::PrefixFault;
 
 /// Everything that can go wrong with a checkpoint store. Each variant names the
 /// path, checkpoint or argument at fault.
@@ -30,18 +31,16 @@ pub enum CheckpointError {
     },
     #[error("project directory {path} cannot be used: {reason}")]
     BadProject { path: PathBuf, reason: String },
-    #[error(
-        "no checkpoint matches {id:?} (ids are `latest` or prefixes of at least 4 hex digits; see `bh checkpoint list`)"
-    )]
-    UnknownCheckpoint { id: String },
+    /// A checkpoint id that names no single checkpoint (the one prefix
+    /// rule of `bh_protocol::prefix`).
+    #[error("{0}; `latest` names the newest, `bh checkpoint list` shows them")]
+    Id(#[from] bh_protocol::prefix::PrefixError),
     /// A checkpoint a session or the call journal names for a call, which the
     /// store no longer has: refused rather than answered with another.
     #[error(
         "the checkpoint {checkpoint} taken before {call} is gone (pruned?, or another project's)"
     )]
     CallCheckpointGone { checkpoint: String, call: String },
-    #[error("checkpoint id {id:?} is ambiguous; it matches {candidates}")]
-    AmbiguousCheckpoint { id: String, candidates: String },
     #[error("path {path} is outside the project {project}")]
     PathOutside { path: String, project: PathBuf },
     #[error("path {path} is not in checkpoint {id}")]
@@ -93,10 +92,13 @@ impl CheckpointError {
             | DirectoryConflict { .. }
             | RewindConflict { .. }
             | RefMove { .. } => ErrorClass::Refused,
-            UnknownCheckpoint { .. } | CallCheckpointGone { .. } | PathNotInCheckpoint { .. } => {
-                ErrorClass::NotFound
-            }
-            AmbiguousCheckpoint { .. } | InvalidArgument(_) => ErrorClass::Usage,
+            Id(e) => match e.fault() {
+                PrefixFault::NotHex | PrefixFault::TooShort => ErrorClass::Usage,
+                PrefixFault::NotFound => ErrorClass::NotFound,
+                PrefixFault::Ambiguous => ErrorClass::Ambiguous,
+            },
+            CallCheckpointGone { .. } | PathNotInCheckpoint { .. } => ErrorClass::NotFound,
+            InvalidArgument(_) => ErrorClass::Usage,
             Git(_) | Io { .. } | Corrupt { .. } => ErrorClass::Internal,
         }
     }
@@ -107,8 +109,24 @@ impl CheckpointError {
 pub enum ErrorClass {
     Refused,
     NotFound,
+    /// An id prefix that names several checkpoints (the message lists them).
+    Ambiguous,
     Usage,
     Internal,
+}
+
+impl ErrorClass {
+    /// The name the CLI's `--json`, the checkpoint server and the Python
+    /// package give this class (the CLI's error kinds).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Refused => "refused",
+            ErrorClass::NotFound => "not_found",
+            ErrorClass::Ambiguous => "ambiguous",
+            ErrorClass::Usage => "usage",
+            ErrorClass::Internal => "internal",
+        }
+    }
 }
 
 pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;

@@ -7,10 +7,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use bh_git::{GitRunner, Repo, Scope};
+use bh_protocol::prefix::{self, Named, PrefixError, Shape};
 use sha2::{Digest, Sha256};
 
 use crate::error::{CheckpointError, Result};
-use crate::meta::{self, Checkpoint};
+use crate::meta::{self, Checkpoint, CheckpointKind};
 use crate::user::{UserRepo, user_facts};
 
 /// Default cap on the size of a file a snapshot captures.
@@ -506,10 +507,31 @@ impl Store {
         Ok(list)
     }
 
-    /// Finds a checkpoint by id prefix (at least 4 hex digits) or `latest`
-    /// (the newest that is not a pre-restore undo point).
+    /// Finds a checkpoint by id prefix (at least 4 hex digits, the one
+    /// rule of `bh_protocol::prefix`) or `latest`/`last`, which name the
+    /// newest checkpoint that is not a restore's undo point (a pre-restore
+    /// checkpoint is named by its id).
     pub fn resolve(&self, id: &str) -> Result<Checkpoint> {
-        crate::compare::resolve_in(self.list()?, id)
+        let list = self.list()?;
+        if id == "latest" || id == "last" {
+            return list
+                .into_iter()
+                .find(|c| c.kind != CheckpointKind::PreRestore)
+                .ok_or_else(|| {
+                    PrefixError::NotFound {
+                        what: Named::Checkpoint,
+                        query: id.to_owned(),
+                    }
+                    .into()
+                });
+        }
+        Ok(prefix::resolve(
+            Named::Checkpoint,
+            Shape::Hex,
+            id,
+            list,
+            |c| &c.commit,
+        )?)
     }
 
     /// The store's size on disk, in bytes.
@@ -518,7 +540,7 @@ impl Store {
     }
 }
 
-pub(crate) use bh_protocol::now_ms;
+pub(crate) use bh_fs::now_ms;
 
 fn remove_lock_files(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {

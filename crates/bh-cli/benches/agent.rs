@@ -1,5 +1,5 @@
 //! Agent runtime benchmark (issue 4, "Speed"): `bh agent` and the real Pi
-//! (0.73.1) side by side, served the same tool-call script by one local mock
+//! (the current 1.6 on its Node 22, and 0.73.1) side by side, served the same tool-call script by one local mock
 //! OpenAI-compatible server on 127.0.0.1.
 //!
 //! ```text
@@ -19,8 +19,8 @@
 //!
 //! Every run is its own process under a `measure` wrapper (this binary again)
 //! that reports wall time and `getrusage(RUSAGE_CHILDREN)` peak RSS. Variants:
-//! `bh` (checkpoints on, as shipped), `bh --no-checkpoints` (what Pi does) and
-//! `pi`. The harness overhead per tool call is `run_end.overhead` of bh's
+//! `bh` (checkpoints on, as shipped), `bh --no-checkpoints` (what Pi does),
+//! `pi 1.6.0` and `pi 0.73.1`. The harness overhead per tool call is `run_end.overhead` of bh's
 //! JSON stream (the loop's own time per call, excluding model stream, tool and
 //! checkpoint). The long run drives `bh` through `--long-turns` tool calls and
 //! the server reads the client's `VmRSS` from `/proc` when turns 100 and N
@@ -323,25 +323,47 @@ fn make_repo(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The real Pi 0.73.1 as `(node, dist/cli.js)`, installed from npm into the
-/// target directory on first use (`None` when Node or npm is missing).
-fn find_pi() -> Option<(PathBuf, PathBuf)> {
-    bh_test_support::pi::real_pi(bh_test_support::pi::PiRelease::Legacy).map(|p| (p.node, p.cli))
+/// A real Pi as `(node, dist/cli.js, label)`, installed from npm into the
+/// target directory on first use with the Node it needs (Pi 1.6 on a Node
+/// 22 from npm when the system's is older); `None` when Node or npm is
+/// missing.
+fn find_pi(release: PiRelease) -> Option<(PathBuf, PathBuf, String)> {
+    let p = bh_test_support::pi::real_pi(release)?;
+    let version = Command::new(&p.node)
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    Some((
+        p.node,
+        p.cli,
+        format!("pi {} (Node {version})", release.version()),
+    ))
 }
+
+use bh_test_support::pi::PiRelease;
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Variant {
     Bh,
     BhNoCheckpoints,
+    /// The current Pi (1.6).
     Pi,
+    /// Pi 0.73.1.
+    PiLegacy,
 }
 
 impl Variant {
-    fn label(self) -> &'static str {
+    fn is_pi(self) -> bool {
+        matches!(self, Variant::Pi | Variant::PiLegacy)
+    }
+
+    fn release(self) -> Option<PiRelease> {
         match self {
-            Variant::Bh => "bh agent (checkpoints on)",
-            Variant::BhNoCheckpoints => "bh agent --no-checkpoints",
-            Variant::Pi => "pi 0.73.1 (Node)",
+            Variant::Pi => Some(PiRelease::Current),
+            Variant::PiLegacy => Some(PiRelease::Legacy),
+            _ => None,
         }
     }
 }
@@ -352,13 +374,25 @@ struct Bench {
     agent_dir: PathBuf,
     home: PathBuf,
     bh: PathBuf,
-    pi: Option<(PathBuf, PathBuf)>,
+    /// Each Pi found: (node, cli, label).
+    pis: BTreeMap<Variant, (PathBuf, PathBuf, String)>,
     runs: usize,
 }
 
 const PROMPT: &str = "Work through the files as the tools direct.";
 
 impl Bench {
+    fn label(&self, v: Variant) -> String {
+        match v {
+            Variant::Bh => "bh agent (checkpoints on)".into(),
+            Variant::BhNoCheckpoints => "bh agent --no-checkpoints".into(),
+            _ => self
+                .pis
+                .get(&v)
+                .map_or_else(|| format!("{v:?}"), |p| p.2.clone()),
+        }
+    }
+
     /// A fresh copy of the template repository and a session path.
     fn fresh(&mut self) -> Result<(PathBuf, PathBuf, PathBuf)> {
         self.runs += 1;
@@ -400,8 +434,8 @@ impl Bench {
                 }
                 c
             }
-            Variant::Pi => {
-                let (node, cli) = self.pi.clone().expect("pi");
+            Variant::Pi | Variant::PiLegacy => {
+                let (node, cli, _) = self.pis.get(&v).cloned().expect("pi");
                 vec![
                     node.display().to_string(),
                     cli.display().to_string(),
@@ -541,9 +575,16 @@ fn orchestrate(args: &[String]) -> Result<()> {
     )?;
     let template = root.join("template");
     make_repo(&template)?;
-    let pi = if o.no_pi { None } else { find_pi() };
-    if pi.is_none() && !o.no_pi {
-        println!("note: Node or npm not found, so no real Pi: bh only");
+    let mut pis = BTreeMap::new();
+    if !o.no_pi {
+        for v in [Variant::Pi, Variant::PiLegacy] {
+            if let Some(p) = v.release().and_then(find_pi) {
+                pis.insert(v, p);
+            }
+        }
+        if pis.is_empty() {
+            println!("note: Node or npm not found, so no real Pi: bh only");
+        }
     }
     let mut b = Bench {
         tmp: root.clone(),
@@ -551,13 +592,11 @@ fn orchestrate(args: &[String]) -> Result<()> {
         agent_dir,
         home: root.join("home"),
         bh: PathBuf::from(env!("CARGO_BIN_EXE_bh")),
-        pi,
+        pis,
         runs: 0,
     };
     let mut variants = vec![Variant::Bh, Variant::BhNoCheckpoints];
-    if b.pi.is_some() {
-        variants.push(Variant::Pi);
-    }
+    variants.extend(b.pis.keys().copied());
 
     // Side by side: each round runs every variant once.
     state.lock().unwrap().calls = o.calls;
@@ -573,12 +612,12 @@ fn orchestrate(args: &[String]) -> Result<()> {
             let (wall, kib, out) = b.run(v, o.calls)?;
             println!(
                 "round {round}: {:<28} {wall:>9.0} ms {:>8.1} MiB",
-                v.label(),
+                b.label(v),
                 kib as f64 / 1024.0
             );
             walls.entry(v).or_default().push(wall);
             rss.entry(v).or_default().push(kib as f64 / 1024.0);
-            if v != Variant::Pi
+            if !v.is_pi()
                 && let Some(oh) = overhead_of(&out)
             {
                 overheads.entry(v).or_default().push(oh);
@@ -613,7 +652,7 @@ fn orchestrate(args: &[String]) -> Result<()> {
         });
         println!(
             "| {} | {w:.0} ms | {:.2} ms | {m:.1} MiB | {} |",
-            v.label(),
+            b.label(v),
             w / o.calls as f64,
             oh.map_or("—".to_owned(), |(a, p, f)| format!(
                 "{a:.0} µs, {p:.0} µs (session appends: {f:.0} µs)"
@@ -624,28 +663,36 @@ fn orchestrate(args: &[String]) -> Result<()> {
             "persist_median_us": oh.map(|x| x.2),
             "walls_ms": walls[&v], "rss_mib": rss[&v]});
     }
-    if let Some(&(pw, pm)) = med.get(&Variant::Pi) {
+    let pis: Vec<Variant> = variants.iter().copied().filter(|v| v.is_pi()).collect();
+    if !pis.is_empty() {
         println!("\n| target | measured | limit |\n|---|---:|---:|");
+    }
+    for p in pis {
+        let (pw, pm) = med[&p];
         for v in [Variant::Bh, Variant::BhNoCheckpoints] {
             let (w, m) = med[&v];
             println!(
-                "| {}: Pi time / bh time | {:.1}× | ≥ 3× |",
-                v.label(),
+                "| {}: {} time / bh time | {:.1}× | ≥ 3× |",
+                b.label(v),
+                b.label(p),
                 pw / w
             );
             println!(
-                "| {}: Pi peak RSS / bh peak RSS | {:.1}× | ≥ 5× |",
-                v.label(),
+                "| {}: {} peak RSS / bh peak RSS | {:.1}× | ≥ 5× |",
+                b.label(v),
+                b.label(p),
                 pm / m
             );
+            results["targets"][format!("{p:?}/{v:?}")] =
+                json!({"time_ratio": pw / w, "rss_ratio": pm / m});
         }
     }
 
     // Memory over a long run: VmRSS of the client when turns 100 and N are requested.
     if o.long_turns > 100 {
         let mut long = vec![Variant::Bh, Variant::BhNoCheckpoints];
-        if o.long_pi && b.pi.is_some() {
-            long.push(Variant::Pi);
+        if o.long_pi {
+            long.extend(b.pis.keys().copied());
         }
         println!(
             "\nMemory over {} turns (VmRSS when the model is asked for turn 100 and turn {}):\n",
@@ -702,7 +749,7 @@ fn orchestrate(args: &[String]) -> Result<()> {
             let z = s.samples.get(&o.long_turns).copied().unwrap_or(0) as f64 / 1024.0;
             println!(
                 "| {} | {a:.1} MiB | {z:.1} MiB | {:+.1} MiB ({:.2}×) | {wall:.1} s |",
-                v.label(),
+                b.label(v),
                 z - a,
                 z / a.max(0.001)
             );

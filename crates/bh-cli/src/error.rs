@@ -1,5 +1,7 @@
 //! The one error type of the CLI and the exit-code table.
 
+use crate::ui::{errln, outln};
+use bh_protocol::prefix::PrefixFault;
 use std::fmt;
 
 /// Outcome classes, each with its own exit code (see ARCHITECTURE.md).
@@ -133,6 +135,16 @@ impl ErrorKind {
         }
     }
 
+    /// The kind of an id that names no single thing — one for each fault,
+    /// whatever the thing (checkpoint, entry, execution, task).
+    pub fn of_prefix(fault: PrefixFault) -> ErrorKind {
+        match fault {
+            PrefixFault::NotHex | PrefixFault::TooShort => ErrorKind::Usage,
+            PrefixFault::NotFound => ErrorKind::NotFound,
+            PrefixFault::Ambiguous => ErrorKind::Ambiguous,
+        }
+    }
+
     pub fn exit_code(self) -> u8 {
         match self {
             ErrorKind::Internal => 1,
@@ -232,6 +244,12 @@ pub struct CliError {
     /// Stdout already carried a JSON stream (`bh agent --json`): the error
     /// goes to stderr only, so the stream stays valid.
     pub after_stream: bool,
+    /// What caused it, outermost first: the library error's sources that
+    /// the message does not already say (printed as `caused by:` lines;
+    /// `causes` under `--json`).
+    pub causes: Vec<String>,
+    /// Nothing to say: stdout's reader went away (`CliError::pipe_closed`).
+    pub quiet: bool,
 }
 
 impl CliError {
@@ -242,7 +260,34 @@ impl CliError {
             details: None,
             exit_code: None,
             after_stream: false,
+            causes: Vec::new(),
+            quiet: false,
         }
+    }
+
+    /// `err` as a `kind` failure: its text, and each error in its source
+    /// chain whose text the message (or an outer cause) does not already
+    /// hold.
+    pub fn caused(kind: ErrorKind, err: &dyn std::error::Error) -> Self {
+        let mut e = CliError::new(kind, err.to_string());
+        let mut source = err.source();
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            let said = e.message.contains(&text) || e.causes.iter().any(|c| c.contains(&text));
+            if !said && !text.is_empty() {
+                e.causes.push(text);
+            }
+            source = cause.source();
+        }
+        e
+    }
+
+    /// A quiet failure: stdout's reader went away (exit 141, nothing said).
+    pub fn pipe_closed() -> Self {
+        let mut e = CliError::new(ErrorKind::Internal, "stdout's reader went away");
+        e.exit_code = Some(EXIT_PIPE_CLOSED);
+        e.quiet = true;
+        e
     }
 
     /// Overrides the exit code of the kind.
@@ -277,8 +322,15 @@ impl CliError {
     }
 
     pub fn report(&self, json: bool) {
+        if self.quiet {
+            return;
+        }
         if json && !self.after_stream {
-            let error = serde_json::json!({ "kind": self.kind.as_str(), "message": self.message });
+            let mut error =
+                serde_json::json!({ "kind": self.kind.as_str(), "message": self.message });
+            if !self.causes.is_empty() {
+                error["causes"] = serde_json::json!(self.causes);
+            }
             let doc = match &self.details {
                 Some(serde_json::Value::Object(map)) => {
                     let mut map = map.clone();
@@ -288,8 +340,9 @@ impl CliError {
                 _ => serde_json::json!({ "error": error }),
             };
             match serde_json::to_string_pretty(&doc) {
-                Ok(text) => println!("{text}"),
-                Err(_) => println!("{doc}"),
+                // Nothing to do if stdout is gone too (noted for the exit code).
+                Ok(text) => drop(outln!("{text}")),
+                Err(_) => drop(outln!("{doc}")),
             }
         } else {
             let prefix = crate::display::paint(
@@ -297,7 +350,10 @@ impl CliError {
                 crate::display::style::BOLD_RED,
                 "bh: error:",
             );
-            eprintln!("{prefix} {}", self.message);
+            errln!("{prefix} {}", self.message);
+            for cause in &self.causes {
+                errln!("  caused by: {cause}");
+            }
         }
     }
 }
@@ -309,7 +365,12 @@ impl fmt::Display for CliError {
 }
 
 impl From<std::io::Error> for CliError {
+    /// A write that met a closed stdout is the quiet exit 141; any other
+    /// I/O error is internal.
     fn from(err: std::io::Error) -> Self {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            return CliError::pipe_closed();
+        }
         CliError::internal(err)
     }
 }
@@ -330,6 +391,6 @@ pub fn stdout_reader_gone() -> bool {
 /// Print a JSON document on stdout (the only thing `--json` mode prints there).
 pub fn print_json(value: &serde_json::Value) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value).map_err(CliError::internal)?;
-    println!("{text}");
+    crate::ui::outln!("{text}")?;
     Ok(())
 }

@@ -4,23 +4,25 @@
 //! subcommand lives in its own module and returns `Result<(), CliError>`; `main`
 //! maps errors to the exit-code table in `ARCHITECTURE.md`.
 
-mod agent;
-mod checkpoint;
+// Every write goes through `ui` (a closed pipe is an error value); a
+// guard, not a habit.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod command_error;
+mod commands;
+use commands::{agent, checkpoint, demo, exec, rewind, session, task, worktree};
 mod context;
-mod demo;
 mod display;
 mod error;
-mod exec;
-mod hidden;
+mod ids;
 mod man;
 mod names;
 mod progress;
-mod rewind;
-mod session;
+mod provider;
+mod sandbox_policy;
 mod signals;
-mod task;
+mod ui;
 mod units;
-mod worktree;
 
 use std::process::ExitCode;
 
@@ -176,38 +178,18 @@ fn invoked_as_executor() -> bool {
         .is_some_and(|n| n == "harness-session-executor")
 }
 
-/// Whether a panic is Rust's print macros meeting a closed stdout (`bh … | head`).
-fn is_broken_pipe(message: &str) -> bool {
-    message.contains("failed printing to stdout") && message.contains("Broken pipe")
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
-    payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or("")
-}
-
-/// Every command ends quietly when its reader goes away (`bh … | head`): the
-/// print that met the closed pipe unwinds (so destructors release locks and
-/// temporary files), nothing is said, and the exit code is the one a shell
-/// reports for SIGPIPE (141). SIGPIPE itself stays ignored, so a git helper
-/// or a socket peer that goes away is an error the code handles, never a kill.
+/// Every command ends quietly when its reader goes away (`bh … | head`):
+/// writes go through `ui`, which returns the broken pipe as an error value
+/// and remembers it, and whatever the command then returns, the exit code is
+/// the one a shell reports for SIGPIPE (141) and nothing is said. SIGPIPE
+/// itself stays ignored, so a git helper or a socket peer that goes away is
+/// an error the code handles, never a kill.
 fn main() -> ExitCode {
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !is_broken_pipe(panic_message(info.payload())) {
-            default_hook(info);
-        }
-    }));
-    match std::panic::catch_unwind(real_main) {
-        Ok(code) => code,
-        Err(payload) if is_broken_pipe(panic_message(payload.as_ref())) => {
-            ExitCode::from(error::EXIT_PIPE_CLOSED)
-        }
-        Err(payload) => std::panic::resume_unwind(payload),
+    let code = real_main();
+    if ui::pipe_closed() {
+        return ExitCode::from(error::EXIT_PIPE_CLOSED);
     }
+    code
 }
 
 /// clap's help, version or usage error, printed; a reader that went away
@@ -273,16 +255,16 @@ fn real_main() -> ExitCode {
                 // Rendered first: clap_complete panics on a failed write (`| head`).
                 let mut script = Vec::new();
                 clap_complete::generate(shell, &mut bh_command(), "bh", &mut script);
-                std::io::Write::write_all(&mut std::io::stdout().lock(), &script).map_err(|e| {
-                    error::CliError::internal(format!("cannot write the completion script: {e}"))
-                })
+                ui::write_bytes(&script).map_err(error::CliError::from)
             }
             Command::Man { command } => man::run(bh_command(), &command),
         });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of stdout went away: quiet, as after SIGPIPE.
-        Err(_) if error::stdout_reader_gone() => ExitCode::from(error::EXIT_PIPE_CLOSED),
+        Err(err) if err.quiet || error::stdout_reader_gone() => {
+            ExitCode::from(error::EXIT_PIPE_CLOSED)
+        }
         Err(err) => {
             err.report(json);
             ExitCode::from(err.code())

@@ -4,8 +4,6 @@
 //! an EXIT STATUS section of their own (not the `--help` table, which `man`
 //! would re-wrap).
 
-use std::io::Write;
-
 use crate::error::{self, CliError, ErrorKind};
 
 /// Renders the page of `path` (empty: `bh` itself) of `root` to stdout.
@@ -78,9 +76,7 @@ pub(crate) fn run(root: clap::Command, path: &[String]) -> Result<(), CliError> 
     }
     page.extend_from_slice(exit_status(executor).as_bytes());
     man.render_version_section(&mut page).map_err(roff)?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(&page)?;
-    out.flush()?;
+    crate::ui::write_bytes(&page)?;
     Ok(())
 }
 

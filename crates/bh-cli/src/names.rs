@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use bh_runtime::{SessionChoice, SessionRequest};
 use bh_session::Session;
 
+use crate::command_error::{rewind_error, runtime_error, session_error};
 use crate::context::Ctx;
-use crate::error::{CliError, ErrorKind};
-use crate::exec::ids::MIN_HEX;
+use crate::error::CliError;
 
 /// A session argument: an existing file (relative to the current
 /// directory), or, when no such file exists and the argument is not
@@ -32,53 +32,18 @@ pub(crate) fn session_path(ctx: &Ctx, arg: &Path) -> Result<PathBuf, CliError> {
         agent_dir: Some(agent_dir),
         run_dir: ctx.cwd.clone(),
         cwd: None,
+        state_dir: ctx.state_dir.clone(),
     };
-    request.find(arg).map_err(crate::agent::runtime_error)
+    request.find(arg).map_err(runtime_error)
 }
 
 /// The full id of the entry `query` names in `session`: the id itself, or a
-/// unique prefix of at least [`MIN_HEX`] hex digits.
-pub(crate) fn entry_id(session: &Session, file: &Path, query: &str) -> Result<String, CliError> {
-    if session.entry(query).is_some() {
-        return Ok(query.to_owned());
-    }
-    let not_found = || {
-        CliError::new(
-            ErrorKind::NotFound,
-            format!(
-                "no entry {query:?} in {} (`bh session tree` shows the entries)",
-                file.display()
-            ),
-        )
-    };
-    if query.is_empty() || !query.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(not_found());
-    }
-    if query.len() < MIN_HEX {
-        return Err(CliError::usage(format!(
-            "entry id prefix {query:?} is too short: give at least {MIN_HEX} hex digits"
-        )));
-    }
-    let query_lower = query.to_ascii_lowercase();
-    let mut matches: Vec<&str> = session
-        .entries()
-        .iter()
-        .map(|e| e.id.as_str())
-        .filter(|id| !id.is_empty() && id.to_ascii_lowercase().starts_with(&query_lower))
-        .collect();
-    matches.dedup();
-    match matches.as_slice() {
-        [one] => Ok((*one).to_owned()),
-        [] => Err(not_found()),
-        many => Err(CliError::new(
-            ErrorKind::Ambiguous,
-            format!(
-                "entry id prefix {query:?} is ambiguous in {}; candidates: {}",
-                file.display(),
-                many.join(", ")
-            ),
-        )),
-    }
+/// unique prefix of at least four hex digits (`bh_runtime::resolve_entry`,
+/// the one rule).
+pub(crate) fn entry_id(session: &Session, query: &str) -> Result<String, CliError> {
+    bh_runtime::resolve_entry(session, query)
+        .map(|e| e.id.clone())
+        .map_err(rewind_error)
 }
 
 /// [`entry_id`] for an optional `--entry`, loading the session only when
@@ -90,6 +55,6 @@ pub(crate) fn entry_in_file(
     let Some(query) = query else {
         return Ok(None);
     };
-    let session = Session::load(file).map_err(crate::agent::session_error)?;
-    entry_id(&session, file, &query).map(Some)
+    let session = Session::load(file).map_err(session_error)?;
+    entry_id(&session, &query).map(Some)
 }

@@ -15,6 +15,8 @@
 //!     mutating (edit, write, bash)?        → checkpoint (bh-checkpoint), id in details.checkpoint;
 //!                                            a failed checkpoint is a `warning` event
 //!     run the tool on a blocking thread    → toolResult appended
+//!     the harness cannot run it            → error result, later calls not run,
+//!                                            aborted message (`RunStop::Harness`)
 //! ```
 //!
 //! Invariants:
@@ -42,7 +44,10 @@
 //!   `"Time limit reached (30s)"`, `"Turn limit reached (N turns)"`); partial
 //!   streamed content is kept. [`RunOutcome`] says which limit fired.
 //! * Model and tool failures are messages, not errors: `Err` from a run
-//!   means the session could not be written.
+//!   means the session could not be written. A tool failure either tells
+//!   the model (the tool's own error result) or ends the turn (a
+//!   [`bh_tools::HarnessFailure`]: the sandbox cannot be built, the project
+//!   folder is gone), by its type (see `agent/run.rs`).
 //! * Events ([`Event`]) serialise to Pi's `--mode json` lines (`agent_start`,
 //!   `turn_start`, `message_start/update/end`, `tool_execution_start/update/end`,
 //!   `turn_end`, `agent_end`; `message_update` carries Pi's

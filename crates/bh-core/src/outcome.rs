@@ -48,6 +48,10 @@ pub enum RunStop {
     Cancelled,
     /// A hard limit fired ([`RunOutcome::limit`] says which).
     Limit,
+    /// The harness could not run a tool at all (its sandbox cannot be
+    /// built, the project folder is gone): [`RunOutcome::reason`] says
+    /// which tool and why.
+    Harness,
 }
 
 /// What a run did.

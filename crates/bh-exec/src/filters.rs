@@ -1,7 +1,8 @@
 //! Filter drivers in the execution's worktree. By default none runs: every
 //! driver the repository's configuration defines (system, global, local,
 //! included files: `git config --get-regexp '^filter\.'` as the run's git
-//! sees it) is switched off on the git commands that check out or stage
+//! sees it, in the main checkout and again in the worktree made empty, whose
+//! git may read more: `includeIf "gitdir:**/worktrees/**"`) is switched off on the git commands that check out or stage
 //! the worktree, with `-c filter.<name>.smudge= -c …clean= -c
 //! …process= -c …required=false` (an empty command is no command to git;
 //! `required=false` keeps a missing filter from failing the checkout). The

@@ -36,7 +36,7 @@ impl Execution {
     /// The copy is the verified plan itself, serialised again (the plan
     /// file is not read a second time).
     pub fn create(state_dir: &Path, plan: &Plan) -> Result<Execution, ExecError> {
-        let id = bh_fs::time_ordered_id("x", plan.plan_sha256.as_bytes());
+        let id = bh_fs::run_id("x", plan.plan_sha256.as_bytes());
         let dir = state_dir.join(EXECUTIONS_DIR).join(&id);
         bh_fs::create_dir_all_mode(&dir, 0o700).map_err(io("create", &dir))?;
         let copy = dir.join("plan.json");
@@ -161,7 +161,7 @@ pub fn gc(
 /// so a state directory shared by several machines, e.g. the workers of a
 /// Slurm array on shared storage, never judges another machine's pid).
 fn owner_stamp(pid: u32) -> Option<String> {
-    let start = bh_sandbox::process_start_time(pid)?;
+    let start = bh_proc::process_start_time(pid)?;
     Some(format!("{pid} {start} {}", crate::receipt::host_name()))
 }
 
@@ -176,5 +176,5 @@ fn owner_running(stamp: &str) -> Option<bool> {
     {
         return Some(true);
     }
-    Some(bh_sandbox::process_start_time(pid).is_some_and(|now| now.to_string() == start))
+    Some(bh_proc::process_start_time(pid).is_some_and(|now| now.to_string() == start))
 }

@@ -108,7 +108,8 @@ pub fn list_executions(state_dir: &Path) -> Result<Vec<ExecutionRecord>, ExecErr
         }
         out.push(read_execution(&id, &dir));
     }
-    out.sort_by(|a, b| a.id.cmp(&b.id));
+    // Oldest first, by the time the id carries.
+    out.sort_by(|a, b| (bh_fs::id_time_ms(&a.id), &a.id).cmp(&(bh_fs::id_time_ms(&b.id), &b.id)));
     Ok(out)
 }
 
@@ -186,7 +187,7 @@ fn owner_alive(dir: &Path) -> bool {
     };
     pid.parse::<u32>()
         .ok()
-        .and_then(bh_sandbox::process_start_time)
+        .and_then(bh_proc::process_start_time)
         .is_some_and(|now| now.to_string() == start)
 }
 

@@ -111,6 +111,9 @@ pub enum StopReason {
     Cancelled,
     #[serde(rename = "limit")]
     Limit,
+    /// The harness could not run a tool (a sandbox that cannot be built).
+    #[serde(rename = "harness")]
+    Harness,
 }
 
 impl std::fmt::Display for RunState {
@@ -132,6 +135,7 @@ impl From<RunStop> for StopReason {
             RunStop::Error => StopReason::Error,
             RunStop::Cancelled => StopReason::Cancelled,
             RunStop::Limit => StopReason::Limit,
+            RunStop::Harness => StopReason::Harness,
         }
     }
 }
@@ -143,6 +147,7 @@ impl StopReason {
             StopReason::Error => "error",
             StopReason::Cancelled => "cancelled",
             StopReason::Limit => "limit",
+            StopReason::Harness => "harness",
         }
     }
 }
@@ -311,12 +316,14 @@ pub async fn run_plan_with_progress(
     };
     progress(RunProgress::Commit);
     if let Err(e) = record(&repo, &plan, &exec, &outcome, &tree, message, &mut result) {
-        // A lost race for the ref keeps nothing: the plan's result is the
-        // winner's.
-        return Err(match (&e, work.mode()) {
-            (ExecError::RefExists { .. }, WorkMode::Virtual) => e,
-            _ => work.keep(runner, &plan, &exec, Some(&tree), e),
-        });
+        // A lost race for the ref keeps nothing (in either mode, unless
+        // the worktree was asked to be kept): the plan's result is the
+        // ref's commit.
+        if matches!(e, ExecError::RefExists { .. }) {
+            work.finish(setup.keep_worktree);
+            return Err(e);
+        }
+        return Err(work.keep(runner, &plan, &exec, Some(&tree), e));
     }
     // 9. Clean up; `result.json` marks the execution finished.
     work.finish(setup.keep_worktree);
@@ -434,7 +441,7 @@ fn record(
 ) -> Result<(), ExecError> {
     let changed = tree != plan.base.tree;
     if outcome.stop != RunStop::Completed {
-        result.state = if outcome.stop == RunStop::Error {
+        result.state = if matches!(outcome.stop, RunStop::Error | RunStop::Harness) {
             RunState::Failed
         } else {
             RunState::Aborted
@@ -461,12 +468,24 @@ fn record(
     exec.log(&format!("commit {commit}"));
     // Create-only: losing a race is an error, never an overwrite. Git's own
     // words say why (the ref exists, a stale lock, a full disk).
-    repo.create_ref(&plan.output_ref, &commit)
-        .map_err(|source| ExecError::RefCreate {
+    // Taken while the run was in flight (another run of the plan, or a
+    // hand): the exit-25 error that a ref existing before the run gets.
+    if let Err(source) = repo.create_ref(&plan.output_ref, &commit) {
+        if let Ok(Some(at)) = repo.read_ref(&plan.output_ref) {
+            exec.log(&format!(
+                "the output ref was taken during the run (at {at}); this run's commit {commit} is left unreferenced"
+            ));
+            return Err(ExecError::RefExists {
+                name: plan.output_ref.clone(),
+                at,
+            });
+        }
+        return Err(ExecError::RefCreate {
             name: plan.output_ref.clone(),
             commit: commit.clone(),
             source: Box::new(source),
-        })?;
+        });
+    }
     result.changed_paths = repo
         .name_status(&plan.base.commit, &commit)?
         .iter()

@@ -15,7 +15,7 @@ use bh_vfs::VirtualTree;
 use serde::Serialize;
 
 use crate::error::ExecError;
-use crate::filters::switch_off;
+use crate::filters::{configured_drivers, switch_off};
 use crate::folder::Execution;
 use crate::plan::Plan;
 
@@ -50,21 +50,46 @@ pub(crate) enum Work<'r> {
 }
 
 impl<'r> Work<'r> {
-    /// A detached worktree at the base, locked from its creation.
+    /// A detached worktree at the base, locked from its creation. Unless
+    /// the plan allows filters, it is made empty first (`--no-checkout`) and
+    /// its drivers listed as git sees them *there* — a linked worktree's git
+    /// reads config the main checkout's does not (`includeIf
+    /// "gitdir:**/worktrees/**"`) — then checked out with all of them off.
+    /// `drivers`: those the main checkout's config defines.
     pub(crate) fn checkout(
         repo: &'r Repo,
         plan: &Plan,
         exec: &Execution,
-        drivers: Vec<String>,
+        mut drivers: Vec<String>,
     ) -> Result<Work<'r>, ExecError> {
         let worktree = exec.worktree();
-        switch_off(repo, &drivers).worktree_add_detached(
+        let reason = exec.lock_reason();
+        if plan.allow_filters {
+            repo.worktree_add_detached(&worktree, &plan.base.commit, &reason)?;
+            return Ok(Work::Checkout {
+                guard: WorktreeGuard::new(repo, &worktree),
+                worktree,
+                drivers,
+            });
+        }
+        switch_off(repo, &drivers).worktree_add_detached_empty(
             &worktree,
             &plan.base.commit,
-            &exec.lock_reason(),
+            &reason,
         )?;
+        // Removes the worktree should anything below fail.
+        let guard = WorktreeGuard::new(repo, &worktree);
+        let here = repo.runner().repo(&worktree, repo.scope());
+        for name in configured_drivers(&here)? {
+            if !drivers.contains(&name) {
+                drivers.push(name);
+            }
+        }
+        switch_off(&here, &drivers)
+            .cmd(["reset", "--hard", "--quiet", &plan.base.commit])
+            .run()?;
         Ok(Work::Checkout {
-            guard: WorktreeGuard::new(repo, &worktree),
+            guard,
             worktree,
             drivers,
         })

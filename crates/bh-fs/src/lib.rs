@@ -12,8 +12,11 @@
 //! * [`beneath`]: opening directories beneath a directory descriptor without
 //!   ever following a symlink (`openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`,
 //!   or a component walk with `O_NOFOLLOW` where the kernel lacks it).
-//! * [`time_ordered_id`]: ids that sort by creation time and do not collide
-//!   between processes or within one.
+//! * [`run_id`]: ids whose first characters differ between runs, that carry
+//!   their creation time ([`id_time_ms`]) and do not collide between
+//!   processes or within one; [`now_ms`], the one clock reading.
+//! * [`key::StateKey`]: the state directory's secret, with which bh MACs what
+//!   it must later recognise as its own (plans, handoff records).
 //! * [`read_regular_file`]: a whole file read only if the opened descriptor
 //!   is a regular file (never blocks on a FIFO, never reads a device).
 //!
@@ -37,8 +40,16 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub mod beneath;
+pub mod key;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Now, in Unix milliseconds: the unit of every `timestamp` of Pi's messages
+/// and of checkpoints — the one clock reading of the workspace (out of
+/// `bh-protocol`, which holds data and reads nothing; issue 26).
+pub fn now_ms() -> i64 {
+    i64::try_from(nanos_now() / 1_000_000).unwrap_or(i64::MAX)
+}
 
 fn nanos_now() -> u128 {
     SystemTime::now()
@@ -269,10 +280,14 @@ pub fn write_json_atomic(path: &Path, value: &impl Serialize) -> std::io::Result
     write_atomic(path, &text, 0o600)
 }
 
-/// `<prefix><ms since the epoch, hex>-<8 hex digits>`: sorts by time (to the
-/// millisecond), and the digits hash `salt`, the exact time, the process id
-/// and a per-process counter, so ids made at once never collide.
-pub fn time_ordered_id(prefix: &str, salt: &[u8]) -> String {
+/// `<prefix><8 hex digits>-<ms since the epoch, hex>`. The digits hash
+/// `salt`, the exact time, the process id and a per-process counter, so ids
+/// made at once never collide, and they come first: ids made around the
+/// same time differ from their first character on, so a short prefix names
+/// one (`bh exec show c8fc`; issue 26 — the time used to come first, and
+/// every id of the same hours shared its leading characters). The time
+/// after the `-` orders them ([`id_time_ms`]).
+pub fn run_id(prefix: &str, salt: &[u8]) -> String {
     let nanos = nanos_now();
     let mut h = Sha256::new();
     h.update(salt);
@@ -280,8 +295,19 @@ pub fn time_ordered_id(prefix: &str, salt: &[u8]) -> String {
     h.update(std::process::id().to_le_bytes());
     h.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
     format!(
-        "{prefix}{:x}-{}",
-        nanos / 1_000_000,
-        &hex::encode(h.finalize())[..8]
+        "{prefix}{}-{:x}",
+        &hex::encode(h.finalize())[..8],
+        nanos / 1_000_000
     )
+}
+
+/// When an id of [`run_id`] was made, in ms since the epoch: its time part
+/// (the longer of the two hex parts, so the earlier form
+/// `<prefix><ms hex>-<8 hex digits>` reads too); `None` for another shape.
+/// Lists sort by it, then by the id.
+pub fn id_time_ms(id: &str) -> Option<u64> {
+    let body = id.trim_start_matches(|c: char| !c.is_ascii_hexdigit());
+    let (a, b) = body.split_once('-')?;
+    let time = if a.len() > b.len() { a } else { b };
+    u64::from_str_radix(time, 16).ok()
 }

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
 
-use bh_fs::{create_dir_all_mode, time_ordered_id, write_atomic, write_json_atomic};
+use bh_fs::{create_dir_all_mode, id_time_ms, run_id, write_atomic, write_json_atomic};
 
 #[test]
 fn writes_replace_whole_files_and_leave_no_temporary_behind() {
@@ -56,12 +56,24 @@ fn a_failed_write_names_the_problem_and_leaves_nothing() {
 }
 
 #[test]
-fn ids_are_unique_and_ordered_by_time() {
-    let ids: Vec<String> = (0..1000).map(|_| time_ordered_id("t", b"salt")).collect();
+fn ids_are_unique_start_differently_and_carry_their_time() {
+    let before = bh_fs::now_ms();
+    let ids: Vec<String> = (0..1000).map(|_| run_id("t", b"salt")).collect();
+    let after = bh_fs::now_ms();
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len());
     assert!(ids.iter().all(|i| i.starts_with('t')));
-    let ms = |id: &str| u128::from_str_radix(id[1..].split('-').next().unwrap(), 16).unwrap();
-    assert!(ids.windows(2).all(|w| ms(&w[0]) <= ms(&w[1])));
+    // The first characters after the letter differ between ids made at
+    // once (all 1000 sharing one of 16 digits: 16^-999).
+    let first: HashSet<char> = ids.iter().map(|i| i.chars().nth(1).unwrap()).collect();
+    assert!(first.len() > 1, "{first:?}");
+    // The time they carry is when they were made, in order.
+    let ms: Vec<u64> = ids.iter().map(|i| id_time_ms(i).unwrap()).collect();
+    assert!(ms.windows(2).all(|w| w[0] <= w[1]));
+    assert!(ms[0] >= u64::try_from(before).unwrap() && ms[999] <= u64::try_from(after).unwrap());
+    // The earlier shape (time first) reads too.
+    assert_eq!(id_time_ms("x19a0b1c2d3e-0badf00d"), Some(0x19a0b1c2d3e));
+    assert_eq!(id_time_ms("x0badf00d-19a0b1c2d3e"), Some(0x19a0b1c2d3e));
+    assert_eq!(id_time_ms("nonsense"), None);
 }
 
 #[test]

@@ -12,6 +12,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod index;
+pub mod loose;
 pub mod object;
 pub mod ops;
 pub mod parse;

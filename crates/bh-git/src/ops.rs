@@ -263,10 +263,39 @@ impl Repo {
         commit: &str,
         reason: &str,
     ) -> Result<(), GitError> {
+        self.worktree_add(path, commit, reason, true)
+    }
+
+    /// Like [`Repo::worktree_add_detached`] but with nothing checked out
+    /// (`--no-checkout`: HEAD at `commit`, no index, no files), so that
+    /// what git would run there (filter drivers its config defines for that
+    /// worktree only, e.g. under `includeIf "gitdir:…/worktrees/…"`) can be
+    /// looked at before anything is checked out.
+    pub fn worktree_add_detached_empty(
+        &self,
+        path: &Path,
+        commit: &str,
+        reason: &str,
+    ) -> Result<(), GitError> {
+        self.worktree_add(path, commit, reason, false)
+    }
+
+    fn worktree_add(
+        &self,
+        path: &Path,
+        commit: &str,
+        reason: &str,
+        checkout: bool,
+    ) -> Result<(), GitError> {
         let add = || {
             self.cmd([
                 "worktree", "add", "--quiet", "--detach", "--lock", "--reason", reason,
             ])
+            .args(if checkout {
+                None
+            } else {
+                Some("--no-checkout")
+            })
             .arg("--")
             .arg(path)
             .arg(commit)

@@ -499,5 +499,5 @@ impl Drop for GitProcess {
 /// orphaned git can never hold a lock (`index.lock`, a ref lock) that the next
 /// harness process, holding the store lock, then treats as stale.
 fn die_with_parent(cmd: &mut Command) {
-    bh_sandbox::die_with_parent(cmd);
+    bh_proc::die_with_parent(cmd);
 }

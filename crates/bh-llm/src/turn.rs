@@ -69,7 +69,7 @@ pub(crate) struct Turn {
     tx: UnboundedSender<StreamEvent>,
 }
 
-pub(crate) use bh_protocol::now_ms;
+pub(crate) use bh_fs::now_ms;
 
 impl Turn {
     pub fn new(model: &ModelSpec, tx: UnboundedSender<StreamEvent>) -> Turn {

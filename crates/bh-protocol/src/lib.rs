@@ -27,18 +27,12 @@ pub mod entry;
 pub mod head;
 pub mod header;
 pub mod message;
+pub mod prefix;
 pub mod raw;
 pub mod tool;
 
 pub use entry::EntryType;
 
-/// Now, in Unix milliseconds: the unit of every `timestamp` of Pi's messages
-/// (the one clock reading of the session-writing crates).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 pub use head::{EntryHead, MessageHead, UsageHead};
 pub use header::SessionHeader;
 pub use raw::RawObject;

@@ -18,8 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bh_checkpoint::{
-    Checkpoint, CheckpointError, ErrorClass, LiveStore, RestoreMode, SnapshotRequest, Store,
-    StoreOptions,
+    Checkpoint, CheckpointError, LiveStore, RestoreMode, SnapshotRequest, Store, StoreOptions,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -62,15 +61,7 @@ fn tuple(c: &Checkpoint) -> CheckpointTuple {
 }
 
 fn store_error(err: CheckpointError) -> PyErr {
-    let kind = match &err {
-        CheckpointError::AmbiguousCheckpoint { .. } => "ambiguous",
-        _ => match err.class() {
-            ErrorClass::Refused => "refused",
-            ErrorClass::NotFound => "not_found",
-            ErrorClass::Usage => "usage",
-            ErrorClass::Internal => "internal",
-        },
-    };
+    let kind = err.class().as_str();
     let py_err = StoreError::new_err(err.to_string());
     Python::attach(|py| {
         // Setting an attribute on a fresh exception instance cannot fail in

@@ -162,6 +162,9 @@ impl<'a> View<'a> {
         if is_leaf {
             class.push_str(" active-leaf");
         }
+        if self.labels.contains_key(e.id.as_str()) {
+            class.push_str(" labeled");
+        }
         let _ = write!(b, "<section class=\"{class}\" id=\"e-");
         push_escaped(b, &e.id);
         b.push_str("\"><header><span class=\"role\">");
@@ -271,6 +274,15 @@ impl<'a> View<'a> {
             .and_then(|id| self.results.get(id))
             .copied();
         let failed = result.is_some_and(|ix| self.summaries[ix].is_error);
+        // bh's own agent (and the executor's, in a checkout) records the
+        // checkpoint in the result's details; a Pi session's comes from the
+        // store (`checkpoint`).
+        let recorded = result.and_then(|ix| {
+            self.lines[ix]["message"]["details"]["checkpoint"]
+                .as_str()
+                .map(|c| c.chars().take(12).collect::<String>())
+        });
+        let checkpoint = checkpoint.or(recorded.as_deref());
         b.push_str("<div class=\"tool");
         if failed {
             b.push_str(" error");

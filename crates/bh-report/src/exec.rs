@@ -49,10 +49,8 @@ pub fn exec_html(r: &ExecReport<'_>) -> String {
     push_escaped(&mut b, r.state);
     b.push_str("</span></h1>\n");
     dl(&mut b, "facts", &r.facts);
-    b.push_str(
-        "<p class=\"toolbar\"><button type=\"button\" data-toggle=\"open\">Expand all</button>\
-         <button type=\"button\" data-toggle=\"close\">Collapse all</button></p></header>\n",
-    );
+    crate::html::toolbar(&mut b);
+    b.push_str("</header>\n");
 
     b.push_str("<section id=\"prompt\"><h2>Prompt</h2><pre>");
     push_escaped(&mut b, r.prompt);

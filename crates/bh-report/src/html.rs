@@ -73,6 +73,28 @@ fn source_hash(text: &str) -> String {
     )
 }
 
+/// The buttons and the search box over the conversation: expand or
+/// collapse every fold; show all entries, the default view, no tool calls,
+/// only the user's messages, only failures, only labelled entries (Pi's
+/// `/share` export has the same views); and a search that keeps the entries
+/// holding every word typed (it opens the folds they sit in). All of it is
+/// the page's own script: without script the whole report is shown.
+pub(crate) fn toolbar(b: &mut String) {
+    b.push_str(
+        "<div class=\"toolbar\"><button type=\"button\" data-toggle=\"open\">Expand all</button>\
+         <button type=\"button\" data-toggle=\"close\">Collapse all</button>\
+         <span class=\"views\" role=\"group\" aria-label=\"Show\">\
+         <button type=\"button\" data-view=\"default\" aria-pressed=\"true\" title=\"Everything, internal entries folded\">Default</button>\
+         <button type=\"button\" data-view=\"no-tools\" aria-pressed=\"false\" title=\"Messages without tool calls and results\">No tools</button>\
+         <button type=\"button\" data-view=\"user\" aria-pressed=\"false\" title=\"Only the user's messages\">User</button>\
+         <button type=\"button\" data-view=\"errors\" aria-pressed=\"false\" title=\"Only entries that failed\">Errors</button>\
+         <button type=\"button\" data-view=\"labeled\" aria-pressed=\"false\" title=\"Only labelled entries\">Labelled</button>\
+         <button type=\"button\" data-view=\"all\" aria-pressed=\"false\" title=\"Everything, every fold open\">All</button></span>\
+         <input type=\"search\" id=\"search\" placeholder=\"Search entries\" aria-label=\"Search entries\" autocomplete=\"off\">\
+         <span id=\"shown\" aria-live=\"polite\"></span></div>\n",
+    );
+}
+
 /// The style sheet (its own file so that it reads as CSS).
 const STYLE: &str = include_str!("style.css");
 
@@ -83,6 +105,53 @@ document.querySelectorAll('[data-toggle]').forEach(function (b) {
     document.querySelectorAll('details').forEach(function (d) { d.open = open; });
   });
 });
+(function () {
+  var sections = Array.prototype.slice.call(document.querySelectorAll('section.entry'));
+  var words = sections.map(function (s) { return s.textContent.toLowerCase(); });
+  var search = document.getElementById('search');
+  var shown = document.getElementById('shown');
+  var view = 'default';
+  function has(s, c) { return s.classList.contains(c); }
+  function keep(s) {
+    switch (view) {
+      case 'user': return has(s, 'role-user');
+      case 'errors': return has(s, 'error') || s.querySelector('.tool.error') !== null;
+      case 'labeled': return has(s, 'labeled');
+      case 'no-tools':
+        return !has(s, 'role-toolResult') && !has(s, 'role-bashExecution') &&
+          (!has(s, 'role-assistant') || s.querySelector(':scope > .text, :scope > .thinking') !== null);
+      default: return true;
+    }
+  }
+  function apply() {
+    var tokens = search ? search.value.toLowerCase().split(/\s+/).filter(Boolean) : [];
+    var n = 0;
+    sections.forEach(function (s, i) {
+      var ok = keep(s) && tokens.every(function (t) { return words[i].indexOf(t) >= 0; });
+      s.hidden = !ok;
+      if (!ok) return;
+      n++;
+      if (tokens.length || view === 'all')
+        for (var d = s.parentElement; d; d = d.parentElement) if (d.tagName === 'DETAILS') d.open = true;
+    });
+    document.querySelectorAll('details.internal, details.branch').forEach(function (d) {
+      d.hidden = d.querySelector('section.entry:not([hidden])') === null;
+    });
+    document.body.classList.toggle('no-tools', view === 'no-tools');
+    if (shown) shown.textContent = n + ' of ' + sections.length + ' entries';
+  }
+  document.querySelectorAll('[data-view]').forEach(function (b) {
+    b.addEventListener('click', function () {
+      view = b.getAttribute('data-view');
+      document.querySelectorAll('[data-view]').forEach(function (o) {
+        o.setAttribute('aria-pressed', o === b ? 'true' : 'false');
+      });
+      apply();
+    });
+  });
+  if (search) search.addEventListener('input', apply);
+  apply();
+})();
 "#;
 
 #[cfg(test)]

@@ -47,10 +47,8 @@ pub fn session_html(s: &Session, options: &SessionReportOptions) -> String {
     push_escaped(&mut b, &title);
     b.push_str("</h1>\n");
     facts(&mut b, s, &summaries, options, leaf);
-    b.push_str(
-        "<p class=\"toolbar\"><button type=\"button\" data-toggle=\"open\">Expand all</button>\
-         <button type=\"button\" data-toggle=\"close\">Collapse all</button></p></header>\n",
-    );
+    crate::html::toolbar(&mut b);
+    b.push_str("</header>\n");
 
     b.push_str("<nav id=\"tree\"><h2>Tree</h2>\n<ol class=\"graph\">\n");
     for row in &g.rows {

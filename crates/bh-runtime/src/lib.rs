@@ -33,8 +33,7 @@ mod session;
 pub use error::{Result, RuntimeError};
 pub use relocate::{Disposed, Live, Moved, RelocateError};
 pub use rewind::{
-    MIN_ENTRY_PREFIX, RewindError, conversation_leaf, files_checkpoint, files_spans, move_leaf,
-    resolve_entry,
+    RewindError, conversation_leaf, files_checkpoint, files_spans, move_leaf, resolve_entry,
 };
 pub use runtime::{DEFAULT_SYSTEM_PROMPT, Runtime, RuntimeOptions, SystemPrompt};
 pub use session::{

@@ -185,6 +185,7 @@ impl Live {
             entry: self.agent.leaf().map(str::to_owned),
             agent_dir: self.agent_dir.clone(),
             unflushed: Vec::new(),
+            state_dir: self.options.state_dir.clone(),
         }
     }
 
@@ -282,7 +283,9 @@ impl Live {
             return Err(RelocateError::Cancelled {
                 stays: self.cwd.clone(),
                 target: out.worktree.clone(),
-                discard: bh_worktree::discard(&out.target).err().map(Box::new),
+                discard: bh_worktree::discard(&self.options.state_dir, &out.target)
+                    .err()
+                    .map(Box::new),
             });
         }
         match self.arrive(&out) {
@@ -298,7 +301,9 @@ impl Live {
             }
             Err(source) => Err(RelocateError::Failed {
                 source: Box::new(source),
-                discard: bh_worktree::discard(&out.target).err().map(Box::new),
+                discard: bh_worktree::discard(&self.options.state_dir, &out.target)
+                    .err()
+                    .map(Box::new),
             }),
         }
     }
@@ -310,7 +315,7 @@ impl Live {
     ) -> Result<(Agent, PathBuf, ConsumeOutcome, Vec<String>), RuntimeError> {
         let cwd = canonical_dir(&out.worktree)?;
         let runtime = Runtime::open(&self.runner, &cwd, &self.options)?;
-        let consumed = bh_worktree::consume(&self.runner, &out.target)?;
+        let consumed = bh_worktree::consume(&self.runner, &self.options.state_dir, &out.target)?;
         let mut warnings = runtime.warnings.clone();
         if let ConsumeOutcome::Caveat { problems, .. } = &consumed {
             warnings.push(format!(

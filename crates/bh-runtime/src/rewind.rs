@@ -12,26 +12,20 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use bh_checkpoint::{CallSpan, Checkpoint, CheckpointError, EntryCalls, Recorded, Store};
+use bh_protocol::prefix::{self, Named, PrefixError, Shape};
 use bh_session::{Entry, Session, SessionWriter, SummaryKind, summarize_entry};
-
-/// Hex digits an entry id prefix needs at least.
-pub const MIN_ENTRY_PREFIX: usize = 4;
 
 /// Why a rewind cannot be worked out. Each names the session file and what
 /// was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum RewindError {
-    #[error(
-        "{file}: {query:?} is not an entry id (a unique prefix of at least {MIN_ENTRY_PREFIX} hex digits; `bh session tree {file}` shows them)"
-    )]
-    BadEntryId { file: PathBuf, query: String },
-    #[error("{file}: no entry matches {query:?} (`bh session tree {file}` shows them)")]
-    NoSuchEntry { file: PathBuf, query: String },
-    #[error("{file}: entry id prefix {query:?} matches {} entries: {}", .matches.len(), .matches.join(", "))]
-    AmbiguousEntry {
+    /// An entry id that names no single entry of the session (the one
+    /// prefix rule of `bh_protocol::prefix`).
+    #[error("{file}: {source} (`bh session tree {file}` shows the entries)")]
+    Entry {
         file: PathBuf,
-        query: String,
-        matches: Vec<String>,
+        #[source]
+        source: PrefixError,
     },
     /// The session was recorded in a directory outside the store's project.
     #[error(
@@ -63,36 +57,15 @@ pub enum RewindError {
 }
 
 /// The one entry of `session` that `query` names: its whole id, or a unique
-/// prefix (case-insensitive) of at least [`MIN_ENTRY_PREFIX`] hex digits.
+/// prefix (case-insensitive) of at least [`prefix::MIN_HEX`] hex digits.
 pub fn resolve_entry<'s>(session: &'s Session, query: &str) -> Result<&'s Entry, RewindError> {
-    let file = session_file(session);
-    if let Some(e) = session.entry(query) {
-        return Ok(e);
-    }
-    let q = query.to_ascii_lowercase();
-    if q.len() < MIN_ENTRY_PREFIX || !q.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err(RewindError::BadEntryId {
-            file,
-            query: query.to_owned(),
-        });
-    }
-    let matches: Vec<&Entry> = session
-        .entries()
-        .iter()
-        .filter(|e| !e.id.is_empty() && e.id.to_ascii_lowercase().starts_with(&q))
-        .collect();
-    match matches.as_slice() {
-        [one] => Ok(one),
-        [] => Err(RewindError::NoSuchEntry {
-            file,
-            query: query.to_owned(),
-        }),
-        many => Err(RewindError::AmbiguousEntry {
-            file,
-            query: query.to_owned(),
-            matches: many.iter().map(|e| e.id.clone()).collect(),
-        }),
-    }
+    prefix::resolve(Named::Entry, Shape::Hex, query, session.entries(), |e| {
+        e.id.as_str()
+    })
+    .map_err(|source| RewindError::Entry {
+        file: session_file(session),
+        source,
+    })
 }
 
 /// Where the conversation continues after rewinding to `entry`, as Pi's

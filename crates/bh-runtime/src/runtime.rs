@@ -66,7 +66,7 @@ pub struct RuntimeOptions {
     pub sandbox: BashSandbox,
     /// The bash tool's environment (`None`: the harness's own); the CLI
     /// passes its own minus the provider keys.
-    pub bash_env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+    pub bash_env: Option<bh_tools::BashEnv>,
 }
 
 impl RuntimeOptions {

@@ -59,6 +59,9 @@ pub struct SessionRequest {
     pub run_dir: PathBuf,
     /// An explicit working directory (`--cwd`), absolute or relative to `run_dir`.
     pub cwd: Option<PathBuf>,
+    /// bh's state directory: its key tells a handoff record bh wrote from a
+    /// planted one.
+    pub state_dir: PathBuf,
 }
 
 /// An opened session: its writer, the directory the agent works in, and what
@@ -206,13 +209,20 @@ pub fn find_session(agent_dir: Option<&Path>, run_dir: &Path, arg: &Path) -> Res
         agent_dir: agent_dir.map(Path::to_path_buf),
         run_dir: run_dir.to_path_buf(),
         cwd: None,
+        // Finding opens nothing, so no key is read.
+        state_dir: PathBuf::new(),
     }
     .resolve(arg)
 }
 
 /// Opens an existing session file: consumes a pending handoff first.
-fn open_existing(runner: &GitRunner, file: &Path, cwd: PathBuf) -> Result<OpenedSession> {
-    let handoff = bh_worktree::consume(runner, file)?;
+fn open_existing(
+    runner: &GitRunner,
+    state_dir: &Path,
+    file: &Path,
+    cwd: PathBuf,
+) -> Result<OpenedSession> {
+    let handoff = bh_worktree::consume(runner, state_dir, file)?;
     let writer = SessionWriter::open(file)?;
     Ok(OpenedSession {
         writer,
@@ -237,7 +247,7 @@ pub fn open_session(runner: &GitRunner, req: &SessionRequest) -> Result<OpenedSe
             if file.exists() {
                 let session = Session::load(&file)?;
                 let cwd = req.resumed_dir(&file, &session)?;
-                return open_existing(runner, &file, cwd);
+                return open_existing(runner, &req.state_dir, &file, cwd);
             }
             let cwd = req.work_dir()?;
             let header = SessionHeader::new(new_session_id(), now_iso(), dir_str(&cwd)?, None);
@@ -265,7 +275,7 @@ pub fn open_session(runner: &GitRunner, req: &SessionRequest) -> Result<OpenedSe
                 .into_iter()
                 .max_by_key(|s| s.modified_ms);
             match newest {
-                Some(s) => open_existing(runner, &s.path, cwd),
+                Some(s) => open_existing(runner, &req.state_dir, &s.path, cwd),
                 None => Ok(created(
                     SessionWriter::create_for_cwd(agent_dir, &cwd_s)?,
                     cwd,

@@ -30,19 +30,23 @@ use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::process::Command;
 
-use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Serialize;
 
+mod confined;
+mod layout;
+mod protect;
 mod seccomp;
+mod sockets;
 mod sys;
 
-pub use sys::{die_with_parent, terminate_with_parent};
+pub use confined::Confined;
+use confined::describe;
+use layout::{c, overlays, parents_below, tmp_size, tmp_skeleton};
 
 /// What a sandboxed command may do.
 #[derive(Debug, Clone, Default)]
@@ -66,6 +70,11 @@ pub struct Policy {
     /// folder is covered by an empty read-only tmpfs, an existing file by
     /// `/dev/null`. Missing ones are skipped (nothing to read).
     pub hidden: Vec<PathBuf>,
+    /// Host Unix sockets the command may still connect to: every other
+    /// pathname socket bound when it starts is covered (see the `sockets`
+    /// module). Each must exist and be a socket; one inside a hidden folder
+    /// is carried through its cover.
+    pub allow_sockets: Vec<PathBuf>,
     /// Folders the command sees writable while the real one stays untouched:
     /// an overlay mount (the real folder its read-only lower layer, writes
     /// into `upper`), mounted first, so binds of the paths around it carry
@@ -102,6 +111,17 @@ pub struct Report {
     /// The overlaid folders ([`Policy::overlays`]).
     #[serde(default)]
     pub overlays: Vec<PathBuf>,
+    /// Protected paths that are symbolic links, pinned in place (the
+    /// target is in `read_only`).
+    #[serde(default)]
+    pub links_pinned: Vec<PathBuf>,
+    /// How many host Unix sockets were covered (bound when the command
+    /// started, not allowed).
+    #[serde(default)]
+    pub sockets_covered: usize,
+    /// The host sockets allowed ([`Policy::allow_sockets`], canonical).
+    #[serde(default)]
+    pub sockets_allowed: Vec<PathBuf>,
     pub not_enforced: Vec<String>,
 }
 
@@ -129,6 +149,16 @@ pub enum SandboxError {
     },
     #[error("cannot grant writes to {path}: it {why}")]
     Grant { path: String, why: String },
+    #[error(
+        "cannot keep {path} read-only inside the writable {root}: it {why}, and the command could create it there; create it first, or grant a narrower folder"
+    )]
+    Unprotectable {
+        path: String,
+        root: String,
+        why: &'static str,
+    },
+    #[error("cannot allow the Unix socket {path}: it {why}")]
+    Socket { path: String, why: String },
     #[error("cannot overlay {path}: {why}")]
     Overlay { path: String, why: String },
     #[error("cannot start {program}: {source}")]
@@ -191,72 +221,6 @@ pub struct Sandbox {
     report: Report,
 }
 
-fn c(path: &Path) -> CString {
-    // Canonical paths from the kernel never hold NUL bytes.
-    CString::new(path.as_os_str().as_bytes()).unwrap_or_default()
-}
-
-/// The private `/tmp`'s size limit in bytes: a quarter of the memory, at
-/// most 4 GiB (a tmpfs takes memory only for what is written; without a
-/// limit it may take half of it, and a command filling it then starves the
-/// machine instead of getting ENOSPC).
-fn tmp_size() -> u64 {
-    const CAP: u64 = 4 << 30;
-    let pages = nix::unistd::sysconf(nix::unistd::SysconfVar::_PHYS_PAGES)
-        .ok()
-        .flatten();
-    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
-        .ok()
-        .flatten();
-    match (pages, page) {
-        (Some(n), Some(p)) if n > 0 && p > 0 => (n as u64 * p as u64 / 4).min(CAP),
-        _ => 1 << 30,
-    }
-}
-
-/// Each overlay's canonical target and its mount options
-/// (`lowerdir=T,upperdir=U,workdir=W,userxattr`: the user namespace's
-/// overlay keeps its metadata in `user.` attributes).
-fn overlays(policy: &Policy) -> Result<Vec<(PathBuf, CString)>, SandboxError> {
-    let mut out = Vec::new();
-    for o in &policy.overlays {
-        let bad = |why: &str| SandboxError::Overlay {
-            path: o.target.display().to_string(),
-            why: why.to_owned(),
-        };
-        let real = |p: &Path, what: &str| -> Result<PathBuf, SandboxError> {
-            let r = fs_err::canonicalize(p).map_err(|e| bad(&format!("{what}: {e}")))?;
-            if !r.is_dir() {
-                return Err(bad(&format!("{what} {} is not a folder", r.display())));
-            }
-            // The options string separates with ',' and layers with ':'.
-            if r.as_os_str()
-                .as_bytes()
-                .iter()
-                .any(|b| matches!(b, b',' | b':' | b'\\'))
-            {
-                return Err(bad(&format!(
-                    "{what} {} holds ',', ':' or '\\', which overlay options cannot carry",
-                    r.display()
-                )));
-            }
-            Ok(r)
-        };
-        let target = real(&o.target, "the folder")?;
-        let upper = real(&o.upper, "the upper folder")?;
-        let work = real(&o.work, "the work folder")?;
-        let mut opts = b"lowerdir=".to_vec();
-        opts.extend_from_slice(target.as_os_str().as_bytes());
-        opts.extend_from_slice(b",upperdir=");
-        opts.extend_from_slice(upper.as_os_str().as_bytes());
-        opts.extend_from_slice(b",workdir=");
-        opts.extend_from_slice(work.as_os_str().as_bytes());
-        opts.extend_from_slice(b",userxattr");
-        out.push((target, CString::new(opts).unwrap_or_default()));
-    }
-    Ok(out)
-}
-
 impl Sandbox {
     /// Resolves the policy's paths and prepares everything the child needs.
     /// `cwd` is where the command starts (re-entered inside the sandbox).
@@ -286,21 +250,14 @@ impl Sandbox {
             }
             writable.push(resolve("writable path", p)?);
         }
-        let mut read_only = Vec::new();
-        for p in &policy.read_only {
-            match fs_err::canonicalize(p) {
-                Ok(r) => read_only.push(r),
-                Err(_) if writable.iter().any(|w| p.starts_with(w)) => not_enforced.push(format!(
-                    "{} does not exist, so it cannot be kept read-only inside a writable root",
-                    p.display()
-                )),
-                Err(_) => {}
-            }
-        }
+        let protected = protect::resolve(&policy.read_only);
+        let mut read_only = protected.existing;
         let overlays = overlays(policy)?;
         read_only.retain(|r| !overlays.iter().any(|(t, _)| t == r));
         read_only.sort();
         read_only.dedup();
+        protect::refuse_unprotectable(&protected.missing, &writable, &read_only)?;
+        let links = protected.links;
         if let Some(w) = writable.iter().find(|w| read_only.contains(w)) {
             return Err(SandboxError::Grant {
                 path: w.display().to_string(),
@@ -316,6 +273,12 @@ impl Sandbox {
             }
         }
         let cwd = resolve("working folder", cwd)?;
+        let host_sockets = sockets::host_sockets(&policy.allow_sockets)?;
+        if abi < 9 {
+            not_enforced.push(
+                "pathname Unix sockets a host server binds after the start (Landlock ABI < 9; those bound at the start are covered)".to_owned(),
+            );
+        }
         let tmp = fs_err::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"));
 
         let mut tmp_binds = Vec::new();
@@ -326,7 +289,8 @@ impl Sandbox {
             let visible = policy
                 .visible
                 .iter()
-                .filter_map(|p| fs_err::canonicalize(p).ok());
+                .filter_map(|p| fs_err::canonicalize(p).ok())
+                .chain(host_sockets.allowed.iter().cloned());
             for p in writable
                 .iter()
                 .chain(read_only.iter())
@@ -339,15 +303,7 @@ impl Sandbox {
                 }
             }
             for p in under {
-                let mkdirs = p
-                    .ancestors()
-                    .skip(1)
-                    .take_while(|a| a.starts_with(&tmp) && *a != tmp)
-                    .map(c)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect();
+                let mkdirs = parents_below(&p, &tmp);
                 tmp_binds.push(sys::Bind {
                     is_dir: p.is_dir(),
                     read_only: !writable.contains(&p),
@@ -422,6 +378,8 @@ impl Sandbox {
             .collect();
         hidden.sort();
         hidden.dedup();
+        // An allowed socket is not hidden itself ($SSH_AUTH_SOCK allowed).
+        hidden.retain(|(p, _)| !host_sockets.allowed.contains(p));
         let (step_rd, step_wr) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SandboxError::Pipe)?;
         nix::fcntl::fcntl(
@@ -438,6 +396,9 @@ impl Sandbox {
             read_only: read_only.clone(),
             hidden: hidden.iter().map(|(p, _)| p.clone()).collect(),
             overlays: overlays.iter().map(|(t, _)| t.clone()).collect(),
+            links_pinned: links.clone(),
+            sockets_covered: host_sockets.covered.len(),
+            sockets_allowed: host_sockets.allowed.clone(),
             not_enforced,
         };
         let inside = |p: &PathBuf, q: &PathBuf| p != q && p.starts_with(q);
@@ -467,9 +428,28 @@ impl Sandbox {
             maps,
             private_tmp: policy.private_tmp,
             tmp_options: CString::new(format!("mode=1777,size={}", tmp_size())).unwrap_or_default(),
+            tmp_skeleton: tmp_skeleton(&tmp_binds),
             tmp_binds,
             read_only: read_only.iter().map(|p| c(p)).collect(),
-            hidden: hidden.iter().map(|(p, is_dir)| (c(p), *is_dir)).collect(),
+            hidden: hidden
+                .iter()
+                .map(|(p, is_dir)| sys::Cover {
+                    path: c(p),
+                    is_dir: *is_dir,
+                    holes: sockets::inside(&host_sockets.allowed, p)
+                        .into_iter()
+                        .map(|s| sys::Bind {
+                            path: c(s),
+                            mkdirs: parents_below(s, p),
+                            is_dir: false,
+                            read_only: true,
+                            fd: -1,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            sockets: host_sockets.covered.iter().map(|p| c(p)).collect(),
+            links: links.iter().map(|p| c(p)).collect(),
             overlays: overlays.iter().map(|(t, o)| (c(t), o.clone())).collect(),
             cwd: c(&cwd),
             landlock: Some(sys::Landlock {
@@ -542,145 +522,4 @@ impl Sandbox {
             }
         }
     }
-}
-
-fn describe(step: sys::Step) -> (&'static str, &'static str) {
-    use sys::Step::*;
-    let ns = "namespaces may be disabled here (user.max_user_namespaces, kernel.unprivileged_userns_clone, or a container's seccomp profile)";
-    match step {
-        DeathSignal => (
-            "arm the death signal (prctl PR_SET_PDEATHSIG)",
-            "prctl is refused",
-        ),
-        Unshare => ("create its user/mount/PID/network namespaces (unshare)", ns),
-        UserMaps => ("write the user namespace's uid/gid maps", ns),
-        MountPrivate => ("make its mounts private", ns),
-        CloneTmp | MoveTmp => (
-            "carry a path over onto the private /tmp (open_tree/move_mount)",
-            "the kernel needs the new mount API (Linux 5.2+)",
-        ),
-        MountTmp => ("mount a private tmpfs on /tmp", ns),
-        Overlay => (
-            "mount a writable overlay over the git dir (overlayfs in a user namespace)",
-            "the kernel needs unprivileged overlayfs (Linux 5.11+) and user xattrs on the upper folder's file system",
-        ),
-        Hide => (
-            "cover a hidden path (an empty tmpfs or /dev/null bound over it)",
-            "the kernel refused the mount",
-        ),
-        ReadOnly => (
-            "bind a protected path read-only (open_tree/mount_setattr/move_mount)",
-            "the kernel needs mount_setattr (Linux 5.12+)",
-        ),
-        Fork => ("fork its init", "the process table may be full"),
-        MountProc => ("mount /proc for its PID namespace", ns),
-        Chdir => ("enter the working folder", "it may have been removed"),
-        Landlock => (
-            "restrict the command with Landlock",
-            "Landlock refused the ruleset",
-        ),
-        Session => (
-            "give the command a session of its own (setsid/close_range)",
-            "the kernel needs close_range (Linux 5.11+)",
-        ),
-        Capabilities => (
-            "drop every capability and the bounding set (prctl/capset)",
-            "the user namespace refused it",
-        ),
-        Seccomp => (
-            "install its seccomp filter",
-            "the kernel may be built without seccomp",
-        ),
-    }
-}
-
-/// A running sandboxed command.
-pub struct Confined {
-    child: Child,
-    init: Pid,
-    done: bool,
-}
-
-impl Confined {
-    /// The intermediate's pid (also the process group of the command).
-    pub fn id(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub fn child_mut(&mut self) -> &mut Child {
-        &mut self.child
-    }
-
-    /// SIGTERM to every process of the command: the init forwards it to
-    /// the whole namespace (the command runs in a session of its own); what
-    /// does not stop dies with the init.
-    pub fn terminate(&self) {
-        if !self.done {
-            let _ = kill(self.init, Signal::SIGTERM);
-        }
-    }
-
-    /// SIGKILL to the init (the kernel kills every process of the
-    /// namespace), then SIGCONT to the intermediate, whatever state it is in
-    /// (a stopped one resumes), so that it reaps the init and
-    /// [`Confined::wait`] returns once the namespace is empty.
-    pub fn kill(&self) {
-        if !self.done {
-            // The init cannot be reaped (and its pid reused) before the
-            // intermediate waited for it, and the intermediate is ours and
-            // not yet waited for.
-            let _ = kill(self.init, Signal::SIGKILL);
-            let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGCONT);
-        }
-    }
-
-    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
-        let r = self.child.try_wait()?;
-        if r.is_some() {
-            self.done = true;
-        }
-        Ok(r)
-    }
-
-    /// Waits for the command; when this returns, no process of it is left.
-    pub fn wait(&mut self) -> io::Result<ExitStatus> {
-        let r = self.child.wait()?;
-        self.done = true;
-        Ok(r)
-    }
-}
-
-impl Drop for Confined {
-    fn drop(&mut self) {
-        if !self.done {
-            self.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Start time of a process (field 22 of `/proc/<pid>/stat`, clock ticks
-/// since boot): with the pid, a stamp that a reused pid does not match.
-/// `None` when no such process runs. The one `/proc` process stamp.
-pub fn process_start_time(pid: u32) -> Option<u64> {
-    stat_field(pid, 19)?.parse().ok()
-}
-
-/// State of a process (field 3 of `/proc/<pid>/stat`, e.g. `'Z'`), `None`
-/// when it does not exist.
-pub fn process_state(pid: u32) -> Option<char> {
-    stat_field(pid, 0)?.chars().next()
-}
-
-/// Parent pid of a process (field 4 of `/proc/<pid>/stat`).
-pub fn process_parent(pid: u32) -> Option<i32> {
-    stat_field(pid, 1)?.parse().ok()
-}
-
-/// Field `3 + n` of `/proc/<pid>/stat` (after `pid (comm)`, whose comm may
-/// hold spaces and parentheses).
-fn stat_field(pid: u32, n: usize) -> Option<String> {
-    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(n).map(str::to_owned)
 }

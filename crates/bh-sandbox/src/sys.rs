@@ -1,7 +1,7 @@
 //! The workspace's one audited `unsafe` module for process set-up: the code
 //! that runs between `fork` and `exec` (the sandbox's intermediate process,
-//! its init and the command), the raw Landlock and new-mount-API syscalls, and
-//! `die_with_parent`.
+//! its init and the command), and the raw Landlock and new-mount-API
+//! syscalls (`die_with_parent` and the process stamp live in `bh-proc`).
 //!
 //! Rules for everything reachable from a `pre_exec` closure here: the parent
 //! may be multi-threaded, so only async-signal-safe calls — raw syscalls
@@ -102,7 +102,8 @@ impl Step {
     }
 }
 
-/// A path under `/tmp` carried over onto the private `/tmp`.
+/// A path carried over onto a fresh tmpfs: under `/tmp` onto the private
+/// `/tmp`, or an allowed socket through a hidden folder's cover.
 pub(crate) struct Bind {
     pub path: CString,
     /// Parent directories to create on the fresh tmpfs, outermost first.
@@ -126,6 +127,15 @@ pub(crate) struct Landlock {
     pub devices: Vec<CString>,
 }
 
+/// A hidden path: a folder covered by an empty read-only tmpfs, a file by
+/// `/dev/null`.
+pub(crate) struct Cover {
+    pub path: CString,
+    pub is_dir: bool,
+    /// Allowed sockets inside the folder, carried through its cover.
+    pub holes: Vec<Bind>,
+}
+
 /// Everything the child needs, prepared by the parent.
 pub(crate) struct Plan {
     pub unshare: c_int,
@@ -135,15 +145,26 @@ pub(crate) struct Plan {
     /// The private `/tmp`'s tmpfs options (`mode=1777,size=…`).
     pub tmp_options: CString,
     pub tmp_binds: Vec<Bind>,
+    /// The outermost folders made on the private `/tmp` to reach the
+    /// carried paths (`/tmp/a` for `/tmp/a/b/project`), made read-only
+    /// once everything is carried: a write there, which would vanish with
+    /// the tmpfs while looking like the host's folder, fails instead.
+    pub tmp_skeleton: Vec<CString>,
     pub read_only: Vec<CString>,
     /// Writable roots inside a read-only path: cloned (writable) before the
     /// read-only binds, mounted back over them after.
     pub rw_over: Vec<Bind>,
     /// Read-only paths inside those writable roots, bound again after them.
     pub ro_after: Vec<CString>,
-    /// Paths covered last (`true`: a folder, by an empty read-only tmpfs;
-    /// `false`: a file, by `/dev/null`).
-    pub hidden: Vec<(CString, bool)>,
+    /// Paths covered last (see [`Cover`]).
+    pub hidden: Vec<Cover>,
+    /// Protected paths that are symbolic links: each link bound onto
+    /// itself, so that it can be neither removed nor replaced (its target
+    /// is in `read_only`).
+    pub links: Vec<CString>,
+    /// Host sockets covered after them, each by a read-only `/dev/null`
+    /// (see `crate::sockets`); one the covers already hid is skipped.
+    pub sockets: Vec<CString>,
     /// `(target, options)`: overlay mounts made first (see
     /// `crate::Policy::overlays`).
     pub overlays: Vec<(CString, CString)>,
@@ -222,36 +243,68 @@ fn move_tree(fd: c_int, to: &CString) -> bool {
 }
 
 /// Covers `path`: a folder with an empty, read-only tmpfs (nothing below it
-/// can be read or listed), a file with a read-only bind of `/dev/null` (it
-/// reads as empty). Mounted last, so no later bind uncovers it; the command's
-/// locked mounts (user namespace) cannot be undone from inside.
-fn hide(path: &CString, is_dir: bool) -> bool {
-    // Not there in this mount namespace (under the private /tmp, say):
-    // nothing to read, nothing to cover.
+/// can be read or listed, nothing written), a file with a read-only bind of
+/// `/dev/null` (it reads as empty). Mounted last, so no later bind uncovers
+/// it; the command's locked mounts (user namespace) cannot be undone from
+/// inside. A folder's holes (cloned by the caller before any cover) are
+/// bound onto empty files in its tmpfs, which is then made read-only.
+fn hide(path: &CString, is_dir: bool, holes: &[Bind]) -> bool {
+    // Not there in this mount namespace (under the private /tmp, say, or
+    // under a folder covered before): nothing to read, nothing to cover.
     // SAFETY: access(2) on a NUL-terminated path.
     if unsafe { libc::access(path.as_ptr(), libc::F_OK) } != 0 {
         return std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT);
     }
-    if is_dir {
-        // SAFETY: mount(2) with NUL-terminated strings.
-        return unsafe {
-            libc::mount(
-                cptr(b"tmpfs\0"),
-                path.as_ptr(),
-                cptr(b"tmpfs\0"),
-                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                cptr(b"size=4k,mode=0500\0").cast::<c_void>(),
-            ) == 0
-        };
+    if !is_dir {
+        let fd = clone_tree(c"/dev/null");
+        if fd < 0 {
+            return false;
+        }
+        let ok = set_read_only(fd) && move_tree(fd, path);
+        // SAFETY: closing our own fd.
+        unsafe { libc::close(fd) };
+        return ok;
     }
-    let fd = clone_tree(c"/dev/null");
-    if fd < 0 {
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let read_only = if holes.is_empty() { libc::MS_RDONLY } else { 0 };
+    // SAFETY: mount(2) with NUL-terminated strings.
+    if unsafe {
+        libc::mount(
+            cptr(b"tmpfs\0"),
+            path.as_ptr(),
+            cptr(b"tmpfs\0"),
+            flags | read_only,
+            cptr(b"size=4k,mode=0500\0").cast::<c_void>(),
+        )
+    } != 0
+    {
         return false;
     }
-    let ok = set_read_only(fd) && move_tree(fd, path);
-    // SAFETY: closing our own fd.
-    unsafe { libc::close(fd) };
-    ok
+    if holes.is_empty() {
+        return true;
+    }
+    for h in holes {
+        // SAFETY: mkdir/open/close on parent-prepared NUL-terminated paths
+        // in the tmpfs just mounted (ours: the user namespace's root).
+        unsafe {
+            for d in &h.mkdirs {
+                libc::mkdir(d.as_ptr(), 0o500);
+            }
+            let fd = libc::open(
+                h.path.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+                0o600,
+            );
+            if fd < 0 {
+                return false;
+            }
+            libc::close(fd);
+        }
+        if h.fd < 0 || !set_read_only(h.fd) || !move_tree(h.fd, &h.path) {
+            return false;
+        }
+    }
+    make_read_only(path)
 }
 
 /// Bind-mounts `path` onto itself, read-only, recursively.
@@ -266,8 +319,40 @@ fn make_read_only(path: &CString) -> bool {
     ok
 }
 
+/// Binds the symbolic link at `path` onto itself (neither end followed):
+/// a mount point cannot be removed or renamed over (EBUSY), and a link's
+/// text cannot be written. A link not there in this mount namespace (under
+/// the private `/tmp`) is skipped.
+fn pin_link(path: &CString) -> bool {
+    // SAFETY: raw open_tree(2) on a NUL-terminated path, not following it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            (OPEN_TREE_CLONE | libc::AT_SYMLINK_NOFOLLOW as c_uint) as c_long
+                | libc::O_CLOEXEC as c_long,
+        ) as c_int
+    };
+    if fd < 0 {
+        return errno() == libc::ENOENT;
+    }
+    // move_mount(2) follows no symlink of the target without
+    // MOVE_MOUNT_T_SYMLINKS: the mount lands on the link itself.
+    let ok = move_tree(fd, path);
+    // SAFETY: closing our own fd.
+    unsafe { libc::close(fd) };
+    ok
+}
+
 /// Makes a detached tree read-only, recursively.
 fn set_read_only(fd: c_int) -> bool {
+    set_attr_read_only(fd, true)
+}
+
+/// Makes a detached tree's top mount read-only, and with `recursive` every
+/// mount below it too.
+fn set_attr_read_only(fd: c_int, recursive: bool) -> bool {
     let attr = MountAttr {
         attr_set: MOUNT_ATTR_RDONLY,
         attr_clr: 0,
@@ -281,7 +366,11 @@ fn set_read_only(fd: c_int) -> bool {
             libc::SYS_mount_setattr,
             fd,
             c"".as_ptr(),
-            AT_EMPTY_PATH | AT_RECURSIVE,
+            if recursive {
+                AT_EMPTY_PATH | AT_RECURSIVE
+            } else {
+                AT_EMPTY_PATH
+            },
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         ) == 0
@@ -392,6 +481,16 @@ fn intermediate(plan: &mut Plan) -> io::Result<()> {
             // SAFETY: closing the clone fd we opened above.
             unsafe { libc::close(b.fd) };
         }
+        for dir in &plan.tmp_skeleton {
+            // The folder alone: what is carried below keeps its own rights.
+            let fd = clone_tree(dir);
+            let ok = fd >= 0 && set_attr_read_only(fd, false) && move_tree(fd, dir);
+            // SAFETY: closing our own fd (or -1, harmless).
+            unsafe { libc::close(fd) };
+            if !ok {
+                return Err(fail(step, Step::MoveTmp));
+            }
+        }
     }
     for b in plan.rw_over.iter_mut() {
         b.fd = clone_tree(&b.path);
@@ -416,8 +515,26 @@ fn intermediate(plan: &mut Plan) -> io::Result<()> {
             return Err(fail(step, Step::ReadOnly));
         }
     }
-    for (p, is_dir) in &plan.hidden {
-        if !hide(p, *is_dir) {
+    for l in &plan.links {
+        if !pin_link(l) {
+            return Err(fail(step, Step::ReadOnly));
+        }
+    }
+    // Holes first: once a folder is covered, what it held is out of reach.
+    for h in plan.hidden.iter_mut().flat_map(|c| c.holes.iter_mut()) {
+        h.fd = clone_tree(&h.path);
+    }
+    for cover in &plan.hidden {
+        if !hide(&cover.path, cover.is_dir, &cover.holes) {
+            return Err(fail(step, Step::Hide));
+        }
+        for h in &cover.holes {
+            // SAFETY: closing the clone fds opened above.
+            unsafe { libc::close(h.fd) };
+        }
+    }
+    for p in &plan.sockets {
+        if !hide(p, false, &[]) {
             return Err(fail(step, Step::Hide));
         }
     }
@@ -782,44 +899,5 @@ pub(crate) fn landlock_abi() -> Result<u32, c_int> {
         Err(errno())
     } else {
         Ok(u32::try_from(r).unwrap_or(0))
-    }
-}
-
-/// Asks the kernel to SIGKILL the child `cmd` spawns when the spawning
-/// thread's process dies (`PR_SET_PDEATHSIG`). The one copy used by
-/// `bh-git`, `bh-tools` and `bh-task` for processes that are not sandboxed.
-pub fn die_with_parent(cmd: &mut Command) {
-    // SAFETY: the closure runs between fork and exec and only calls prctl(2),
-    // which is async-signal-safe; it allocates nothing and takes no locks.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Asks the kernel to send SIGTERM to the child `cmd` spawns when the
-/// spawning thread's process dies, so that a `bh` child with its own stop
-/// handling (an `exec run` worker of `bh exec batch`) ends through it when
-/// its parent is killed with SIGKILL. A parent that died before the request
-/// took effect is seen (`getppid`) and the child exits at once.
-pub fn terminate_with_parent(cmd: &mut Command) {
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs between fork and exec and only calls
-    // prctl(2), getppid(2) and _exit(2), which are async-signal-safe; it
-    // allocates nothing and takes no locks.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                libc::_exit(143);
-            }
-            Ok(())
-        });
     }
 }

@@ -24,7 +24,7 @@ fn with_marker(marker: &str) -> Vec<u32> {
         if let Ok(cmdline) = fs_err::read(format!("/proc/{pid}/cmdline"))
             && cmdline.starts_with(b"sleep\0")
             && String::from_utf8_lossy(&cmdline).contains(marker)
-            && bh_sandbox::process_state(pid) != Some('Z')
+            && bh_proc::process_state(pid) != Some('Z')
         {
             found.push(pid);
         }
@@ -153,6 +153,7 @@ fn a_writable_root_inside_a_read_only_folder_stays_writable() {
         private_tmp: true,
         network: true,
         hidden: Vec::new(),
+        allow_sockets: Vec::new(),
         overlays: Vec::new(),
     };
     let r = run(
@@ -186,6 +187,41 @@ fn private_tmp_hides_the_hosts_tmp_and_keeps_nothing() {
     assert!(!r.out.contains("host-visible"), "{}", r.out);
     assert!(r.out.contains('x'), "{}", r.out);
     assert!(!Path::new("/tmp").join(&name).exists());
+}
+
+/// The project lies under `/tmp` (as tests' and many users' scratch
+/// checkouts do): the private `/tmp` carries it inside folders made only to
+/// reach it. A write beside the project, into one of those, would vanish
+/// with the tmpfs while looking like the host's folder: it fails instead.
+/// `/tmp`'s own scratch space still takes writes, and the project too.
+#[test]
+fn a_write_beside_a_project_under_tmp_fails_instead_of_vanishing() {
+    let (t, p) = project();
+    assert!(
+        p.starts_with("/tmp"),
+        "the project is under /tmp: {}",
+        p.display()
+    );
+    let r = run(
+        &policy(&p),
+        &p,
+        "echo x > ../beside.txt 2>/dev/null && echo beside-written; \
+         mkdir ../made 2>/dev/null && echo made-dir; \
+         echo y > /tmp/scratch && echo scratch-ok; \
+         echo z > in-project.txt && echo project-ok",
+    );
+    assert!(!r.out.contains("beside-written"), "{}", r.out);
+    assert!(!r.out.contains("made-dir"), "{}", r.out);
+    assert!(
+        r.out.contains("scratch-ok") && r.out.contains("project-ok"),
+        "{}",
+        r.out
+    );
+    assert!(!t.path().join("beside.txt").exists());
+    assert_eq!(
+        fs_err::read_to_string(p.join("in-project.txt")).unwrap(),
+        "z\n"
+    );
 }
 
 #[test]
@@ -305,20 +341,79 @@ fn a_build_in_the_project_works() {
     assert!(r.out.contains("rc=3"), "{}", r.out);
 }
 
+/// A protected path that does not exist inside a writable root could be
+/// created by the command (a planted `~/.gitconfig`), and no mount can
+/// cover what is not there: refused, naming it and the root. One inside a
+/// read-only folder is kept by the folder; one outside every writable root
+/// cannot be created anyway.
 #[test]
-fn a_missing_protected_path_inside_a_writable_root_is_reported() {
+fn a_missing_protected_path_inside_a_writable_root_is_refused() {
     let (_t, p) = project();
     let mut pol = policy(&p);
     pol.read_only.push(p.join("not-there"));
-    let sb = Sandbox::new(&pol, &p).unwrap();
+    let e = Sandbox::new(&pol, &p).err().unwrap();
+    assert!(matches!(e, SandboxError::Unprotectable { .. }), "{e}");
+    let e = e.to_string();
     assert!(
-        sb.report()
-            .not_enforced
-            .iter()
-            .any(|s| s.contains("not-there")),
-        "{:?}",
-        sb.report()
+        e.contains(&format!(
+            "{}/not-there",
+            fs_err::canonicalize(&p).unwrap().display()
+        )) && e.contains("does not exist")
+            && e.contains("create it first"),
+        "{e}"
     );
+    let mut pol = policy(&p);
+    pol.read_only.push(p.join(".git/hooks/not-there"));
+    pol.read_only.push(PathBuf::from("/nonexistent-bh-dir/x"));
+    Sandbox::new(&pol, &p).unwrap();
+}
+
+/// A protected path that is a symbolic link (a stow-managed `~/.gitconfig`)
+/// inside a writable root is kept as the link *and* its target: the link
+/// can be neither removed, replaced nor retargeted, the target not written.
+/// A link to a missing file is refused like a missing path.
+#[test]
+fn a_protected_link_is_kept_as_link_and_target() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    fs_err::create_dir_all(home.join("dotfiles")).unwrap();
+    fs_err::write(home.join("dotfiles/gitconfig"), "[user]\n").unwrap();
+    fs_err::os::unix::fs::symlink("dotfiles/gitconfig", home.join(".gitconfig")).unwrap();
+    let pol = Policy {
+        writable: vec![home.clone()],
+        read_only: vec![home.join(".gitconfig")],
+        ..policy(&home)
+    };
+    let sb = Sandbox::new(&pol, &home).unwrap();
+    assert_eq!(
+        sb.report().links_pinned,
+        [fs_err::canonicalize(&home).unwrap().join(".gitconfig")]
+    );
+    let r = run(
+        &pol,
+        &home,
+        "rm -f .gitconfig 2>/dev/null && echo removed; \
+         echo '[core] fsmonitor = evil' > planted; mv -f planted .gitconfig 2>/dev/null && echo replaced; \
+         ln -sfn planted .gitconfig 2>/dev/null && echo retargeted; \
+         echo '[core] fsmonitor = evil' >> .gitconfig 2>/dev/null && echo appended; \
+         echo ok > other.txt && echo home-writable",
+    );
+    for bad in ["removed", "replaced", "retargeted", "appended"] {
+        assert!(!r.out.contains(bad), "{bad}: {}", r.out);
+    }
+    assert!(r.out.contains("home-writable"), "{}", r.out);
+    assert_eq!(
+        fs_err::read_link(home.join(".gitconfig")).unwrap(),
+        PathBuf::from("dotfiles/gitconfig")
+    );
+    assert_eq!(
+        fs_err::read_to_string(home.join("dotfiles/gitconfig")).unwrap(),
+        "[user]\n"
+    );
+    // Dangling: writing through it would create the target.
+    fs_err::remove_file(home.join("dotfiles/gitconfig")).unwrap();
+    let e = Sandbox::new(&pol, &home).err().unwrap().to_string();
+    assert!(e.contains("symbolic link to a missing file"), "{e}");
 }
 
 #[test]

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bh_checkpoint::{
-    AfterCall, Call, Checkpoint, CheckpointError, DiffText, EntryCalls, ErrorClass, Journal,
-    LiveStore, PrunePolicy, RestoreMode, SnapshotRequest,
+    AfterCall, Call, Checkpoint, CheckpointError, DiffText, EntryCalls, Journal, LiveStore,
+    PrunePolicy, RestoreMode, SnapshotRequest,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -50,6 +50,10 @@ enum Op {
         tool: String,
         session: Option<String>,
         entry: Option<String>,
+        /// The state a call left (kind `after`), for a caller that keeps
+        /// the after-record itself (the Claude Code hook): never journaled.
+        #[serde(default)]
+        after: bool,
     },
     /// After a mutating call returned: the state it left, and the
     /// after-record tying it to the checkpoint `before` it (what a rewind
@@ -132,12 +136,7 @@ struct Failure {
 
 impl From<CheckpointError> for Failure {
     fn from(err: CheckpointError) -> Failure {
-        let kind = match err.class() {
-            ErrorClass::Refused => "refused",
-            ErrorClass::NotFound => "not_found",
-            ErrorClass::Usage => "usage",
-            ErrorClass::Internal => "internal",
-        };
+        let kind = err.class().as_str();
         Failure {
             kind,
             message: err.to_string(),
@@ -343,12 +342,17 @@ impl Service {
                 tool,
                 session,
                 entry,
+                after,
             } => {
                 let request = SnapshotRequest {
                     tool: tool.clone(),
                     session: session.clone(),
                     entry: entry.clone(),
                 };
+                if after {
+                    let outcome = self.live.snapshot_after(&request)?;
+                    return Ok(json!({ "snapshot": outcome }));
+                }
                 let outcome = self.live.snapshot(&request)?;
                 if let (Some(session), Some(entry)) = (session, entry) {
                     let size = self.journal.append(&Call {

@@ -214,7 +214,7 @@ pub fn run_contained(spec: &RunSpec, cancel: &AtomicBool) -> Result<RunOutcome, 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    bh_sandbox::die_with_parent(&mut cmd);
+    bh_proc::die_with_parent(&mut cmd);
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
         program: program.to_string_lossy().into_owned(),
@@ -288,7 +288,16 @@ pub fn run_contained(spec: &RunSpec, cancel: &AtomicBool) -> Result<RunOutcome, 
 /// this one, until none is left. Returns how many processes were found alive.
 fn reap_everything(pgid: Pid, grace: Duration) -> usize {
     let me = nix::unistd::getpid();
-    let mut seen = std::collections::HashSet::new();
+    // Everything alive once the worker has ended is a stray: its group's
+    // members (a double fork that stayed in the group; a child on its way
+    // to `setsid` that has not got there yet) are counted before the group
+    // is killed, re-parented ones as they are found below.
+    let mut seen: std::collections::HashSet<Pid> = living(|pid| {
+        bh_proc::process_group(pid) == Some(pgid.as_raw())
+            || bh_proc::process_parent(pid) == Some(me.as_raw())
+    })
+    .into_iter()
+    .collect();
     // The group first: polite, then not.
     if killpg(pgid, None).is_ok() {
         let _ = killpg(pgid, Signal::SIGTERM);
@@ -331,19 +340,19 @@ fn reap_available() {
 
 /// Processes whose parent is `parent`, from `/proc`.
 fn children_of(parent: Pid) -> Vec<Pid> {
+    living(|pid| bh_proc::process_parent(pid) == Some(parent.as_raw()))
+}
+
+/// Processes, not zombies, that `pick` chooses, from `/proc`.
+fn living(pick: impl Fn(u32) -> bool) -> Vec<Pid> {
     let Ok(entries) = fs_err::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let Ok(pid) = u32::try_from(*pid) else {
-                return false;
-            };
-            bh_sandbox::process_parent(pid) == Some(parent.as_raw())
-                && bh_sandbox::process_state(pid) != Some('Z')
-        })
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pick(pid) && bh_proc::process_state(pid) != Some('Z'))
+        .filter_map(|pid| i32::try_from(pid).ok())
         .map(Pid::from_raw)
         .collect()
 }

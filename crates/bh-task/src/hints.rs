@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 
 /// [`hidden_under_tmp`] for the task's command, when it runs sandboxed;
 /// `own` are the folders the sandbox carries besides the options' ones.
-pub(crate) fn hidden_by_the_sandbox(opts: &crate::run::TaskOptions, own: &[&Path]) -> Vec<String> {
+pub(crate) fn hidden_by_the_sandbox(
+    opts: &crate::options::TaskOptions,
+    own: &[&Path],
+) -> Vec<String> {
     let Some(s) = &opts.sandbox else {
         return Vec::new();
     };

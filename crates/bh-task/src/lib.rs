@@ -10,12 +10,15 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod contain;
+mod error;
 mod hints;
 pub mod list;
+mod options;
 mod outcome;
 mod patch;
 mod policy;
 mod promote;
+mod report;
 pub mod run;
 mod scope;
 pub mod second_line;

@@ -61,7 +61,8 @@ pub fn list_tasks(tasks_root: &Path) -> std::io::Result<Vec<TaskRecord>> {
             out.push(read_task(&id, &dir));
         }
     }
-    out.sort_by(|a, b| a.id.cmp(&b.id));
+    // Oldest first, by the time the id carries.
+    out.sort_by(|a, b| (bh_fs::id_time_ms(&a.id), &a.id).cmp(&(bh_fs::id_time_ms(&b.id), &b.id)));
     Ok(out)
 }
 

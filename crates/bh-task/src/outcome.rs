@@ -5,7 +5,9 @@
 use fs_err as fs;
 use std::path::{Path, PathBuf};
 
-use crate::run::{PreflightError, TaskOptions, TaskReport, write_json};
+use crate::error::PreflightError;
+use crate::options::TaskOptions;
+use crate::report::{TaskReport, write_json};
 use crate::validate::{UNCOMMITTED, Violation};
 
 pub(crate) fn patch_cut_note(name: &str, limit: u64, base: &str, kept_ref: &str) -> String {

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use bh_git::Repo;
 
-use crate::run::{PreflightError, io};
+use crate::error::{PreflightError, io};
 
 /// Writes the diff from `from` to `to` (binary, no external diff, no
 /// textconv: no driver runs) to `path`, at most `limit` bytes of it.

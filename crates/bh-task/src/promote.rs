@@ -7,7 +7,9 @@ use std::path::Path;
 
 use bh_git::{GitRunner, Repo, Scope};
 
-use crate::run::{Outcome, PreflightError, TaskOptions, TaskReport, io, sha256_hex};
+use crate::error::{PreflightError, io};
+use crate::options::TaskOptions;
+use crate::report::{Outcome, TaskReport, sha256_hex};
 
 /// Whether the tracked files of the checkout match `HEAD`, judged by a
 /// fresh temporary index built from `HEAD` (so assume-unchanged and

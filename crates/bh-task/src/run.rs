@@ -8,208 +8,111 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
-use bh_git::{GitRunner, Scope};
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use bh_git::{GitRunner, Repo, Scope};
 
-use crate::contain::{Ending, RunSpec, run_contained, run_sandboxed};
+pub use crate::error::PreflightError;
+pub(crate) use crate::error::io;
+pub use crate::options::{SandboxOptions, TASK_REF_PREFIX, TaskOptions};
+pub use crate::report::{Outcome, TaskReport, new_task_id};
+pub(crate) use crate::report::{sha256_hex, write_json};
+
+use crate::contain::{Ending, RunError, RunOutcome, RunSpec, run_contained, run_sandboxed};
 use crate::outcome::{finish, patch_cut_note, rejection_reasons, work_message};
 use crate::patch::write_patch;
 use crate::promote::{clean_check, promote};
-use crate::scope::{FrozenScope, ScopeSpec};
+use crate::scope::FrozenScope;
 use crate::second_line::Watch;
 use crate::taskrepo;
-use crate::validate::{Violation, validate_candidate, validate_uncommitted};
+use crate::validate::{validate_candidate, validate_uncommitted};
 
-/// Refs under this prefix belong to the harness (excluded from the control
-/// plane; rejected candidates are kept here).
-pub const TASK_REF_PREFIX: &str = "refs/better-harness/tasks/";
-
-/// Everything a task needs, decided by the caller (the CLI).
-#[derive(Debug, Clone)]
-pub struct TaskOptions {
-    /// The source checkout (must be the top level of a worktree).
-    pub source: PathBuf,
-    pub scope: ScopeSpec,
-    pub promote: bool,
-    /// A new folder for this task (created 0700; must not exist, must be
-    /// outside the repository).
-    pub artifacts: PathBuf,
-    /// Folder of per-repository promotion locks (outside every repository).
-    pub lock_dir: PathBuf,
-    pub timeout: Option<Duration>,
-    pub argv: Vec<OsString>,
-    /// The worker's environment before `BH_TASK_SESSION=1` and the hooks-off
-    /// configuration are added; names are recorded with digests of values.
-    pub env: Vec<(OsString, OsString)>,
-    /// The task id (also the artifact folder's name by default); see
-    /// [`new_task_id`].
-    pub id: String,
-    /// Digest of the `bh` binary, recorded in the freeze.
-    pub harness_digest: String,
-    /// The caller's own process carries `BH_TASK_SESSION`.
-    pub inside_task_session: bool,
-    /// Folder that holds task artifacts by default; a source inside it is a
-    /// nested session.
-    pub tasks_root: PathBuf,
-    pub grace: Duration,
-    /// Commit the worker's uncommitted work as one commit and validate (and
-    /// promote) that (`--commit`).
-    pub commit: bool,
-    /// The most `work.patch` and `rejected.patch` may hold (bytes); a
-    /// longer patch is cut and the outcome says so (the work itself is
-    /// whole under the task's ref).
-    pub patch_limit: u64,
-    /// That commit's message (`--message`); `None`: one naming the task and
-    /// its command.
-    pub message: Option<String>,
-    /// The sandbox; `None` is `--no-sandbox` (printed and recorded).
-    pub sandbox: Option<SandboxOptions>,
-    /// Global, system and XDG Git configuration and attributes files the
-    /// second line compares before and after.
-    pub config_files: Vec<PathBuf>,
-    /// Where the worker's output is shown live (besides `stdout.log` and
-    /// `stderr.log`); `None` keeps it to the logs.
-    pub echo: Option<std::sync::Arc<dyn crate::contain::Echo>>,
-}
-
-/// What the worker's sandbox grants besides its own repository and home.
-#[derive(Debug, Clone, Default)]
-pub struct SandboxOptions {
-    /// `--allow-write DIR` (e.g. build caches).
-    pub allow_write: Vec<PathBuf>,
-    /// `--allow-read DIR`: carried over read-only onto the private `/tmp`
-    /// (everything outside `/tmp` is readable already).
-    pub allow_read: Vec<PathBuf>,
-    /// `false` for `--no-network`.
-    pub network: bool,
-    /// Kept read-only even inside a writable folder: `~/.gitconfig`,
-    /// `$XDG_CONFIG_HOME`, the harness's state folder.
-    pub protected: Vec<PathBuf>,
-    /// Not readable at all: keys, credential stores, checkpoint sockets
-    /// (see `bh_sandbox::Policy::hidden`).
-    pub hidden: Vec<PathBuf>,
-}
-
-/// How a task ended; each has its own exit code in the CLI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    Succeeded,
-    Promoted,
-    Rejected,
-    Failed,
-    TimedOut,
-    Interrupted,
-    Untrusted,
-}
-
-/// What `state.json` holds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TaskReport {
-    pub id: String,
-    pub outcome: Outcome,
-    pub reasons: Vec<String>,
-    pub violations: Vec<Violation>,
-    pub source: PathBuf,
-    pub branch: Option<String>,
-    pub base: String,
-    pub candidate: Option<String>,
-    /// Where the rejected candidate is kept.
-    pub kept_ref: Option<String>,
-    /// The worktree, when it was kept (interrupted, untrusted).
-    pub worktree: Option<PathBuf>,
-    pub artifacts: PathBuf,
-    pub ending: Option<Ending>,
-    /// The commit holding all of the worker's work (its commits plus, on
-    /// top, one commit of what it left uncommitted), when it differs from
-    /// the base.
-    #[serde(default)]
-    pub work: Option<String>,
-    /// What the sandbox enforced; `None` with `no_sandbox`.
-    #[serde(default)]
-    pub sandbox: Option<bh_sandbox::Report>,
-    #[serde(default)]
-    pub no_sandbox: bool,
-    /// What people should know besides the outcome: a patch cut at its
-    /// limit, a repository that could not be removed, the next step.
-    #[serde(default)]
-    pub notes: Vec<String>,
-}
-
-/// Failures that prevent a task from starting (preflight, freeze, setup).
-#[derive(Debug, thiserror::Error)]
-pub enum PreflightError {
-    #[error("{path} is not the top level of a Git worktree (it is inside {top})")]
-    NotTopLevel { path: String, top: String },
-    #[error("{path} is not a Git repository")]
-    NotARepository { path: String },
-    #[error(
-        "the source checkout {path} is not clean: {detail}; --promote fast-forwards it, so its \
-         tracked files must match HEAD: commit or stash them, or run without --promote (the \
-         task starts from HEAD either way)"
-    )]
-    Dirty { path: String, detail: String },
-    #[error("--promote needs the source to be on a branch; {path} has a detached HEAD")]
-    Detached { path: String },
-    #[error("refusing a nested task session: {why}")]
-    Nested { why: String },
-    #[error("artifact folder {path}: {why}")]
-    Artifacts { path: String, why: String },
-    #[error(transparent)]
-    Scope(#[from] crate::TaskError),
-    #[error(transparent)]
-    Git(#[from] bh_git::GitError),
-    #[error(transparent)]
-    Run(#[from] crate::contain::RunError),
-    #[error(transparent)]
-    Sandbox(#[from] bh_sandbox::SandboxError),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
-    /// An error of an `fs_err` call: its message already names the path
-    /// ("failed to create directory `…`: …"), so none is added.
-    #[error(transparent)]
-    Fs(std::io::Error),
-}
-
-/// Context for an I/O error that does not name its path (a `std` or
-/// `bh_fs` call, a pipe); `fs_err` errors go in [`PreflightError::Fs`].
-pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PreflightError {
-    let context = context.into();
-    move |source| PreflightError::Io { context, source }
-}
-
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
-/// A fresh task id: time-ordered, unique per process and moment.
-pub fn new_task_id() -> String {
-    bh_fs::time_ordered_id("t", b"")
-}
-
-pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<(), PreflightError> {
-    bh_fs::write_json_atomic(path, value).map_err(io(format!("cannot write {}", path.display())))
-}
-
-/// Runs one task session end to end. Errors are preflight/setup failures;
-/// everything after the worker starts ends in a [`TaskReport`].
-#[allow(
-    clippy::too_many_lines,
-    reason = "a phase orchestrator not yet split into named steps (issue 26)"
-)]
+/// Runs one task session end to end, phase by phase: [`preflight`],
+/// [`freeze`], [`prepare`] (the worker's repository and sandbox), the run,
+/// the second line, [`keep_work`], then the outcome ([`judge_ending`],
+/// [`judge_work`]). Errors are preflight/setup failures; everything after
+/// the worker starts ends in a [`TaskReport`].
 pub fn run_task(
     runner: &GitRunner,
     opts: &TaskOptions,
     cancel: &AtomicBool,
 ) -> Result<TaskReport, PreflightError> {
-    // --- preflight -------------------------------------------------------
+    let src = preflight(runner, opts)?;
+    let artifacts = freeze(opts, &src)?;
+    let mut worker = prepare(runner, opts, &src, &artifacts)?;
+    let before = Watch::capture(&src.source, &src.admin, &src.common, &opts.config_files);
+    let (spec, ran) = start(opts, &mut worker, &artifacts, cancel);
+    let mut report = new_report(opts, &src, &artifacts, &worker);
+    let run = match ran {
+        Ok(run) => run,
+        Err(err @ RunError::Spawn { .. }) => {
+            // The command could not even start: the worker failed.
+            report.outcome = Outcome::Failed;
+            report.reasons.push(err.to_string());
+            report.reasons.extend(worker.tmp_hints(opts, &src));
+            return finish(report, &artifacts, worker.dir);
+        }
+        Err(err) => {
+            let _ = fs::remove_dir_all(&worker.dir);
+            return Err(err.into());
+        }
+    };
+    report.ending = Some(run.ending);
+
+    // The second line: what the worker must not touch, compared.
+    let after = Watch::capture(&src.source, &src.admin, &src.common, &opts.config_files);
+    let changed = before.differences(&after);
+    if !changed.is_empty() {
+        report.outcome = Outcome::Untrusted;
+        report
+            .reasons
+            .push("the worker changed what it must not touch".into());
+        report.reasons.extend(changed);
+        report.worktree = Some(worker.dir);
+        write_json(&artifacts.join("state.json"), &report)?;
+        return Ok(report);
+    }
+
+    let isolated = runner
+        .repo(&src.source, Scope::Isolated)
+        .with_config("core.attributesFile", "/dev/null")
+        .with_config("diff.ignoreSubmodules", "none")
+        .with_config("core.fsmonitor", "false");
+    let snap = keep_work(opts, &src, &worker, &isolated, &artifacts, &mut report)?;
+    if judge_ending(&run, &spec, opts, &src, &worker, &mut report) == Verdict::KeepWorktree {
+        report.worktree = Some(worker.dir);
+        write_json(&artifacts.join("state.json"), &report)?;
+        return Ok(report);
+    }
+    judge_work(runner, opts, &src, &isolated, &artifacts, snap, &mut report)?;
+    if report.outcome == Outcome::Succeeded {
+        report.notes.push(match &report.candidate {
+            Some(c) if *c != src.base => format!(
+                "take the result with `git merge --ff-only {}` in {} (or run the task \
+                 with --promote)",
+                kept_ref(opts),
+                src.source.display()
+            ),
+            _ => "the worker changed nothing".to_owned(),
+        });
+    }
+    finish(report, &artifacts, worker.dir)
+}
+
+/// The user's repository as preflight found it.
+struct Source {
+    source: PathBuf,
+    repo: Repo,
+    /// Its git dir and common dir (absolute).
+    admin: PathBuf,
+    common: PathBuf,
+    branch: Option<String>,
+    base: String,
+    scope: FrozenScope,
+}
+
+/// Preflight: the repository's top, not a task's own, not nested, on a
+/// branch when promoting; the base and the frozen scope.
+fn preflight(runner: &GitRunner, opts: &TaskOptions) -> Result<Source, PreflightError> {
     let source = fs::canonicalize(&opts.source).map_err(PreflightError::Fs)?;
     let repo = runner.repo(&source, Scope::User);
     let top = repo
@@ -268,8 +171,20 @@ pub fn run_task(
     let base = repo.resolve_commit("HEAD")?;
     let hooks_path = crate::policy::resolved_hooks_path(&repo, &source);
     let scope = FrozenScope::freeze(&repo, &base, &opts.scope, hooks_path.as_deref())?;
+    Ok(Source {
+        source,
+        repo,
+        admin,
+        common,
+        branch,
+        base,
+        scope,
+    })
+}
 
-    // --- freeze ----------------------------------------------------------
+/// Freeze: the artifact folder (new, private, outside the repository) and,
+/// under `--promote`, a checkout that matches `HEAD`. Returns the folder.
+fn freeze(opts: &TaskOptions, src: &Source) -> Result<PathBuf, PreflightError> {
     let artifacts = &opts.artifacts;
     if artifacts.exists() {
         return Err(PreflightError::Artifacts {
@@ -280,65 +195,108 @@ pub fn run_task(
     bh_fs::create_dir_all_mode(artifacts, 0o700)
         .map_err(io(format!("cannot create {}", artifacts.display())))?;
     let artifacts = fs::canonicalize(artifacts).map_err(PreflightError::Fs)?;
-    if artifacts.starts_with(&source) {
+    if artifacts.starts_with(&src.source) {
         let _ = fs::remove_dir(&artifacts);
         return Err(PreflightError::Artifacts {
             path: artifacts.display().to_string(),
-            why: format!("inside the repository {}", source.display()),
+            why: format!("inside the repository {}", src.source.display()),
         });
     }
     // Only a promotion needs the checkout to match HEAD (the task itself
     // starts from HEAD in a repository of its own); untracked files are
     // judged at promotion, and only those it would overwrite.
     if opts.promote
-        && let Some(why) = clean_check(&repo, &artifacts)?
+        && let Some(why) = clean_check(&src.repo, &artifacts)?
     {
         let _ = fs::remove_dir_all(&artifacts);
         return Err(PreflightError::Dirty {
-            path: source.display().to_string(),
+            path: src.source.display().to_string(),
             detail: why,
         });
     }
-    let id = opts.id.clone();
+    Ok(artifacts)
+}
+
+/// The worker's own repository, home and sandbox.
+struct Worker {
+    dir: PathBuf,
+    home: PathBuf,
+    identity: Option<taskrepo::Identity>,
+    /// Taken by the run ([`start`]); the snapshot builds its own.
+    sandbox: Option<bh_sandbox::Sandbox>,
+    sandbox_report: Option<bh_sandbox::Report>,
+    /// The worker's environment (bh's variables set, the caller's `GIT_*`,
+    /// `HOME` and `TMPDIR` replaced).
+    env: Vec<(OsString, OsString)>,
+}
+
+impl Worker {
+    /// What the sandbox hides under /tmp, named when the worker fails.
+    fn tmp_hints(&self, opts: &TaskOptions, src: &Source) -> Vec<String> {
+        crate::hints::hidden_by_the_sandbox(opts, &[&src.source, &self.dir, &self.home])
+    }
+}
+
+/// The sandbox of the worker (and of the snapshot that reads its work):
+/// its repository and home writable, the user's git dirs and protected
+/// paths read-only, the source visible, `/tmp` private.
+fn sandbox_of(
+    opts: &TaskOptions,
+    src: &Source,
+    dir: &Path,
+    home: &Path,
+) -> Result<Option<bh_sandbox::Sandbox>, PreflightError> {
+    let Some(s) = &opts.sandbox else {
+        return Ok(None);
+    };
+    let mut read_only = vec![
+        src.admin.clone(),
+        src.common.clone(),
+        src.source.join(".git"),
+    ];
+    read_only.extend(s.protected.iter().cloned());
+    let policy = bh_sandbox::Policy {
+        writable: [dir.to_path_buf(), home.to_path_buf()]
+            .into_iter()
+            .chain(s.allow_write.iter().cloned())
+            .collect(),
+        read_only,
+        visible: std::iter::once(src.source.clone())
+            .chain(s.allow_read.iter().cloned())
+            .collect(),
+        private_tmp: true,
+        network: s.network,
+        hidden: s.hidden.clone(),
+        allow_sockets: s.allow_sockets.clone(),
+        overlays: Vec::new(),
+    };
+    Ok(Some(bh_sandbox::Sandbox::new(&policy, dir)?))
+}
+
+/// The worker's repository (the user's objects as an alternate), its home
+/// with the user's identity, its sandbox, and `task.json`.
+fn prepare(
+    runner: &GitRunner,
+    opts: &TaskOptions,
+    src: &Source,
+    artifacts: &Path,
+) -> Result<Worker, PreflightError> {
+    let id = &opts.id;
     let env_record: Vec<serde_json::Value> = opts
         .env
         .iter()
         .map(|(k, v)| serde_json::json!({"name": k.to_string_lossy(), "sha256": sha256_hex(v.as_bytes())}))
         .collect();
-
-    // --- the worker's repository and sandbox -----------------------------
     let dir = artifacts.join("worktree");
     let home = artifacts.join("home");
     // Commits the harness makes for the user are theirs: their identity,
     // read from their configuration through the hardened runner.
-    let identity = taskrepo::user_identity(&repo);
+    let identity = taskrepo::user_identity(&src.repo);
     taskrepo::private_home(&home, identity.as_ref())?;
-    taskrepo::create(runner, &dir, &common.join("objects"), &base)?;
+    taskrepo::create(runner, &dir, &src.common.join("objects"), &src.base)?;
     let nonce = sha256_hex(format!("{id}{:?}", std::time::SystemTime::now()).as_bytes());
     fs::write(dir.join(".git/bh-task-nonce"), &nonce).map_err(PreflightError::Fs)?;
-    let make_sandbox = || -> Result<Option<bh_sandbox::Sandbox>, PreflightError> {
-        let Some(s) = &opts.sandbox else {
-            return Ok(None);
-        };
-        let mut read_only = vec![admin.clone(), common.clone(), source.join(".git")];
-        read_only.extend(s.protected.iter().cloned());
-        let policy = bh_sandbox::Policy {
-            writable: [dir.clone(), home.clone()]
-                .into_iter()
-                .chain(s.allow_write.iter().cloned())
-                .collect(),
-            read_only,
-            visible: std::iter::once(source.clone())
-                .chain(s.allow_read.iter().cloned())
-                .collect(),
-            private_tmp: true,
-            network: s.network,
-            hidden: s.hidden.clone(),
-            overlays: Vec::new(),
-        };
-        Ok(Some(bh_sandbox::Sandbox::new(&policy, &dir)?))
-    };
-    let sandbox = match make_sandbox() {
+    let sandbox = match sandbox_of(opts, src, &dir, &home) {
         Ok(s) => s,
         Err(e) => {
             let _ = fs::remove_dir_all(&dir);
@@ -350,14 +308,14 @@ pub fn run_task(
         &artifacts.join("task.json"),
         &serde_json::json!({
             "id": id,
-            "source": source,
-            "branch": branch,
-            "base": base,
-            "base_tree": repo.tree_of(&base)?,
+            "source": src.source,
+            "branch": src.branch,
+            "base": src.base,
+            "base_tree": src.repo.tree_of(&src.base)?,
             "harness_sha256": opts.harness_digest,
             "argv": opts.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
             "env": env_record,
-            "scope": scope.shown,
+            "scope": src.scope.shown,
             "promote": opts.promote,
             "commit": opts.commit,
             "timeout_ms": opts.timeout.map(|t| t.as_millis() as u64),
@@ -365,9 +323,6 @@ pub fn run_task(
             "no_sandbox": opts.sandbox.is_none(),
         }),
     )?;
-    let before = Watch::capture(&source, &admin, &common, &opts.config_files);
-
-    // --- run -------------------------------------------------------------
     let mut env = opts.env.clone();
     env.retain(|(k, _)| {
         !k.as_bytes().starts_with(b"GIT_") && k != "BH_TASK_SESSION" && k != "HOME" && k != "TMPDIR"
@@ -385,10 +340,28 @@ pub fn run_task(
     env.push(("GIT_CONFIG_COUNT".into(), "1".into()));
     env.push(("GIT_CONFIG_KEY_0".into(), "core.hooksPath".into()));
     env.push(("GIT_CONFIG_VALUE_0".into(), "/dev/null".into()));
+    Ok(Worker {
+        dir,
+        home,
+        identity,
+        sandbox,
+        sandbox_report,
+        env,
+    })
+}
+
+/// Runs the worker (sandboxed, or contained without a sandbox), its output
+/// logged in the artifact folder.
+fn start(
+    opts: &TaskOptions,
+    worker: &mut Worker,
+    artifacts: &Path,
+    cancel: &AtomicBool,
+) -> (RunSpec, Result<RunOutcome, RunError>) {
     let spec = RunSpec {
         argv: opts.argv.clone(),
-        cwd: dir.clone(),
-        env: env.clone(),
+        cwd: worker.dir.clone(),
+        env: worker.env.clone(),
         timeout: opts.timeout,
         stdout_log: artifacts.join("stdout.log"),
         stderr_log: artifacts.join("stderr.log"),
@@ -397,106 +370,138 @@ pub fn run_task(
         grace: opts.grace,
         echo: opts.echo.clone(),
     };
-    // What the sandbox hides under /tmp, named when the worker fails.
-    let tmp_hints = || crate::hints::hidden_by_the_sandbox(opts, &[&source, &dir, &home]);
-    let ran = match sandbox {
+    let ran = match worker.sandbox.take() {
         Some(sb) => run_sandboxed(&spec, sb, cancel),
         None => run_contained(&spec, cancel),
     };
-    let mut report = TaskReport {
-        id: id.clone(),
+    (spec, ran)
+}
+
+/// The report as the run begins: succeeded until a phase says otherwise.
+fn new_report(opts: &TaskOptions, src: &Source, artifacts: &Path, worker: &Worker) -> TaskReport {
+    TaskReport {
+        id: opts.id.clone(),
         outcome: Outcome::Succeeded,
         reasons: Vec::new(),
         violations: Vec::new(),
-        source: source.clone(),
-        branch: branch.clone(),
-        base: base.clone(),
+        source: src.source.clone(),
+        branch: src.branch.clone(),
+        base: src.base.clone(),
         candidate: None,
         kept_ref: None,
         worktree: None,
-        artifacts: artifacts.clone(),
+        artifacts: artifacts.to_path_buf(),
         ending: None,
         work: None,
-        sandbox: sandbox_report,
+        sandbox: worker.sandbox_report.clone(),
         no_sandbox: opts.sandbox.is_none(),
         notes: Vec::new(),
-    };
-    let run = match ran {
-        Ok(run) => run,
-        Err(err @ crate::contain::RunError::Spawn { .. }) => {
-            // The command could not even start: the worker failed.
-            report.outcome = Outcome::Failed;
-            report.reasons.push(err.to_string());
-            report.reasons.extend(tmp_hints());
-            return finish(report, &artifacts, dir);
-        }
-        Err(err) => {
-            let _ = fs::remove_dir_all(&dir);
-            return Err(err.into());
-        }
-    };
-    report.ending = Some(run.ending);
-
-    // --- the second line ---------------------------------------------------
-    let after = Watch::capture(&source, &admin, &common, &opts.config_files);
-    let changed = before.differences(&after);
-    if !changed.is_empty() {
-        report.outcome = Outcome::Untrusted;
-        report
-            .reasons
-            .push("the worker changed what it must not touch".into());
-        report.reasons.extend(changed);
-        report.worktree = Some(dir);
-        write_json(&artifacts.join("state.json"), &report)?;
-        return Ok(report);
     }
+}
 
-    // --- keep the work ---------------------------------------------------
-    let isolated = runner
-        .repo(&source, Scope::Isolated)
-        .with_config("core.attributesFile", "/dev/null")
-        .with_config("diff.ignoreSubmodules", "none")
-        .with_config("core.fsmonitor", "false");
-    let snap = make_sandbox().map(|sb| {
+/// The ref the worker's work is kept under.
+fn kept_ref(opts: &TaskOptions) -> String {
+    format!("{TASK_REF_PREFIX}{}", opts.id)
+}
+
+/// Keeps the work: the worker's repository snapshotted (in its sandbox),
+/// its objects fetched with git's checks under the kept ref, and the patch
+/// written. The snapshot, or why the work could not be read.
+fn keep_work(
+    opts: &TaskOptions,
+    src: &Source,
+    worker: &Worker,
+    isolated: &Repo,
+    artifacts: &Path,
+    report: &mut TaskReport,
+) -> Result<Result<taskrepo::Snapshot, String>, PreflightError> {
+    let snap = sandbox_of(opts, src, &worker.dir, &worker.home).map(|sb| {
         taskrepo::snapshot(
-            &dir,
+            &worker.dir,
             sb,
-            &env,
-            &home,
-            identity.as_ref().unwrap_or(&taskrepo::Identity::harness()),
+            &worker.env,
+            &worker.home,
+            worker
+                .identity
+                .as_ref()
+                .unwrap_or(&taskrepo::Identity::harness()),
             &work_message(opts),
         )
         .map_err(|why| format!("cannot read the worker's repository: {why}"))
     })?;
-    let kept_ref = format!("{TASK_REF_PREFIX}{id}");
+    let kept_ref = kept_ref(opts);
     let snap = snap.and_then(|snap| {
-        if snap.work != base {
-            taskrepo::fetch(&isolated, &dir, &kept_ref)
+        if snap.work != src.base {
+            taskrepo::fetch(isolated, &worker.dir, &kept_ref)
                 .map_err(|why| format!("the worker's objects failed git's checks: {why}"))?;
         }
         Ok(snap)
     });
     if let Ok(s) = &snap
-        && s.work != base
+        && s.work != src.base
     {
         report.kept_ref = Some(kept_ref.clone());
         report.work = Some(s.work.clone());
-        if write_patch(
-            &isolated,
-            &base,
+        patch_into(
+            isolated,
+            opts,
+            &src.base,
             &s.work,
-            &artifacts.join("work.patch"),
-            opts.patch_limit,
-        )? {
-            report.notes.push(patch_cut_note(
-                "work.patch",
-                opts.patch_limit,
-                &base,
-                &kept_ref,
-            ));
-        }
+            artifacts,
+            "work.patch",
+            report,
+        )?;
     }
+    Ok(snap)
+}
 
+/// Writes the diff `base..work` as `name` in the artifact folder (cut at
+/// the patch limit), saying so in the report's notes when it was cut.
+fn patch_into(
+    isolated: &Repo,
+    opts: &TaskOptions,
+    base: &str,
+    work: &str,
+    artifacts: &Path,
+    name: &str,
+    report: &mut TaskReport,
+) -> Result<(), PreflightError> {
+    if write_patch(
+        isolated,
+        base,
+        work,
+        &artifacts.join(name),
+        opts.patch_limit,
+    )? {
+        report.notes.push(patch_cut_note(
+            name,
+            opts.patch_limit,
+            base,
+            &kept_ref(opts),
+        ));
+    }
+    Ok(())
+}
+
+/// What [`judge_ending`] decided.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Go on and judge the work.
+    Judge,
+    /// Interrupted: stop here, the worker's repository kept.
+    KeepWorktree,
+}
+
+/// The outcome the worker's ending gives (interrupted, timed out, failed
+/// with the tail of its stderr, killed).
+fn judge_ending(
+    run: &RunOutcome,
+    spec: &RunSpec,
+    opts: &TaskOptions,
+    src: &Source,
+    worker: &Worker,
+    report: &mut TaskReport,
+) -> Verdict {
     match run.ending {
         Ending::Interrupted => {
             report.outcome = Outcome::Interrupted;
@@ -504,9 +509,7 @@ pub fn run_task(
                 "bh was asked to stop (Ctrl-C, SIGTERM or SIGHUP); the worker's repository is kept"
                     .into(),
             );
-            report.worktree = Some(dir);
-            write_json(&artifacts.join("state.json"), &report)?;
-            return Ok(report);
+            return Verdict::KeepWorktree;
         }
         Ending::TimedOut => {
             report.outcome = Outcome::TimedOut;
@@ -521,7 +524,7 @@ pub fn run_task(
             } else {
                 format!("the worker exited with code {code}: {tail}")
             });
-            report.reasons.extend(tmp_hints());
+            report.reasons.extend(worker.tmp_hints(opts, src));
         }
         Ending::Signaled { signal } => {
             report.outcome = Outcome::Failed;
@@ -530,72 +533,68 @@ pub fn run_task(
                 .push(format!("the worker was killed by signal {signal}"));
         }
     }
-    match snap {
+    Verdict::Judge
+}
+
+/// Judges the work of a worker that succeeded: the candidate (its `HEAD`,
+/// or its whole work with `--commit`) validated against the frozen scope —
+/// rejected with the reasons and a patch, or promoted on request.
+fn judge_work(
+    runner: &GitRunner,
+    opts: &TaskOptions,
+    src: &Source,
+    isolated: &Repo,
+    artifacts: &Path,
+    snap: Result<taskrepo::Snapshot, String>,
+    report: &mut TaskReport,
+) -> Result<(), PreflightError> {
+    let snap = match snap {
         Err(why) => {
             if report.outcome == Outcome::Succeeded {
                 report.outcome = Outcome::Rejected;
             }
             report.reasons.push(why);
+            return Ok(());
         }
-        Ok(snap) if report.outcome == Outcome::Succeeded => {
-            let candidate = if opts.commit {
-                snap.work.clone()
-            } else {
-                snap.head.clone()
-            };
-            report.candidate = Some(candidate.clone());
-            let mut violations = Vec::new();
-            if candidate != base {
-                violations = validate_candidate(&isolated, &scope, &candidate)?;
-            }
-            if !opts.commit && snap.work != snap.head {
-                violations.extend(validate_uncommitted(
-                    &isolated, &scope, &snap.head, &snap.work,
-                )?);
-            }
-            if !violations.is_empty() {
-                report.outcome = Outcome::Rejected;
-                report
-                    .reasons
-                    .extend(rejection_reasons(&violations, &kept_ref));
-                report.violations = violations;
-                if write_patch(
-                    &isolated,
-                    &base,
-                    &snap.work,
-                    &artifacts.join("rejected.patch"),
-                    opts.patch_limit,
-                )? {
-                    report.notes.push(patch_cut_note(
-                        "rejected.patch",
-                        opts.patch_limit,
-                        &base,
-                        &kept_ref,
-                    ));
-                }
-            } else if opts.promote && candidate != base {
-                promote(
-                    runner,
-                    opts,
-                    &repo,
-                    &admin,
-                    &artifacts,
-                    &mut report,
-                    &candidate,
-                )?;
-            }
-        }
-        Ok(_) => {}
+        Ok(snap) if report.outcome == Outcome::Succeeded => snap,
+        Ok(_) => return Ok(()),
+    };
+    let base = &src.base;
+    let kept_ref = kept_ref(opts);
+    let candidate = if opts.commit {
+        snap.work.clone()
+    } else {
+        snap.head.clone()
+    };
+    report.candidate = Some(candidate.clone());
+    let mut violations = Vec::new();
+    if candidate != *base {
+        violations = validate_candidate(isolated, &src.scope, &candidate)?;
     }
-    if report.outcome == Outcome::Succeeded {
-        report.notes.push(match &report.candidate {
-            Some(c) if *c != base => format!(
-                "take the result with `git merge --ff-only {kept_ref}` in {} (or run the task \
-                 with --promote)",
-                source.display()
-            ),
-            _ => "the worker changed nothing".to_owned(),
-        });
+    if !opts.commit && snap.work != snap.head {
+        violations.extend(validate_uncommitted(
+            isolated, &src.scope, &snap.head, &snap.work,
+        )?);
     }
-    finish(report, &artifacts, dir)
+    if !violations.is_empty() {
+        report.outcome = Outcome::Rejected;
+        report
+            .reasons
+            .extend(rejection_reasons(&violations, &kept_ref));
+        report.violations = violations;
+        patch_into(
+            isolated,
+            opts,
+            base,
+            &snap.work,
+            artifacts,
+            "rejected.patch",
+            report,
+        )?;
+    } else if opts.promote && candidate != *base {
+        promote(
+            runner, opts, &src.repo, &src.admin, artifacts, report, &candidate,
+        )?;
+    }
+    Ok(())
 }

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 
 use bh_git::{GitRunner, Repo, Scope};
 
-use crate::run::PreflightError;
+use crate::error::PreflightError;
 
 /// The ref, in the worker's repository, that the snapshot writes.
 pub const SNAPSHOT_REF: &str = "refs/better-harness/snapshot";
@@ -188,7 +188,7 @@ pub fn snapshot(
             c.wait().map_err(|e| e.to_string())?
         }
         None => {
-            bh_sandbox::die_with_parent(&mut cmd);
+            bh_proc::die_with_parent(&mut cmd);
             let o = cmd.output().map_err(|e| e.to_string())?;
             out = String::from_utf8_lossy(&o.stdout).into_owned();
             err = String::from_utf8_lossy(&o.stderr).into_owned();

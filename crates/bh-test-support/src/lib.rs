@@ -14,8 +14,11 @@ use bh_git::GitRunner;
 pub mod bench_session;
 pub mod bench_tree;
 pub mod browser;
+pub mod claude;
+pub mod mock_anthropic;
 pub mod mock_openai;
 pub mod pi;
+pub mod tui;
 
 /// Plain `git` for a test's or a benchmark's own fixtures, with no inherited
 /// `GIT_*` variable: tests run from a hook, `git rebase -x` or `git bisect run`

@@ -126,6 +126,83 @@ fn the_crate_diagram_in_architecture_md_is_the_real_graph() {
     }
 }
 
+/// `bh-protocol` is data: it reads no clock, file, environment or process
+/// (issue 26 moved the clock to `bh-fs`).
+#[test]
+fn bh_protocol_reads_nothing() {
+    let src = workspace_root().join("crates/bh-protocol/src");
+    let mut found = Vec::new();
+    for entry in walkdir(&src) {
+        let text = fs_err::read_to_string(&entry).unwrap();
+        for needle in [
+            "SystemTime",
+            "Instant::now",
+            "std::fs",
+            "fs_err",
+            "std::env",
+            "std::process",
+            "std::net",
+        ] {
+            if text.contains(needle) {
+                found.push(format!("{}: {needle}", entry.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "bh-protocol does I/O: {found:?}");
+}
+
+/// ARCHITECTURE.md's "Where things happen" index names files that exist:
+/// an answer one hop away must not point at a file that moved.
+#[test]
+fn the_where_things_happen_index_points_at_real_files() {
+    let root = workspace_root();
+    let text = fs_err::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let start = text
+        .find("## Where things happen")
+        .expect("the index section");
+    let rest = &text[start + 2..];
+    let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for quoted in section.split('`').skip(1).step_by(2) {
+        let is_file = quoted.ends_with(".rs") || quoted.ends_with(".ts");
+        if !is_file || !quoted.contains('/') {
+            continue;
+        }
+        named += 1;
+        let path = if quoted.starts_with("bh-") {
+            root.join("crates").join(quoted)
+        } else {
+            root.join(quoted)
+        };
+        if !path.is_file() {
+            missing.push(quoted.to_owned());
+        }
+    }
+    assert!(named >= 10, "the index names only {named} files");
+    assert!(
+        missing.is_empty(),
+        "the index names files that do not exist: {missing:?}"
+    );
+}
+
+/// Every `.rs` file under `dir`.
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs_err::read_dir(&d).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn the_crate_graph_keeps_its_rules() {
     let graph = crate_graph();
@@ -139,6 +216,16 @@ fn the_crate_graph_keeps_its_rules() {
             problems.push(format!(
                 "{name} depends on bh-test-support outside [dev-dependencies]"
             ));
+        }
+        // Only the crates that sandbox a command depend on the sandbox; the
+        // process utilities others need are in bh-proc, at the bottom.
+        if deps.contains("bh-sandbox") && !["bh-task", "bh-tools"].contains(&name.as_str()) {
+            problems.push(format!(
+                "{name} depends on bh-sandbox but sandboxes nothing (bh-proc has the process utilities)"
+            ));
+        }
+        if name == "bh-proc" && !deps.is_empty() {
+            problems.push(format!("bh-proc (the bottom) depends on {deps:?}"));
         }
         if name == "bh-protocol" && !deps.is_empty() {
             problems.push(format!(
@@ -325,28 +412,10 @@ fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
     t.out
 }
 
-/// Circles of modules that exist today, to be taken apart (issue 26). The
-/// list may only shrink: a new circle fails, and so does one listed here that
-/// is gone (remove it from the list).
-const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
-    ("bh-checkpoint", &["compare", "diff", "store"]),
-    (
-        "bh-cli",
-        &[
-            "agent",
-            "checkpoint",
-            "exec",
-            "names",
-            "session",
-            "task",
-            "worktree",
-        ],
-    ),
-    (
-        "bh-task",
-        &["hints", "outcome", "patch", "promote", "run", "taskrepo"],
-    ),
-];
+/// Circles of modules that exist today, to be taken apart (issue 26): none
+/// is left. The list may only shrink: a new circle fails, and so does one
+/// listed here that is gone (remove it from the list).
+const KNOWN_CIRCLES: &[(&str, &[&str])] = &[];
 
 #[test]
 fn no_new_circle_of_modules_forms_inside_a_crate() {

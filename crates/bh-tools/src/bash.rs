@@ -36,13 +36,15 @@ use serde_json::{Value, json};
 use crate::args::Args;
 use crate::confine::Root;
 use crate::file_tools::js_num;
-use crate::truncate::{
-    DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, format_size, truncate_tail_bytes,
-};
+use crate::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, truncate_tail_bytes};
 use crate::{
     BashSandbox, CancelToken, ContentBlock, OnUpdate, SandboxMode, ToolResult, ToolUpdate,
     ToolboxOptions,
 };
+
+mod result;
+
+use result::Finished;
 
 /// How long the reader keeps draining the pipe after the shell exited, if a
 /// process that escaped the group still holds it open.
@@ -177,6 +179,7 @@ impl Acc {
     }
 }
 
+/// How the shell ended.
 enum Outcome {
     Exited(Option<i32>),
     TimedOut,
@@ -224,6 +227,21 @@ mod gitdirs;
 
 use crate::git_broker::GitOverlay;
 
+/// Why a bash call did not give a result: a failure the model reads (Pi's
+/// texts: bad arguments, a shell that cannot start), or one of the harness
+/// (its sandbox cannot be built), which ends the turn instead
+/// ([`crate::HarnessFailure`]).
+pub(crate) enum Failure {
+    Model(String),
+    Harness(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Model(message)
+    }
+}
+
 /// The policy for one command, or `None` when the sandbox is off; and the
 /// git dir's overlay when commits from the sandbox are on.
 fn sandbox_for(
@@ -238,6 +256,7 @@ fn sandbox_for(
         private_tmp: true,
         network: sb.network,
         hidden: sb.hidden.clone(),
+        allow_sockets: sb.allow_sockets.clone(),
         overlays: Vec::new(),
     };
     let cannot = |e: &dyn std::fmt::Display| format!("Cannot sandbox bash: {e}");
@@ -355,17 +374,17 @@ fn read_loop(
     acc
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "a phase orchestrator not yet split into named steps (issue 26)"
-)]
-pub fn run(
+/// Runs one `bash` call: the arguments, the shell (sandboxed or in its own
+/// process group), the wait (exit, timeout or cancel, then strays killed
+/// and the pipe drained), the broker's git writes carried over, then what
+/// the model is told ([`result::tool_result`]).
+pub(crate) fn run(
     root: &Root,
     opts: &ToolboxOptions,
     args: &Value,
     cancel: &CancelToken,
     on_update: Option<OnUpdate<'_>>,
-) -> Result<ToolResult, String> {
+) -> Result<ToolResult, Failure> {
     let mut a = Args::new("bash", args);
     let command = a.str_req("command");
     let timeout_arg = a.num_opt("timeout");
@@ -391,7 +410,7 @@ pub fn run(
         .process_group(0);
     if let Some(env) = &opts.bash_env {
         cmd.env_clear();
-        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        cmd.envs(env.vars.iter().map(|(k, v)| (k, v)));
     }
     // The harness's own runner (its HOME, its hardening), not the shell's
     // environment: a lookup that git refuses must not protect less.
@@ -403,10 +422,11 @@ pub fn run(
             &fallback
         }
     };
-    let (sandbox, overlay) = match sandbox_for(root.path(), &opts.sandbox, runner)? {
-        Some((s, o)) => (Some(s), o),
-        None => (None, None),
-    };
+    let (sandbox, overlay) =
+        match sandbox_for(root.path(), &opts.sandbox, runner).map_err(Failure::Harness)? {
+            Some((s, o)) => (Some(s), o),
+            None => (None, None),
+        };
     if overlay.is_some() {
         // No automatic gc inside: it would repack the whole store into the
         // overlay, for nothing the broker carries over.
@@ -419,7 +439,7 @@ pub fn run(
     if sandbox.is_some() {
         cmd.env("TMPDIR", "/tmp");
     } else {
-        bh_sandbox::die_with_parent(&mut cmd);
+        bh_proc::die_with_parent(&mut cmd);
     }
     if let Some(on_update) = on_update {
         // Pi's first update, before any output.
@@ -435,7 +455,12 @@ pub fn run(
         )
     };
     let mut child = match sandbox {
-        Some(sb) => Shell::Sandboxed(sb.spawn(cmd).map_err(|e| fail(&e))?),
+        // The shell itself not starting is Pi's failure text; a namespace
+        // or mount step refused is the harness's.
+        Some(sb) => Shell::Sandboxed(sb.spawn(cmd).map_err(|e| match e {
+            bh_sandbox::SandboxError::Spawn { .. } => Failure::Model(fail(&e)),
+            e => Failure::Harness(format!("Cannot sandbox bash: {e}")),
+        })?),
         None => {
             let spawned = cmd.spawn();
             drop(cmd); // closes our copies of the pipe's write end
@@ -447,8 +472,45 @@ pub fn run(
         Shell::Sandboxed(c) => Pid::from_raw(c.id() as i32),
     };
 
+    let (outcome, acc) = wait(&mut child, pgid, rd, opts, cancel, timeout, on_update);
+    let (tr, full_path, last_line_bytes) = acc.finish();
+    // The command's git writes, carried over as the broker allows.
+    let brokered = overlay
+        .map(|o| o.finish(runner, root.path()))
+        .filter(|b| !b.is_empty());
+
+    let withheld = opts
+        .bash_env
+        .as_ref()
+        .map(|e| e.withheld.as_slice())
+        .unwrap_or_default();
+    Ok(result::tool_result(
+        &Finished {
+            outcome,
+            truncation: tr,
+            full_path,
+            last_line_bytes,
+            brokered,
+            timeout_label,
+        },
+        withheld,
+    )?)
+}
+
+/// Waits for the shell while a reader thread collects its output: until it
+/// exits, the call is cancelled or the timeout passes (then every process of
+/// the command is killed); strays are killed and the pipe drained either way.
+fn wait(
+    child: &mut Shell,
+    pgid: Pid,
+    rd: OwnedFd,
+    opts: &ToolboxOptions,
+    cancel: &CancelToken,
+    timeout: Option<Duration>,
+    on_update: Option<OnUpdate<'_>>,
+) -> (Outcome, Acc) {
     let exited = AtomicBool::new(false);
-    let (outcome, acc) = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let reader = {
             let acc = Acc::new(opts.output_dir.clone(), DEFAULT_MAX_BYTES);
             let exited = &exited;
@@ -481,94 +543,5 @@ pub fn run(
             .join()
             .unwrap_or_else(|_| Acc::new(opts.output_dir.clone(), DEFAULT_MAX_BYTES));
         (outcome, acc)
-    });
-    let (tr, full_path, last_line_bytes) = acc.finish();
-    // The command's git writes, carried over as the broker allows.
-    let brokered = overlay
-        .map(|o| o.finish(runner, root.path()))
-        .filter(|b| !b.is_empty());
-
-    let format = |empty: &str| -> (String, Option<Value>) {
-        let mut text = if tr.content.is_empty() {
-            empty.to_string()
-        } else {
-            tr.content.clone()
-        };
-        if !tr.truncated {
-            return (text, None);
-        }
-        let shown = full_path
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "(not saved)".to_string());
-        let start_line = tr.total_lines - tr.output_lines + 1;
-        let end_line = tr.total_lines;
-        if tr.last_line_partial {
-            text.push_str(&format!(
-                "\n\n[Showing last {} of line {end_line} (line is {}). Full output: {shown}]",
-                format_size(tr.output_bytes),
-                format_size(last_line_bytes)
-            ));
-        } else if tr.truncated_by == Some("lines") {
-            text.push_str(&format!(
-                "\n\n[Showing lines {start_line}-{end_line} of {}. Full output: {shown}]",
-                tr.total_lines
-            ));
-        } else {
-            text.push_str(&format!(
-                "\n\n[Showing lines {start_line}-{end_line} of {} ({} limit). Full output: {shown}]",
-                tr.total_lines,
-                format_size(DEFAULT_MAX_BYTES)
-            ));
-        }
-        let mut details = json!({ "truncation": tr.to_value() });
-        if let (Some(p), Some(obj)) = (&full_path, details.as_object_mut()) {
-            obj.insert("fullOutputPath".into(), json!(p.display().to_string()));
-        }
-        (text, Some(details))
-    };
-    let append = |text: String, status: String| {
-        if text.is_empty() {
-            status
-        } else {
-            format!("{text}\n\n{status}")
-        }
-    };
-    let with_git = |text: String| match &brokered {
-        Some(b) => append(text, b.note()),
-        None => text,
-    };
-    let result = match outcome {
-        Outcome::Aborted => Err(append(
-            with_git(format("").0),
-            "Command aborted".to_string(),
-        )),
-        Outcome::TimedOut => Err(append(
-            with_git(format("").0),
-            format!("Command timed out after {timeout_label} seconds"),
-        )),
-        Outcome::Exited(code) => {
-            let (text, details) = format("(no output)");
-            let text = with_git(text);
-            match code {
-                Some(c) if c != 0 => Err(append(text, format!("Command exited with code {c}"))),
-                _ => Ok(ToolResult {
-                    content: vec![ContentBlock::Text { text }],
-                    details,
-                    is_error: false,
-                }),
-            }
-        }
-    };
-    // What the broker carried over is in `details.git`, failed commands
-    // included (the after-record takes it from there for rewinds).
-    let Some(b) = &brokered else {
-        return result;
-    };
-    let mut r = result.unwrap_or_else(ToolResult::error);
-    let d = r.details.get_or_insert_with(|| json!({}));
-    if let Some(obj) = d.as_object_mut() {
-        obj.insert("git".into(), b.to_value());
-    }
-    Ok(r)
+    })
 }

@@ -223,6 +223,16 @@ impl Root {
         self.beneath.disable_openat2();
     }
 
+    /// Whether the root folder was removed, or its path now names another
+    /// folder, since it was opened: every tool call would then fail or
+    /// work on the wrong tree (a [`crate::HarnessFailure`]).
+    pub fn is_gone(&self) -> bool {
+        let removed = fstat(self.beneath.fd()).map_or(true, |st| st.st_nlink == 0);
+        let moved = nix::sys::stat::stat(&self.path)
+            .map_or(true, |st| (st.st_dev, st.st_ino) != self.root_id);
+        removed || moved
+    }
+
     /// The canonical root path.
     pub fn path(&self) -> &Path {
         &self.path

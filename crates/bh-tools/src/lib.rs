@@ -62,6 +62,17 @@ pub enum ContentBlock {
     },
 }
 
+/// A tool call the harness cannot run at all, whatever the model does: the
+/// sandbox cannot be built, the project folder is gone. It ends the turn
+/// (`bh_core`), instead of becoming a result the model reads and retries;
+/// every other failure is a [`ToolResult`] with `is_error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HarnessFailure {
+    pub tool: String,
+    pub message: String,
+}
+
 /// A tool's result, as Pi stores it (`content`, `details?`, `isError`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -225,6 +236,16 @@ pub fn is_mutating(name: &str) -> bool {
 /// loop and the providers.
 pub use tokio_util::sync::CancellationToken as CancelToken;
 
+/// The bash tool's environment: every variable it gets, and the names of
+/// those the harness held back (its provider keys). The names are recorded
+/// in each bash result's `details.withheldEnv`, so the session says what the
+/// command could not see.
+#[derive(Debug, Clone, Default)]
+pub struct BashEnv {
+    pub vars: Vec<(OsString, OsString)>,
+    pub withheld: Vec<String>,
+}
+
 /// Everything a toolbox needs; nothing is read from the environment.
 #[derive(Debug, Clone)]
 pub struct ToolboxOptions {
@@ -234,7 +255,7 @@ pub struct ToolboxOptions {
     /// Where the bash tool saves full outputs of truncated commands.
     pub output_dir: PathBuf,
     /// The bash tool's environment; `None` inherits the harness's.
-    pub bash_env: Option<Vec<(OsString, OsString)>>,
+    pub bash_env: Option<BashEnv>,
     /// The bash tool's timeout when the model gives none (Pi 0.73.1: none).
     pub default_bash_timeout: Option<Duration>,
     /// The shell to run (`bash`, found on the inherited PATH, by default).
@@ -284,6 +305,9 @@ pub struct BashSandbox {
     /// Paths bash must not read at all (keys, credential stores, the
     /// checkpoint servers' sockets); see `bh_sandbox::Policy::hidden`.
     pub hidden: Vec<PathBuf>,
+    /// Host Unix sockets bash may connect to (`--allow-unix-socket`); every
+    /// other one is covered (`bh_sandbox::Policy::allow_sockets`).
+    pub allow_sockets: Vec<PathBuf>,
     /// Commits from the sandbox (`workspace-write` only): where each
     /// command's overlay of the root's git dir is made (a folder of the
     /// harness's, not under the root). The command then sees a writable git
@@ -300,6 +324,7 @@ impl Default for BashSandbox {
             protected: Vec::new(),
             network: true,
             hidden: Vec::new(),
+            allow_sockets: Vec::new(),
             git_overlays: None,
         }
     }
@@ -414,27 +439,43 @@ impl Toolbox {
         self.call_with_cancel(name, args, &CancelToken::new())
     }
 
-    /// Runs a tool that can be cancelled (only `bash` checks the token while running).
+    /// Runs a tool that can be cancelled (only `bash` checks the token while
+    /// running). A [`HarnessFailure`] comes back as an error result here;
+    /// [`Toolbox::call_with_updates`] keeps it apart.
     pub fn call_with_cancel(&self, name: &str, args: &Value, cancel: &CancelToken) -> ToolResult {
         self.call_with_updates(name, args, cancel, None)
+            .unwrap_or_else(|f| ToolResult::error(f.message))
     }
 
     /// [`Toolbox::call_with_cancel`] that also reports partial results while
     /// the tool runs (`bash`: its output so far, at most every 100 ms and
     /// once more before it returns if anything changed since). The result is
-    /// the same as without `on_update`.
+    /// the same as without `on_update`. `Err`: the harness cannot run the
+    /// tool at all ([`HarnessFailure`]).
     pub fn call_with_updates(
         &self,
         name: &str,
         args: &Value,
         cancel: &CancelToken,
         on_update: Option<OnUpdate<'_>>,
-    ) -> ToolResult {
+    ) -> Result<ToolResult, HarnessFailure> {
         let Some(spec) = self.specs().iter().find(|s| s.name == name) else {
-            return ToolResult::error(format!("Tool {name} not found"));
+            return Ok(ToolResult::error(format!("Tool {name} not found")));
         };
         if cancel.is_cancelled() {
-            return ToolResult::error("Operation aborted");
+            return Ok(ToolResult::error("Operation aborted"));
+        }
+        let harness = |message: String| HarnessFailure {
+            tool: name.to_owned(),
+            message,
+        };
+        if let Files::Disk(root) = &self.files
+            && root.is_gone()
+        {
+            return Err(harness(format!(
+                "the project folder {} is gone (removed or replaced while the agent ran)",
+                root.path().display()
+            )));
         }
         let files = self.workspace();
         let result = match (spec.name.as_ref(), &self.files) {
@@ -444,9 +485,15 @@ impl Toolbox {
             ("ls", _) => file_tools::ls(files, args),
             ("grep", Files::Disk(root)) => search::grep(root, args),
             ("find", Files::Disk(root)) => search::find(root, args),
-            ("bash", Files::Disk(root)) => bash::run(root, &self.opts, args, cancel, on_update),
+            ("bash", Files::Disk(root)) => {
+                match bash::run(root, &self.opts, args, cancel, on_update) {
+                    Err(bash::Failure::Harness(message)) => return Err(harness(message)),
+                    Err(bash::Failure::Model(message)) => Err(message),
+                    Ok(result) => Ok(result),
+                }
+            }
             _ => Err(format!("Tool {name} not found")),
         };
-        result.unwrap_or_else(ToolResult::error)
+        Ok(result.unwrap_or_else(ToolResult::error))
     }
 }

@@ -19,7 +19,7 @@ pub struct Claim {
 /// Start time of a process (field 22 of `/proc/<pid>/stat`), `None` when it
 /// does not run.
 fn start_time(pid: u32) -> Option<String> {
-    bh_sandbox::process_start_time(pid).map(|t| t.to_string())
+    bh_proc::process_start_time(pid).map(|t| t.to_string())
 }
 
 /// Whether the process recorded in `owner` is gone.

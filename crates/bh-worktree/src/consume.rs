@@ -2,6 +2,10 @@
 //! once, in two steps so that a failure anywhere leaves it pending, never
 //! lost:
 //!
+//! 0. **Seal**: a record bh did not write (its MAC does not verify with the
+//!    state directory's key, or it names another target) is
+//!    [`ConsumeOutcome::Foreign`]: left in place, nothing appended, none of
+//!    its fields read further or quoted.
 //! 1. **Verdict** (reads only): the pending record `<target>.handoff.json`
 //!    and the arrival it describes — the worktree registered and present,
 //!    its receipt ready and unchanged, the session's cwd and orientation.
@@ -68,20 +72,30 @@ const ATTEMPTS: usize = 3;
 /// one caller appends the verdict and gets [`ConsumeOutcome::Verified`] or
 /// [`ConsumeOutcome::Caveat`]; everyone else, and every later call, gets
 /// [`ConsumeOutcome::NotPending`]. An error leaves the handoff pending.
-pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
+pub fn consume(runner: &GitRunner, state_dir: &Path, target: &Path) -> Result<ConsumeOutcome> {
     let pending = handoff_path(target);
+    let mut key = LazyKey::default();
     for _ in 0..ATTEMPTS {
         // 1. The verdict: nothing is written.
         let Some(bytes) = read_pending(target, &pending)? else {
             return Ok(ConsumeOutcome::NotPending);
         };
-        let (handoff, problems) = match serde_json::from_slice::<Handoff>(&bytes) {
-            Ok(h) => {
-                let problems = check_arrival(runner, &h, target);
-                (Some(h), problems)
+        // Only a record bh sealed is acted on; anything else is left where
+        // it is, unread beyond its seal, and nothing enters the session.
+        let handoff = match serde_json::from_slice::<Handoff>(&bytes) {
+            Ok(h) => match h.foreign(key.get_or_open(state_dir)?, target) {
+                None => h,
+                Some(reason) => return Ok(foreign(pending, reason)),
+            },
+            Err(e) => {
+                return Ok(foreign(
+                    pending,
+                    format!("it is not a handoff record ({e})"),
+                ));
             }
-            Err(e) => (None, vec![format!("the handoff record is unreadable: {e}")]),
         };
+        let problems = check_arrival(runner, &handoff, target);
+        let handoff = Some(handoff);
         // 2. The record, under its own lock.
         let mut file = match open_regular(&pending) {
             Ok(f) => f,
@@ -109,6 +123,24 @@ pub fn consume(runner: &GitRunner, target: &Path) -> Result<ConsumeOutcome> {
             "the handoff record kept changing while it was verified ({ATTEMPTS} times)"
         ),
     })
+}
+
+fn foreign(record: std::path::PathBuf, reason: String) -> ConsumeOutcome {
+    ConsumeOutcome::Foreign { record, reason }
+}
+
+/// The state key, opened when a record is first found (a session without
+/// one never reads it).
+#[derive(Default)]
+struct LazyKey(Option<Option<bh_fs::key::StateKey>>);
+
+impl LazyKey {
+    fn get_or_open(&mut self, state_dir: &Path) -> Result<Option<&bh_fs::key::StateKey>> {
+        if self.0.is_none() {
+            self.0 = Some(crate::handoff::open_key(state_dir)?);
+        }
+        Ok(self.0.as_ref().and_then(Option::as_ref))
+    }
 }
 
 /// The pending record's bytes; a record an older `bh` claimed and

@@ -5,14 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use bh_git::GitRunner;
-use bh_protocol::SessionHeader;
-use bh_session::{
-    ForkOptions, ForkTarget, Session, SessionWriter, fork, new_session_id, now_iso,
-    session_dir_for_cwd,
-};
+use bh_session::{Session, SessionWriter, session_dir_for_cwd};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::carry::{SourceSpec, carry, source_session};
 use crate::claim::Claim;
 use crate::error::{Result, WorktreeError};
 use crate::handoff::{Handoff, Resumed, handoff_path};
@@ -42,39 +39,11 @@ pub struct EnterOptions {
     /// Entries (complete Pi entry objects) the live session holds that are
     /// not in the file yet; they follow the file's entries in the target.
     pub unflushed: Vec<serde_json::Value>,
+    /// bh's state directory: its key seals the handoff record.
+    pub state_dir: PathBuf,
 }
 
-/// What a move put in the target session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Carry {
-    /// A fork holding the whole tree.
-    WholeTree,
-    /// A fork holding the path to the chosen entry.
-    FromEntry,
-    /// A new session (the source held no entries).
-    Empty,
-    /// The session's earlier file in the target checkout, extended in place
-    /// (a round trip: into a worktree and back, or back into it again).
-    Resumed,
-}
-
-impl Carry {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Carry::WholeTree => "whole-tree",
-            Carry::FromEntry => "from-entry",
-            Carry::Empty => "empty",
-            Carry::Resumed => "resumed",
-        }
-    }
-}
-
-impl std::fmt::Display for Carry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::carry::Carry;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -105,6 +74,9 @@ pub enum ConsumeOutcome {
         entry_id: String,
         problems: Vec<String>,
     },
+    /// The record at `record` is not one bh wrote (module docs of
+    /// `handoff`): left in place, nothing appended to the session.
+    Foreign { record: PathBuf, reason: String },
 }
 
 pub fn enter(runner: &GitRunner, opts: &EnterOptions) -> Result<EnterOutcome> {
@@ -218,10 +190,11 @@ fn main_destination(project: &Project, left: &str, disposing: bool) -> Result<De
     })
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "a phase orchestrator not yet split into named steps (issue 26)"
-)]
+/// A claimed move, phase by phase: the key, the source session
+/// ([`crate::carry::source_session`]), the target file
+/// ([`crate::carry::carry`]: resumed, forked or new), the orientation entry
+/// appended and verified, then the sealed handoff record. A failure after
+/// the target was written takes it back (`Carried::undo`).
 fn enter_claimed(
     project: &Project,
     opts: &EnterOptions,
@@ -231,136 +204,26 @@ fn enter_claimed(
     let target_cwd = dest.path.display().to_string();
     let branch = dest.branch.clone();
     let base = dest.base.clone();
-
-    // The source: a missing or empty file is a session with no entries.
-    let mut bytes = match fs_err::read(&opts.session) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(WorktreeError::io(&opts.session, e)),
+    // The key that seals the handoff record, opened (or made) before
+    // anything is written, so a bad key leaves nothing behind.
+    let key = bh_fs::key::StateKey::open_or_create(&opts.state_dir)
+        .map_err(|e| WorktreeError::Key(Box::new(e)))?;
+    let spec = SourceSpec {
+        session: &opts.session,
+        entry: opts.entry.as_ref(),
+        cwd: &opts.cwd,
+        unflushed: &opts.unflushed,
     };
-    if !opts.unflushed.is_empty() {
-        // Entries the live session holds beyond the file: carried in memory,
-        // the source file is never written.
-        let enc = |e: serde_json::Error| WorktreeError::Format {
-            path: opts.session.clone(),
-            message: e.to_string(),
-        };
-        if bytes.is_empty() {
-            let header = SessionHeader::new(
-                new_session_id(),
-                now_iso(),
-                opts.cwd.display().to_string(),
-                None,
-            );
-            bytes = serde_json::to_vec(&header).map_err(enc)?;
-            bytes.push(b'\n');
-        }
-        if !bytes.ends_with(b"\n") {
-            bytes.push(b'\n');
-        }
-        for entry in &opts.unflushed {
-            bytes.extend_from_slice(&serde_json::to_vec(entry).map_err(enc)?);
-            bytes.push(b'\n');
-        }
-    }
-    let source = (!bytes.is_empty()).then(|| Session::parse(bytes, Some(opts.session.clone())));
-    if let Some(s) = &source {
-        if s.header().is_none() || !s.is_valid() {
-            let why = s
-                .errors()
-                .next()
-                .map(|p| p.to_string())
-                .unwrap_or_else(|| "no session header".into());
-            return Err(WorktreeError::Refused(format!(
-                "{} is not a valid Pi session: {why}",
-                opts.session.display()
-            )));
-        }
-        if let Some(e) = &opts.entry {
-            s.require(e)?;
-        }
-    } else if let Some(e) = &opts.entry {
-        return Err(WorktreeError::Missing {
-            what: "session entry".into(),
-            detail: format!("{e} ({} has no entries)", opts.session.display()),
-        });
-    }
+    let source = source_session(&spec)?;
     let source_cwd = source
         .as_ref()
         .and_then(|s| s.header().and_then(|h| h.cwd.clone()))
         .unwrap_or_else(|| opts.cwd.display().to_string());
     let source_abs = std::path::absolute(&opts.session).unwrap_or_else(|_| opts.session.clone());
     let dir = session_dir_for_cwd(&opts.agent_dir, &target_cwd);
-
-    // A whole session going back to a checkout that has its earlier file:
-    // that file is extended (crate::resume), not copied again.
-    let file_leaf = source.as_ref().and_then(|s| s.leaf().map(|e| e.id.clone()));
-    let whole = opts.entry.is_none() || opts.entry == file_leaf;
-    let resumed = match &source {
-        Some(s) if whole && !s.entries().is_empty() => {
-            resume_into(s, &source_abs, &dir, &target_cwd)?
-        }
-        _ => None,
-    };
-    let (target, carry, carried, expected_parent) = match (&source, &resumed) {
-        (Some(s), Some((path, _))) => (
-            path.clone(),
-            Carry::Resumed,
-            s.entries().len(),
-            file_leaf.clone(),
-        ),
-        (Some(s), None) if !s.entries().is_empty() => {
-            let partial = !whole;
-            let forked = fork(
-                s,
-                &ForkTarget::Dir(dir.clone()),
-                &ForkOptions {
-                    path_only: partial,
-                    entry: if partial { opts.entry.clone() } else { None },
-                    cwd: Some(target_cwd.clone()),
-                    parent_session: Some(source_abs.display().to_string()),
-                    ..ForkOptions::default()
-                },
-            )?;
-            let carry = if partial {
-                Carry::FromEntry
-            } else {
-                Carry::WholeTree
-            };
-            (forked.path, carry, forked.entries, forked.leaf)
-        }
-        (_, _) => {
-            let header = SessionHeader::new(
-                new_session_id(),
-                now_iso(),
-                target_cwd.clone(),
-                source
-                    .as_ref()
-                    .map(|_| source_abs.display().to_string())
-                    .or_else(|| {
-                        opts.session
-                            .exists()
-                            .then(|| source_abs.display().to_string())
-                    }),
-            );
-            let w = SessionWriter::create_in_dir(&dir, &header)?;
-            (w.path().to_path_buf(), Carry::Empty, 0, None)
-        }
-    };
-    // A failed move leaves no trace: a new file goes, a resumed one is cut
-    // back to its length before the move (unless someone appended since).
-    let written_end = std::cell::Cell::new(resumed.as_ref().map(|(_, r)| r.to_len));
-    let cleanup = |e: WorktreeError| {
-        match (&resumed, written_end.get()) {
-            (Some((_, r)), Some(end)) => {
-                let _ = bh_session::write::truncate_if_unchanged(&target, end, r.from_len);
-            }
-            _ => {
-                let _ = fs_err::remove_file(&target);
-            }
-        }
-        e
-    };
+    let carried = carry(&spec, source.as_ref(), &source_abs, &dir, &target_cwd)?;
+    let target = carried.target.clone();
+    let cleanup = |e: WorktreeError| carried.undo(e);
 
     let (left_behind, left_behind_count) = left_behind(project, &source_cwd);
     let text = orientation_text(
@@ -378,24 +241,24 @@ fn enter_claimed(
             "to": { "cwd": target_cwd, "name": name, "branch": branch, "base": base,
                     "provisioning": dest.receipt.as_ref().map(|(_, r)| r.state.as_str()).unwrap_or("unmanaged") },
             "leftBehind": { "count": left_behind_count, "paths": left_behind },
-            "carry": carry.as_str(),
+            "carry": carried.carry.as_str(),
         }),
         Move::BackToMain { disposing } => json!({
             "from": { "cwd": source_cwd, "session": source_abs, "name": name },
             "to": { "cwd": target_cwd, "main": true, "branch": branch },
             "leftBehind": { "count": left_behind_count, "paths": left_behind },
-            "carry": carry.as_str(),
+            "carry": carried.carry.as_str(),
             "disposing": disposing,
         }),
     };
     let orientation_id = (|| -> Result<String> {
         let mut w = SessionWriter::open(&target)?;
         let id = w.append_custom_message(ORIENTATION_TYPE, json!(text), true, Some(details))?;
-        if resumed.is_some() {
+        if carried.resumed.is_some() {
             let len = fs_err::metadata(&target)
                 .map_err(|e| WorktreeError::io(&target, e))?
                 .len();
-            written_end.set(Some(len));
+            carried.written_end.set(Some(len));
         }
         Ok(id)
     })()
@@ -405,11 +268,11 @@ fn enter_claimed(
         &target,
         &target_cwd,
         &orientation_id,
-        expected_parent.as_deref(),
+        carried.expected_parent.as_deref(),
     )
     .map_err(cleanup)?;
 
-    let handoff = Handoff {
+    let mut handoff = Handoff {
         version: 1,
         operation_id: uuid::Uuid::now_v7().to_string(),
         name: name.clone(),
@@ -425,14 +288,16 @@ fn enter_claimed(
         },
         orientation_id: orientation_id.clone(),
         created_at: jiff::Timestamp::now().to_string(),
-        resumed: match (&resumed, written_end.get()) {
+        resumed: match (&carried.resumed, carried.written_end.get()) {
             (Some((_, r)), Some(to_len)) => Some(Resumed {
                 from_len: r.from_len,
                 to_len,
             }),
             _ => None,
         },
+        mac: None,
     };
+    handoff.seal(&key);
     let hpath = handoff_path(&target);
     let bytes = serde_json::to_vec_pretty(&handoff)
         .map_err(|e| WorktreeError::Format {
@@ -449,8 +314,8 @@ fn enter_claimed(
         source_cwd,
         branch,
         base,
-        carry,
-        entries_carried: carried,
+        carry: carried.carry,
+        entries_carried: carried.entries,
         orientation_id,
         left_behind,
         left_behind_count,
@@ -543,33 +408,6 @@ fn orientation_text(
     }
     t.push_str("Check `git status` here before redoing any work.");
     t
-}
-
-/// Extends the earlier file of `s` in `dir` with what it lacks, when there
-/// is one that qualifies (`crate::resume`): its path and lengths (`to_len`:
-/// after these lines, before the orientation).
-fn resume_into(
-    s: &Session,
-    source_abs: &Path,
-    dir: &Path,
-    target_cwd: &str,
-) -> Result<Option<(PathBuf, Resumed)>> {
-    let Some(r) = crate::resume::find(s, source_abs, dir, target_cwd) else {
-        return Ok(None);
-    };
-    let lines = crate::resume::missing_lines(s, r.have);
-    if !bh_session::write::extend_if_unchanged(&r.path, r.len, &lines)? {
-        // Written meanwhile: a new file, as for any other move.
-        return Ok(None);
-    }
-    let to_len = r.len + lines.len() as u64;
-    Ok(Some((
-        r.path,
-        Resumed {
-            from_len: r.len,
-            to_len,
-        },
-    )))
 }
 
 fn verify_target(target: &Path, cwd: &str, orientation: &str, parent: Option<&str>) -> Result<()> {

@@ -41,6 +41,8 @@ pub enum WorktreeError {
         status: String,
         log: PathBuf,
     },
+    #[error(transparent)]
+    Key(Box<bh_fs::key::KeyError>),
     #[error("the prepared session {path} failed verification: {reason}")]
     Verification { path: PathBuf, reason: String },
 }

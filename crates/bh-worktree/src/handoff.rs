@@ -1,10 +1,20 @@
 //! The handoff record a move leaves beside its target session
 //! (`<target>.handoff.json`), consumed exactly once by [`crate::consume()`],
 //! and [`discard()`], which undoes a prepared target that will not be used.
+//!
+//! A session kept inside the project can sit in a folder the agent writes,
+//! so a record there may be planted. bh therefore seals every record it
+//! writes with the state directory's key ([`bh_fs::key::StateKey`], hidden
+//! inside every sandbox): `mac` is HMAC-SHA256 over
+//! `bh handoff record v1\0` + the record's JSON without `mac`. A record
+//! whose MAC does not verify, or that names another target, is not bh's:
+//! it is never consumed, and nothing it holds is acted on or quoted.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use bh_fs::key::StateKey;
 
 use crate::error::{Result, WorktreeError};
 
@@ -30,6 +40,60 @@ pub struct Handoff {
     /// back to `from_len`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed: Option<Resumed>,
+    /// The seal (module docs); `None` only while it is computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+}
+
+/// The label MACed before a record's bytes (keeps its MACs apart from the
+/// key's other uses).
+const MAC_DOMAIN: &[u8] = b"bh handoff record v1\0";
+
+impl Handoff {
+    /// The bytes the MAC covers: the record without its `mac`.
+    fn sealed_bytes(&self) -> Vec<u8> {
+        let unsealed = Handoff {
+            mac: None,
+            ..self.clone()
+        };
+        // A struct of strings, paths and numbers always serialises.
+        serde_json::to_vec(&unsealed).unwrap_or_default()
+    }
+
+    /// Sets `mac` with `key`.
+    pub(crate) fn seal(&mut self, key: &StateKey) {
+        self.mac = Some(key.mac(&[MAC_DOMAIN, &self.sealed_bytes()]));
+    }
+
+    /// Why this record is not one bh wrote for `target` with `key`
+    /// (`None`: it is). `key` is `None` when the state directory has none
+    /// (then bh never sealed anything there).
+    pub(crate) fn foreign(&self, key: Option<&StateKey>, target: &Path) -> Option<String> {
+        let Some(key) = key else {
+            return Some(
+                "the state directory has no key, so bh made no handoff record with it".into(),
+            );
+        };
+        let sealed = self
+            .mac
+            .as_deref()
+            .is_some_and(|mac| key.verify(&[MAC_DOMAIN, &self.sealed_bytes()], mac));
+        if !sealed {
+            return Some(format!(
+                "it is not sealed with this state directory's key ({})",
+                key.path().display()
+            ));
+        }
+        if !crate::list::same_path(&self.target_session, target) {
+            return Some("it was made for another session file".into());
+        }
+        None
+    }
+}
+
+/// The state directory's key, or `None` when it has none.
+pub(crate) fn open_key(state_dir: &Path) -> Result<Option<StateKey>> {
+    StateKey::open(state_dir).map_err(|e| WorktreeError::Key(Box::new(e)))
 }
 
 pub fn handoff_path(target: &Path) -> PathBuf {
@@ -42,8 +106,9 @@ pub fn handoff_path(target: &Path) -> PathBuf {
 /// failed switch): the file, its handoff record (pending, claimed or
 /// consumed), and its session folder when that is left empty. Missing files
 /// are not an error. A resumed target (the session's earlier file, extended
-/// by the move) is cut back to what it was instead.
-pub fn discard(target: &Path) -> Result<()> {
+/// by the move) is cut back to what it was instead — only when the record
+/// saying so is bh's own (sealed with `state_dir`'s key).
+pub fn discard(state_dir: &Path, target: &Path) -> Result<()> {
     let gone = |r: std::io::Result<()>, p: &Path| match r {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WorktreeError::io(p, e)),
         _ => Ok(()),
@@ -51,13 +116,31 @@ pub fn discard(target: &Path) -> Result<()> {
     // A resumed target is the session's earlier file: cut back to its length
     // before the move (unless someone appended since), never deleted; only
     // this move's pending record goes.
+    // A record that is there must be this move's (bh's, sealed): one that
+    // is not says someone else is at work on the target, which is then left
+    // as it is.
     let pending = handoff_path(target);
-    if let Ok(bytes) = crate::receipt::read_regular(&pending, crate::receipt::RECORD_CAP)
-        && let Ok(h) = serde_json::from_slice::<Handoff>(&bytes)
-        && let Some(r) = h.resumed
-    {
-        bh_session::write::truncate_if_unchanged(target, r.to_len, r.from_len)?;
-        return gone(fs_err::remove_file(&pending), &pending);
+    match crate::receipt::read_regular(&pending, crate::receipt::RECORD_CAP) {
+        Ok(bytes) => {
+            let refused = |why: String| {
+                WorktreeError::Refused(format!(
+                    "{} is not a handoff record bh wrote ({why}); the prepared session {} is left as it is",
+                    pending.display(),
+                    target.display()
+                ))
+            };
+            let h =
+                serde_json::from_slice::<Handoff>(&bytes).map_err(|e| refused(e.to_string()))?;
+            if let Some(why) = h.foreign(open_key(state_dir)?.as_ref(), target) {
+                return Err(refused(why));
+            }
+            if let Some(r) = h.resumed {
+                bh_session::write::truncate_if_unchanged(target, r.to_len, r.from_len)?;
+                return gone(fs_err::remove_file(&pending), &pending);
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(WorktreeError::io(&pending, e)),
     }
     gone(fs_err::remove_file(target), target)?;
     let Some(dir) = target.parent() else {

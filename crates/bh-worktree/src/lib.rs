@@ -32,6 +32,7 @@
 // event, a report) that the CLI shows. A guard, not a habit.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod carry;
 mod claim;
 mod consume;
 mod create;

@@ -416,7 +416,7 @@ impl Live {
                 oids.push(if *small {
                     let body = objects::read_regular(full, IN_PROCESS_BLOB.min(max))?
                         .ok_or_else(|| miss("changed under the fast path"))?;
-                    Some(objects::write_loose(&objects, "blob", &body)?)
+                    Some(bh_git::loose::write_loose(&objects, "blob", &body)?)
                 } else {
                     None
                 });

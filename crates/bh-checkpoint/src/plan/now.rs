@@ -67,10 +67,7 @@ impl Store {
 }
 
 fn blob_id(body: &[u8]) -> String {
-    let mut h = Sha1::new();
-    h.update(format!("blob {}\0", body.len()).as_bytes());
-    h.update(body);
-    hex::encode(h.finalize())
+    bh_git::loose::object_id("blob", body)
 }
 
 fn hash_file(path: &std::path::Path, len: u64) -> std::io::Result<String> {

@@ -117,7 +117,7 @@ fn errors_name_what_is_at_fault() {
         .restore("abcdef12", &[], RestoreMode::Additive)
         .unwrap_err();
     assert!(
-        matches!(err, CheckpointError::UnknownCheckpoint { .. }),
+        matches!(&err, CheckpointError::Id(e) if e.fault() == bh_protocol::prefix::PrefixFault::NotFound),
         "{err}"
     );
     assert_eq!(err.class(), ErrorClass::NotFound);

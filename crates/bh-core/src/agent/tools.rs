@@ -110,7 +110,8 @@ impl Agent {
 
     /// Run one tool on a blocking thread; `cancel` kills a running `bash`.
     /// Its partial results reach the sink as `tool_execution_update` events
-    /// while it runs, all of them before this returns.
+    /// while it runs, all of them before this returns. The inner `Err`: the
+    /// harness could not run it at all (it halts the run).
     pub(super) async fn execute(
         &self,
         id: &str,
@@ -118,9 +119,9 @@ impl Agent {
         args: &Value,
         cancel: &CancellationToken,
         sink: &mut (dyn FnMut(Event) + Send),
-    ) -> Result<ToolResult> {
+    ) -> Result<std::result::Result<ToolResult, bh_tools::HarnessFailure>> {
         if !self.offers(name) {
-            return Ok(ToolResult::error(format!("Tool {name} not found")));
+            return Ok(Ok(ToolResult::error(format!("Tool {name} not found"))));
         }
         // The tool watches the run's own token (one token type throughout).
         let tool_cancel = cancel.clone();

@@ -6,6 +6,7 @@
 
 mod cancel;
 mod events;
+mod harness;
 mod limits;
 mod mock;
 mod retry;

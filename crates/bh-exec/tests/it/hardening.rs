@@ -334,7 +334,7 @@ fn the_plan_key_is_private_and_refused_when_it_is_not() {
         std::fs::Permissions::from_mode(0o600),
     )
     .unwrap();
-    assert!(refused(&garbage).contains("not a plan key"));
+    assert!(refused(&garbage).contains("is not a key (64 hex digits)"));
 }
 
 #[test]

@@ -81,6 +81,48 @@ async fn filter_drivers_do_not_run_unless_the_plan_allows_them() {
     assert!(!cleaned.exists(), "the clean filter ran");
 }
 
+/// A driver the config defines only for linked worktrees (an included file
+/// under `includeIf "gitdir:**/worktrees/**"`): the main checkout's git
+/// does not see it, the execution worktree's git does. It must not run in
+/// a `--checkout` run either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_defined_only_for_worktrees_does_not_run() {
+    let f = fx();
+    f.write(".gitattributes", "*.sn filter=sneaky\n");
+    f.write("y.sn", "data\n");
+    f.commit_all("sneaky");
+    let ran = f.root.join("sneaky-ran");
+    let included = f.root.join("worktrees.config");
+    fs::write(
+        &included,
+        format!(
+            "[filter \"sneaky\"]\n\tsmudge = touch '{0}'; cat\n\tclean = touch '{0}'; cat\n",
+            ran.display()
+        ),
+    )
+    .unwrap();
+    f.git(&[
+        "config",
+        "includeIf.gitdir:**/worktrees/**.path",
+        included.to_str().unwrap(),
+    ]);
+    let plan = f.plan(&f.request(ENTRY)).unwrap();
+    assert!(!plan.allow_filters);
+    let path = f.root.join("plan.json");
+    write_plan(&path, &plan, false).unwrap();
+    let mut s = setup(&f, EDIT_SN);
+    s.checkout = true;
+    let result = run_plan(&f.runner(), &path, &s).await.unwrap();
+    assert_eq!(result.state, RunState::Committed, "{result:?}");
+    assert_eq!(result.mode, bh_exec::WorkMode::Checkout);
+    assert_eq!(result.changed_paths, vec!["M y.sn"]);
+    assert!(!ran.exists(), "the worktree-only driver ran");
+}
+
+const EDIT_SN: &str = r#"{"toolCalls": [{"name": "write", "arguments": {"path": "y.sn", "content": "new\n"}}]}
+{"text": "Done."}
+"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filter_drivers_run_when_the_plan_allows_them() {
     let (f, smudged, cleaned) = filtered_fixture();

@@ -64,6 +64,7 @@ impl Fixture {
             agent_dir: Some(self.agent_dir.clone()),
             run_dir: run_dir.to_path_buf(),
             cwd: None,
+            state_dir: self.state.clone(),
         }
     }
 

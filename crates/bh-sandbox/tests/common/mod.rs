@@ -36,6 +36,7 @@ pub fn policy(p: &Path) -> Policy {
         private_tmp: true,
         network: true,
         hidden: Vec::new(),
+        allow_sockets: Vec::new(),
         overlays: Vec::new(),
     }
 }

@@ -454,12 +454,14 @@ fn bash_with_updates(
         on_each(&u);
         updates.lock().unwrap().push(u);
     };
-    let r = tb.call_with_updates(
-        "bash",
-        &json!({ "command": command, "timeout": 60 }),
-        &CancelToken::new(),
-        Some(&record),
-    );
+    let r = tb
+        .call_with_updates(
+            "bash",
+            &json!({ "command": command, "timeout": 60 }),
+            &CancelToken::new(),
+            Some(&record),
+        )
+        .unwrap();
     (updates.into_inner().unwrap(), r)
 }
 
@@ -499,12 +501,14 @@ fn bash_streams_its_output_while_it_runs() {
         json!({"content": [{"type": "text", "text": "ab"}], "details": {}})
     );
     // Without a callback nothing changes either.
-    let plain = tb.call_with_updates(
-        "bash",
-        &json!({"command": "printf a; printf b"}),
-        &CancelToken::new(),
-        None,
-    );
+    let plain = tb
+        .call_with_updates(
+            "bash",
+            &json!({"command": "printf a; printf b"}),
+            &CancelToken::new(),
+            None,
+        )
+        .unwrap();
     assert_eq!(plain, r);
 }
 

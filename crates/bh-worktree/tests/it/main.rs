@@ -632,6 +632,7 @@ fn enter_opts(f: &Fx, name: &str, session: &Path, entry: Option<&str>) -> EnterO
         entry: entry.map(str::to_owned),
         agent_dir: f.agent(),
         unflushed: Vec::new(),
+        state_dir: f.state(),
     }
 }
 
@@ -822,12 +823,12 @@ fn a_handoff_claimed_by_a_process_that_died_is_recovered_once() {
     let abandoned = with_suffix(&out.target, &format!(".handoff.claimed-{pid}-x.json"));
     fs_err::rename(handoff_path(&out.target), &abandoned).unwrap();
     assert!(matches!(
-        consume(&f.runner(), &out.target).unwrap(),
+        consume(&f.runner(), &f.state(), &out.target).unwrap(),
         ConsumeOutcome::Verified { .. }
     ));
     assert!(!abandoned.exists());
     assert_eq!(
-        consume(&f.runner(), &out.target).unwrap(),
+        consume(&f.runner(), &f.state(), &out.target).unwrap(),
         ConsumeOutcome::NotPending
     );
     assert_eq!(verdicts(&out.target), 1);
@@ -837,7 +838,7 @@ fn a_handoff_claimed_by_a_process_that_died_is_recovered_once() {
     let consumed = with_suffix(&out.target, ".handoff.consumed.json");
     fs_err::rename(&consumed, &abandoned).unwrap();
     assert_eq!(
-        consume(&f.runner(), &out.target).unwrap(),
+        consume(&f.runner(), &f.state(), &out.target).unwrap(),
         ConsumeOutcome::NotPending
     );
     assert_eq!(verdicts(&out.target), 1);
@@ -850,7 +851,7 @@ fn a_handoff_claimed_by_a_process_that_died_is_recovered_once() {
     );
     fs_err::rename(&consumed, &live).unwrap();
     assert_eq!(
-        consume(&f.runner(), &out.target).unwrap(),
+        consume(&f.runner(), &f.state(), &out.target).unwrap(),
         ConsumeOutcome::NotPending
     );
     assert!(live.exists());
@@ -869,10 +870,11 @@ fn a_handoff_is_consumed_exactly_once_by_racing_threads() {
         .map(|_| {
             let b = barrier.clone();
             let runner = f.runner();
+            let state = f.state();
             let target = out.target.clone();
             std::thread::spawn(move || {
                 b.wait();
-                consume(&runner, &target).unwrap()
+                consume(&runner, &state, &target).unwrap()
             })
         })
         .collect::<Vec<_>>()
@@ -892,7 +894,7 @@ fn a_handoff_is_consumed_exactly_once_by_racing_threads() {
         n - 1
     );
     assert_eq!(
-        consume(&f.runner(), &out.target).unwrap(),
+        consume(&f.runner(), &f.state(), &out.target).unwrap(),
         ConsumeOutcome::NotPending
     );
     let s = Session::load(&out.target).unwrap();
@@ -918,7 +920,8 @@ fn a_handoff_whose_receipt_changed_leaves_a_visible_caveat() {
     let mut r: serde_json::Value = serde_json::from_slice(&fs::read(&rp).unwrap()).unwrap();
     r["base"] = json!("0000000000000000000000000000000000000000");
     fs::write(&rp, serde_json::to_vec_pretty(&r).unwrap()).unwrap();
-    let ConsumeOutcome::Caveat { problems, entry_id } = consume(&f.runner(), &out.target).unwrap()
+    let ConsumeOutcome::Caveat { problems, entry_id } =
+        consume(&f.runner(), &f.state(), &out.target).unwrap()
     else {
         panic!("expected a caveat");
     };
@@ -935,7 +938,7 @@ fn a_handoff_whose_receipt_changed_leaves_a_visible_caveat() {
         "the caveat is in context"
     );
     assert_eq!(
-        consume(&f.runner(), &out.target).unwrap(),
+        consume(&f.runner(), &f.state(), &out.target).unwrap(),
         ConsumeOutcome::NotPending
     );
 }
@@ -948,7 +951,7 @@ fn enter_main_carries_the_session_back_with_its_own_orientation() {
     let (src, _) = source_session(&f, 2);
     let into = enter(&f.runner(), &enter_opts(&f, "b", &src, None)).unwrap();
     assert!(matches!(
-        consume(&f.runner(), &into.target).unwrap(),
+        consume(&f.runner(), &f.state(), &into.target).unwrap(),
         ConsumeOutcome::Verified { .. }
     ));
     write(&wt.join("wip.txt"), "work in progress\n");
@@ -999,7 +1002,7 @@ fn enter_main_carries_the_session_back_with_its_own_orientation() {
     assert_eq!(h.worktree, f.repo);
     assert_eq!(h.receipt, None);
     assert!(matches!(
-        consume(&f.runner(), &back.target).unwrap(),
+        consume(&f.runner(), &f.state(), &back.target).unwrap(),
         ConsumeOutcome::Verified { .. }
     ));
     // Carried with in-memory entries, the source file untouched.
@@ -1082,15 +1085,15 @@ fn discard_deletes_a_prepared_target_and_its_handoff_records() {
     // Pending handoff.
     let out = enter(&f.runner(), &enter_opts(&f, "d", &src, None)).unwrap();
     assert!(handoff_path(&out.target).exists());
-    discard(&out.target).unwrap();
+    discard(&f.state(), &out.target).unwrap();
     assert!(!out.target.exists() && !handoff_path(&out.target).exists());
     assert!(!dir.exists(), "the emptied session folder goes too");
 
     // Consumed handoff; another session of the folder stays.
     let keep = enter(&f.runner(), &enter_opts(&f, "d", &src, None)).unwrap();
     let out = enter(&f.runner(), &enter_opts(&f, "d", &src, None)).unwrap();
-    consume(&f.runner(), &out.target).unwrap();
-    discard(&out.target).unwrap();
+    consume(&f.runner(), &f.state(), &out.target).unwrap();
+    discard(&f.state(), &out.target).unwrap();
     let left: Vec<_> = fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -1098,7 +1101,7 @@ fn discard_deletes_a_prepared_target_and_its_handoff_records() {
     assert_eq!(left.len(), 2, "{left:?}");
     assert!(left.contains(&keep.target) && left.contains(&keep.handoff));
     // Idempotent, and the source was never touched.
-    discard(&out.target).unwrap();
+    discard(&f.state(), &out.target).unwrap();
     assert_eq!(fs::read(&src).unwrap(), before);
 }
 
@@ -1186,7 +1189,7 @@ fn round_trips_extend_the_earlier_files_instead_of_copying_the_session() {
     let mut files_after_first = None;
     for round in 0..3 {
         let into = enter(&f.runner(), &enter_opts(&f, "rt", &here, None)).unwrap();
-        consume(&f.runner(), &into.target).unwrap();
+        consume(&f.runner(), &f.state(), &into.target).unwrap();
         SessionWriter::open(&into.target)
             .unwrap()
             .append_message(&json!({"role": "user", "content": format!("in the worktree {round}"), "timestamp": 1_700_000_001_000u64}))
@@ -1194,7 +1197,7 @@ fn round_trips_extend_the_earlier_files_instead_of_copying_the_session() {
         let mut o = enter_opts(&f, "rt", &into.target, None);
         o.cwd = wt.clone();
         let back = enter_main(&f.runner(), &o, false).unwrap();
-        consume(&f.runner(), &back.target).unwrap();
+        consume(&f.runner(), &f.state(), &back.target).unwrap();
         assert_eq!(back.target, src, "round {round}: back into the first file");
         assert_eq!(back.carry, bh_worktree::Carry::Resumed);
         if round == 0 {
@@ -1229,7 +1232,7 @@ fn an_earlier_file_written_since_is_not_extended_and_a_discard_cuts_back() {
     let wt = f.wt("w");
     let (src, _) = source_session(&f, 2);
     let into = enter(&f.runner(), &enter_opts(&f, "w", &src, None)).unwrap();
-    consume(&f.runner(), &into.target).unwrap();
+    consume(&f.runner(), &f.state(), &into.target).unwrap();
     let mut o = enter_opts(&f, "w", &into.target, None);
     o.cwd = wt.clone();
 
@@ -1239,7 +1242,7 @@ fn an_earlier_file_written_since_is_not_extended_and_a_discard_cuts_back() {
     let back = enter_main(&f.runner(), &o, false).unwrap();
     assert_eq!(back.target, src);
     assert!(fs::read(&src).unwrap().len() > before.len());
-    discard(&back.target).unwrap();
+    discard(&f.state(), &back.target).unwrap();
     assert_eq!(fs::read(&src).unwrap(), before, "cut back to what it was");
     assert!(!handoff_path(&src).exists());
     assert!(src.exists(), "never deleted");

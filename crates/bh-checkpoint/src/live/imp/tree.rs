@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 
-use super::objects::write_loose;
 use super::{Change, Live, MAX_CACHED_ENTRIES, Miss, TreeEntries, miss, parse_tree, read_object};
+use bh_git::loose::write_loose;
 
 impl Live {
     /// A cached directory's entries if they are those of tree `oid`; taken

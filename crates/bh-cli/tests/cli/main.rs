@@ -1,0 +1,49 @@
+//! bh-cli's integration tests, one binary (issue 26: one link instead of
+//! 35), one module per command group, through the built `bh` on real
+//! repositories in temp dirs. Run one group with `cargo test -p bh-cli
+//! --test cli GROUP::`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+// Shared by several groups: the world of the batch tests, the real Pi's
+// RPC driver.
+#[path = "batch/env.rs"]
+mod env;
+#[path = "support/pi_rpc.rs"]
+mod pi_rpc;
+
+mod agent;
+mod agent_tty;
+mod checkpoint;
+mod checkpoint_gc_race;
+mod checkpoint_serve;
+mod checkpoint_views;
+mod claude_code_real;
+mod cli;
+mod color;
+mod deputy;
+mod exec;
+mod exec_batch;
+mod exec_emit;
+mod exec_input;
+mod exec_slurm;
+mod exec_trust;
+mod exec_views;
+mod pi_extension;
+mod pi_extension_cmds;
+mod pi_extension_tui;
+mod progress_tty;
+mod retry_pi;
+mod rewind;
+mod rewind_claude;
+mod rewind_plan;
+mod session;
+mod session_pi;
+mod session_report;
+mod session_report_pi;
+mod task;
+mod task_promote;
+mod task_sandbox;
+mod task_views;
+mod vocabulary;
+mod worktree;

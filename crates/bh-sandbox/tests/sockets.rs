@@ -1,0 +1,296 @@
+//! The host's Unix sockets inside the sandbox (issue 21): a server's socket
+//! anywhere the command can see — inside its writable project too — is
+//! covered unless the policy allows it; the command's own sockets work; an
+//! allowed socket inside a hidden folder is carried through the cover.
+//! Each probe is this test binary re-run inside the sandbox (`probe`,
+//! ignored); each effect is checked on the host (the listener never saw a
+//! connection).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use bh_sandbox::{Policy, Sandbox};
+
+mod common;
+use common::{policy, project};
+
+/// Inside: connects to each path of `BH_PROBE` (one per line) and says
+/// `reached P` or `blocked P (error)`; then binds a socket of its own in
+/// `BH_PROBE_OWN` and connects to it.
+#[test]
+#[ignore]
+fn probe() {
+    let Ok(paths) = std::env::var("BH_PROBE") else {
+        return;
+    };
+    for p in paths.lines() {
+        match UnixStream::connect(p) {
+            Ok(_) => println!("reached {p}"),
+            Err(e) => println!("blocked {p} ({e})"),
+        }
+    }
+    if let Ok(own) = std::env::var("BH_PROBE_OWN") {
+        let l = UnixListener::bind(&own).unwrap();
+        let ok = UnixStream::connect(&own).is_ok() && l.accept().is_ok();
+        println!("own socket {}", if ok { "works" } else { "fails" });
+    }
+    if let Ok(w) = std::env::var("BH_PROBE_WRITE") {
+        match fs_err::write(&w, "x") {
+            Ok(()) => println!("wrote {w}"),
+            Err(e) => println!("cannot write {w} ({})", e.kind()),
+        }
+    }
+}
+
+fn probe_in(policy: &Policy, dir: &Path, env: &[(&str, String)]) -> String {
+    let sb = Sandbox::new(policy, dir).unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", "probe", "--nocapture", "-q"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut c = sb.spawn(cmd).unwrap();
+    let mut out = String::new();
+    c.child_mut()
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    c.child_mut()
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    c.wait().unwrap();
+    out + &err
+}
+
+/// A listening socket at `path`, non-blocking so that the host can ask
+/// afterwards whether anything connected.
+fn listen(path: &Path) -> UnixListener {
+    let l = UnixListener::bind(path).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+fn never_reached(l: &UnixListener, what: &str) {
+    assert!(l.accept().is_err(), "a connection reached {what}");
+}
+
+/// A folder outside `/tmp` (the private `/tmp` would hide one there
+/// anyway): under `BH_TEST_OUTSIDE` when set (the non-root re-run's own
+/// folder), else the target's scratch folder.
+fn outside() -> tempfile::TempDir {
+    match std::env::var_os("BH_TEST_OUTSIDE") {
+        Some(d) => tempfile::tempdir_in(d).unwrap(),
+        None => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+    }
+}
+
+/// The tests above again as `nobody` (CI runs as root): the covers are
+/// mounts in the user namespace bh makes either way, but the unprivileged
+/// path is the one most users take.
+#[test]
+fn the_same_holds_for_a_non_root_user() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to switch to nobody (this run is unprivileged already)");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    }
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    nix::unistd::chown(
+        base.path(),
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    let names = [
+        "host_sockets_are_covered_unless_allowed",
+        "an_allowed_socket_inside_a_hidden_folder_is_carried_through_its_cover",
+        "an_allowed_socket_under_tmp_is_carried_onto_the_private_tmp",
+    ];
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(std::env::current_exe().unwrap())
+        .args(names)
+        .current_dir("/")
+        .env("HOME", "/")
+        .env("BH_TEST_OUTSIDE", base.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(&format!("{} passed", names.len())),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn host_sockets_are_covered_unless_allowed() {
+    let (_t, p) = project();
+    let out_dir = outside();
+    let in_project = p.join("dev-server.sock");
+    let elsewhere = out_dir.path().join("editor.sock");
+    let (a, b) = (listen(&in_project), listen(&elsewhere));
+    let probe = format!("{}\n{}", in_project.display(), elsewhere.display());
+    let env = [
+        ("BH_PROBE", probe.clone()),
+        ("BH_PROBE_OWN", p.join("own.sock").display().to_string()),
+    ];
+    // The probe works at all: outside the sandbox it reaches both.
+    for s in [&in_project, &elsewhere] {
+        UnixStream::connect(s).unwrap();
+    }
+    a.accept().unwrap();
+    b.accept().unwrap();
+
+    let out = probe_in(&policy(&p), &p, &env);
+    assert!(
+        out.contains(&format!("blocked {}", in_project.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("blocked {}", elsewhere.display())),
+        "{out}"
+    );
+    assert!(out.contains("own socket works"), "{out}");
+    never_reached(&a, "the project's socket");
+    never_reached(&b, "the socket elsewhere");
+    let report = Sandbox::new(&policy(&p), &p).unwrap().report().clone();
+    assert!(report.sockets_covered >= 2, "{report:?}");
+    assert!(report.sockets_allowed.is_empty());
+
+    // One allowed: that one is reached, the other still covered.
+    let allowed = Policy {
+        allow_sockets: vec![elsewhere.clone()],
+        ..policy(&p)
+    };
+    fs_err::remove_file(p.join("own.sock")).unwrap();
+    let out = probe_in(&allowed, &p, &env);
+    assert!(
+        out.contains(&format!("reached {}", elsewhere.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("blocked {}", in_project.display())),
+        "{out}"
+    );
+    b.accept().unwrap();
+    never_reached(&a, "the project's socket");
+    let report = Sandbox::new(&allowed, &p).unwrap().report().clone();
+    assert_eq!(
+        report.sockets_allowed,
+        [fs_err::canonicalize(&elsewhere).unwrap()]
+    );
+}
+
+#[test]
+fn an_allowed_socket_inside_a_hidden_folder_is_carried_through_its_cover() {
+    let (_t, p) = project();
+    let out_dir = outside();
+    let runtime = out_dir.path().join("runtime");
+    fs_err::create_dir_all(runtime.join("app")).unwrap();
+    fs_err::write(runtime.join("secret"), "TOP-SECRET\n").unwrap();
+    let bus = runtime.join("app/bus");
+    let other = runtime.join("other.sock");
+    let (bus_l, other_l) = (listen(&bus), listen(&other));
+    let pol = Policy {
+        hidden: vec![runtime.clone()],
+        allow_sockets: vec![bus.clone()],
+        ..policy(&p)
+    };
+    let out = probe_in(
+        &pol,
+        &p,
+        &[
+            (
+                "BH_PROBE",
+                format!("{}\n{}", bus.display(), other.display()),
+            ),
+            (
+                "BH_PROBE_WRITE",
+                runtime.join("planted").display().to_string(),
+            ),
+        ],
+    );
+    assert!(out.contains(&format!("reached {}", bus.display())), "{out}");
+    assert!(
+        out.contains(&format!("blocked {}", other.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains("cannot write"),
+        "the cover takes no writes: {out}"
+    );
+    bus_l.accept().unwrap();
+    never_reached(&other_l, "the hidden folder's other socket");
+    assert!(!runtime.join("planted").exists());
+    // The rest of the folder stays hidden: the secret is not there inside.
+    let run = common::run(
+        &pol,
+        &p,
+        &format!(
+            "cat {} 2>&1; ls -A {}",
+            runtime.join("secret").display(),
+            runtime.display()
+        ),
+    );
+    assert!(!run.out.contains("TOP-SECRET"), "{}", run.out);
+    assert!(!run.out.contains("secret\n"), "{}", run.out);
+}
+
+#[test]
+fn an_allowed_socket_under_tmp_is_carried_onto_the_private_tmp() {
+    let (_t, p) = project();
+    let t = tempfile::tempdir().unwrap(); // under /tmp
+    let agent = t.path().join("agent.sock");
+    let l = listen(&agent);
+    let probe = [("BH_PROBE", agent.display().to_string())];
+    let out = probe_in(&policy(&p), &p, &probe);
+    assert!(out.contains("blocked"), "hidden by the private /tmp: {out}");
+    never_reached(&l, "the agent under /tmp");
+    let pol = Policy {
+        allow_sockets: vec![agent.clone()],
+        ..policy(&p)
+    };
+    let out = probe_in(&pol, &p, &probe);
+    assert!(
+        out.contains(&format!("reached {}", agent.display())),
+        "{out}"
+    );
+    l.accept().unwrap();
+}
+
+#[test]
+fn allowing_what_is_not_a_socket_is_refused_naming_it() {
+    let (_t, p) = project();
+    for (path, why) in [
+        (p.join("a.txt"), "is not a Unix socket"),
+        (p.join("missing.sock"), "cannot be resolved"),
+    ] {
+        let pol = Policy {
+            allow_sockets: vec![path.clone()],
+            ..policy(&p)
+        };
+        let e = Sandbox::new(&pol, &p).err().unwrap().to_string();
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains(why),
+            "{e}"
+        );
+    }
+}

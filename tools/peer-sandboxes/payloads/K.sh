@@ -1,0 +1,4 @@
+# K: stop our own process group (and so whatever else shares it)
+echo PAYLOAD-START
+kill -STOP 0
+echo "K: resumed"
