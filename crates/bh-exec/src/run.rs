@@ -48,6 +48,10 @@ pub struct RunSetup {
     /// The `plan_sha256` of the plan the caller checked (and built the
     /// provider for): a plan file replaced since then is refused.
     pub expect_plan_sha256: Option<String>,
+    /// The environment the agent's `bash` gets (the CLI: bh's own minus
+    /// every provider key, the withheld names recorded in each result);
+    /// `None`: bh's whole environment.
+    pub bash_env: Option<bh_runtime::BashEnv>,
 }
 
 impl RunSetup {
@@ -68,6 +72,7 @@ impl RunSetup {
             trust_plan: false,
             after_verify: None,
             expect_plan_sha256: None,
+            bash_env: None,
         })
     }
 }
@@ -374,6 +379,7 @@ async fn continue_session(
     let mut opts = RuntimeOptions::new(&setup.state_dir, Profile::Executor);
     opts.tool_output_dir = Some(exec.dir.clone());
     opts.system_prompt = SystemPrompt::Omitted;
+    opts.bash_env = setup.bash_env.clone();
     opts.limits = Limits {
         max_tool_calls: Some(u64::from(plan.limits.max_tool_calls)),
         timeout: Some(std::time::Duration::from_secs(plan.limits.timeout_secs)),

@@ -44,5 +44,5 @@ pub use session::{
 /// The engines' types a front door needs, so it can depend on the runtime alone.
 pub use bh_core::{Agent, CoreError, Event, LimitKind, Limits, RunOutcome, RunStop};
 pub use bh_llm::Provider;
-pub use bh_tools::Profile;
+pub use bh_tools::{BashEnv, Profile};
 pub use tokio_util::sync::CancellationToken;

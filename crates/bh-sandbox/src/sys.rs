@@ -307,6 +307,18 @@ fn hide(path: &CString, is_dir: bool, holes: &[Bind]) -> bool {
     make_read_only(path)
 }
 
+/// Covers a host socket (a file cover). A socket that went away since the
+/// parent listed it, or that this namespace cannot reach at all (a folder
+/// on the way it may not search), has nothing to cover: skipped, since a
+/// busy host makes and removes sockets all the time.
+fn cover_socket(path: &CString) -> bool {
+    hide(path, false, &[])
+        || matches!(
+            errno(),
+            libc::ENOENT | libc::EACCES | libc::ENOTDIR | libc::ELOOP
+        )
+}
+
 /// Bind-mounts `path` onto itself, read-only, recursively.
 fn make_read_only(path: &CString) -> bool {
     let fd = clone_tree(path);
@@ -534,7 +546,7 @@ fn intermediate(plan: &mut Plan) -> io::Result<()> {
         }
     }
     for p in &plan.sockets {
-        if !hide(p, false, &[]) {
+        if !cover_socket(p) {
             return Err(fail(step, Step::Hide));
         }
     }

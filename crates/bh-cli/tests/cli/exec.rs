@@ -763,6 +763,36 @@ fn a_failed_tool_call_is_counted_and_the_summary_says_what_next() {
     assert_eq!(result["failed_tool_calls"], 1);
 }
 
+/// The executor offers no `bash` (read, ls, edit, write only), so nothing
+/// it runs can read bh's provider keys: a model asking for bash gets "Tool
+/// bash not found" and no command runs. (Should bash join the executor's
+/// tools, the CLI already hands it the environment `bh agent`'s bash gets:
+/// no provider keys.)
+#[test]
+fn the_executor_runs_no_command_that_could_read_the_provider_keys() {
+    let e = Exec::new();
+    fs::write(
+        e.root.join("turns.jsonl"),
+        "{\"toolCalls\": [{\"name\": \"bash\", \"arguments\": {\"command\": \"echo A=$ANTHROPIC_API_KEY > keys.txt\"}}]}\n\
+         {\"text\": \"Done.\"}\n",
+    )
+    .unwrap();
+    let model = format!("scripted/{}", e.root.join("turns.jsonl").display());
+    e.plan("Write the keys", &model, &[]);
+    let out = e
+        .bh_cmd()
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret")
+        .args(["--json", "exec", "run", "--plan", "plan.json", "--yes"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(doc["result"]["state"], "no-changes", "{doc}");
+    let session = fs::read_to_string(doc["result"]["forked_session"].as_str().unwrap()).unwrap();
+    assert!(session.contains("Tool bash not found"), "{session}");
+    assert!(!session.contains("sk-ant-secret"));
+    assert!(!e.repo.join("keys.txt").exists());
+}
+
 /// The output ref taken while the run is in flight (here: by hand, while
 /// the model answers): exit 25 as for a ref that existed before, the ref
 /// left where the other writer put it, and no worktree kept.

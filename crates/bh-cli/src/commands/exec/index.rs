@@ -315,7 +315,7 @@ fn finished(
                 .with_exit_code(exec_code::TEMPFAIL))
         }
         Verdict::Permanent => Err(CliError::new(
-            super::failure_kind(&result).unwrap_or(ErrorKind::WorkerFailed),
+            super::run::failure_kind(&result).unwrap_or(ErrorKind::WorkerFailed),
             message(),
         )),
         Verdict::Done => {
