@@ -6,6 +6,7 @@
 
 use bh_checkpoint::{CheckpointError, ErrorClass};
 use bh_exec::{BatchError, ExecError};
+use bh_handoff::HandoffError;
 use bh_runtime::{RewindError, RuntimeError};
 use bh_serve::ServeError;
 use bh_session::SessionError;
@@ -37,6 +38,7 @@ pub(crate) fn runtime_error(err: RuntimeError) -> CliError {
     let kind = match err {
         RuntimeError::Session(s) => return session_error(*s),
         RuntimeError::Worktree(w) => return worktree_error(*w),
+        RuntimeError::Handoff(h) => return handoff_error(*h),
         RuntimeError::NoAgentDir { .. } => {
             return CliError::usage("cannot find Pi's agent dir: set PI_CODING_AGENT_DIR or HOME");
         }
@@ -168,18 +170,29 @@ pub(crate) fn batch_error(err: BatchError) -> CliError {
 pub(crate) fn worktree_error(err: WorktreeError) -> CliError {
     let kind = match err {
         WorktreeError::Checkpoint(e) => return checkpoint_error(e),
-        WorktreeError::Session(s) => return session_error(s),
-        WorktreeError::Busy { .. } | WorktreeError::Refused(_) | WorktreeError::Key(_) => {
-            ErrorKind::Refused
-        }
+        WorktreeError::Busy { .. } | WorktreeError::Refused(_) => ErrorKind::Refused,
         WorktreeError::NotFound { .. } | WorktreeError::Missing { .. } => ErrorKind::NotFound,
         WorktreeError::InvalidName { .. }
         | WorktreeError::Usage(_)
         | WorktreeError::NotARepository { .. } => ErrorKind::Usage,
         WorktreeError::PostCreateFailed { .. } => ErrorKind::WorkerFailed,
-        WorktreeError::Verification { .. } => ErrorKind::Invalid,
         WorktreeError::Format { .. } => ErrorKind::Invalid,
         WorktreeError::Git(_) | WorktreeError::Io { .. } => ErrorKind::Internal,
+    };
+    CliError::caused(kind, &err)
+}
+
+/// A session's move between checkouts (enter, leave, consume, discard): the
+/// worktree's and the session's own failures by their mappings, the rest with
+/// the codes they had when they were worktree errors.
+pub(crate) fn handoff_error(err: HandoffError) -> CliError {
+    let kind = match err {
+        HandoffError::Worktree(w) => return worktree_error(w),
+        HandoffError::Session(s) => return session_error(s),
+        HandoffError::Refused(_) | HandoffError::Key(_) => ErrorKind::Refused,
+        HandoffError::Missing { .. } => ErrorKind::NotFound,
+        HandoffError::Verification { .. } | HandoffError::Format { .. } => ErrorKind::Invalid,
+        HandoffError::Git(_) | HandoffError::Io { .. } => ErrorKind::Internal,
     };
     CliError::caused(kind, &err)
 }
@@ -239,6 +252,7 @@ from_library! {
     ExecError => exec_error,
     BatchError => batch_error,
     WorktreeError => worktree_error,
+    HandoffError => handoff_error,
     ServeError => serve_error,
     PreflightError => preflight_error,
 }

@@ -50,6 +50,9 @@ pub enum RuntimeError {
     },
     #[error(transparent)]
     Worktree(Box<bh_worktree::WorktreeError>),
+    /// A session's move between checkouts (enter, consume, discard).
+    #[error(transparent)]
+    Handoff(Box<bh_handoff::HandoffError>),
     #[error("a background task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
 }
@@ -73,5 +76,11 @@ impl From<bh_session::SessionError> for RuntimeError {
 impl From<bh_worktree::WorktreeError> for RuntimeError {
     fn from(e: bh_worktree::WorktreeError) -> Self {
         RuntimeError::Worktree(Box::new(e))
+    }
+}
+
+impl From<bh_handoff::HandoffError> for RuntimeError {
+    fn from(e: bh_handoff::HandoffError) -> Self {
+        RuntimeError::Handoff(Box::new(e))
     }
 }

@@ -1,16 +1,16 @@
 //! Moving a live agent between the main checkout and managed worktrees, as
 //! one transaction.
 //!
-//! A move: the target session is prepared by `bh_worktree::enter` (or
+//! A move: the target session is prepared by `bh_handoff::enter` (or
 //! `enter_main` on the way back) on a blocking thread — a fork of the session
 //! into the new cwd ending in one orientation entry, plus a handoff → if the
 //! token was cancelled meanwhile, stop → the runtime of the new cwd is opened
 //! ([`Runtime::open`]: tools confined to it, its checkpoint store) →
-//! `bh_worktree::consume` verifies the arrival once and records it → the
+//! `bh_handoff::consume` verifies the arrival once and records it → the
 //! agent is rebuilt from the target file (history = its context, so the next
 //! model request sees the orientation) → commit: the old agent is dropped,
 //! the cwd replaced. Until the commit any failure or cancellation discards
-//! the prepared target and its handoff (`bh_worktree::discard`); the source
+//! the prepared target and its handoff (`bh_handoff::discard`); the source
 //! session file is never written, and the old agent stays as it was.
 //!
 //! The session writer appends every entry as it completes, so the live
@@ -23,10 +23,9 @@ use std::sync::Arc;
 
 use bh_core::Agent;
 use bh_git::GitRunner;
+use bh_handoff::{ConsumeOutcome, EnterOptions, EnterOutcome, HandoffError};
 use bh_session::SessionWriter;
-use bh_worktree::{
-    ConsumeOutcome, DisposeOptions, DisposeOutcome, EnterOptions, EnterOutcome, WorktreeError,
-};
+use bh_worktree::{DisposeOptions, DisposeOutcome, WorktreeError};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::RuntimeError;
@@ -45,7 +44,7 @@ pub enum RelocateError {
         stays: PathBuf,
         target: PathBuf,
         /// The prepared session could not be deleted.
-        discard: Option<Box<WorktreeError>>,
+        discard: Option<Box<HandoffError>>,
     },
     #[error("the session is already in worktree {name} ({path})")]
     AlreadyThere { name: String, path: PathBuf },
@@ -66,7 +65,7 @@ pub enum RelocateError {
         #[source]
         source: Box<RuntimeError>,
         /// The prepared session could not be deleted.
-        discard: Option<Box<WorktreeError>>,
+        discard: Option<Box<HandoffError>>,
     },
     #[error(
         "the session is back in {back_in}, but disposing worktree {name} failed: {source}; \
@@ -94,6 +93,12 @@ impl From<RuntimeError> for RelocateError {
 
 impl From<WorktreeError> for RelocateError {
     fn from(e: WorktreeError) -> Self {
+        RuntimeError::from(e).into()
+    }
+}
+
+impl From<HandoffError> for RelocateError {
+    fn from(e: HandoffError) -> Self {
         RuntimeError::from(e).into()
     }
 }
@@ -207,7 +212,7 @@ impl Live {
         }
         let opts = self.enter_options(name.to_owned());
         let runner = self.runner.clone();
-        self.relocate(cancel, move || Ok(bh_worktree::enter(&runner, &opts)?))
+        self.relocate(cancel, move || Ok(bh_handoff::enter(&runner, &opts)?))
             .await
     }
 
@@ -253,7 +258,7 @@ impl Live {
         let runner = self.runner.clone();
         let moved = self
             .relocate(cancel, move || {
-                Ok(bh_worktree::enter_main(&runner, &opts, true)?)
+                Ok(bh_handoff::enter_main(&runner, &opts, true)?)
             })
             .await?;
         let runner = self.runner.clone();
@@ -283,7 +288,7 @@ impl Live {
             return Err(RelocateError::Cancelled {
                 stays: self.cwd.clone(),
                 target: out.worktree.clone(),
-                discard: bh_worktree::discard(&self.options.state_dir, &out.target)
+                discard: bh_handoff::discard(&self.options.state_dir, &out.target)
                     .err()
                     .map(Box::new),
             });
@@ -301,7 +306,7 @@ impl Live {
             }
             Err(source) => Err(RelocateError::Failed {
                 source: Box::new(source),
-                discard: bh_worktree::discard(&self.options.state_dir, &out.target)
+                discard: bh_handoff::discard(&self.options.state_dir, &out.target)
                     .err()
                     .map(Box::new),
             }),
@@ -315,7 +320,7 @@ impl Live {
     ) -> Result<(Agent, PathBuf, ConsumeOutcome, Vec<String>), RuntimeError> {
         let cwd = canonical_dir(&out.worktree)?;
         let runtime = Runtime::open(&self.runner, &cwd, &self.options)?;
-        let consumed = bh_worktree::consume(&self.runner, &self.options.state_dir, &out.target)?;
+        let consumed = bh_handoff::consume(&self.runner, &self.options.state_dir, &out.target)?;
         let mut warnings = runtime.warnings.clone();
         if let ConsumeOutcome::Caveat { problems, .. } = &consumed {
             warnings.push(format!(

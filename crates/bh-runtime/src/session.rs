@@ -19,19 +19,19 @@
 //! tools are never confined to a directory chosen by a file's contents.
 //!
 //! Opening an existing session consumes a pending worktree handoff
-//! (`bh_worktree::consume`): the arrival is verified and recorded once, before
+//! (`bh_handoff::consume`): the arrival is verified and recorded once, before
 //! the writer reads the file, so the writer's leaf is that record.
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use bh_git::GitRunner;
+use bh_handoff::ConsumeOutcome;
 use bh_protocol::SessionHeader;
 use bh_session::{
     ForkOptions, ForkTarget, Session, SessionWriter, list_sessions, new_session_id, now_iso,
     session_dir_for_cwd,
 };
-use bh_worktree::ConsumeOutcome;
 
 use crate::error::{Result, RuntimeError};
 
@@ -222,7 +222,7 @@ fn open_existing(
     file: &Path,
     cwd: PathBuf,
 ) -> Result<OpenedSession> {
-    let handoff = bh_worktree::consume(runner, state_dir, file)?;
+    let handoff = bh_handoff::consume(runner, state_dir, file)?;
     let writer = SessionWriter::open(file)?;
     Ok(OpenedSession {
         writer,

@@ -224,6 +224,17 @@ fn the_crate_graph_keeps_its_rules() {
                 "{name} depends on bh-sandbox but sandboxes nothing (bh-proc has the process utilities)"
             ));
         }
+        // The worktree manager is Git and files; carrying a Pi session
+        // between worktrees is bh-handoff's, above both.
+        if name == "bh-worktree"
+            && let Some(d) = ["bh-session", "bh-protocol", "bh-handoff"]
+                .iter()
+                .find(|d| deps.contains(**d))
+        {
+            problems.push(format!(
+                "bh-worktree depends on {d}: Pi sessions are bh-handoff's business"
+            ));
+        }
         if name == "bh-proc" && !deps.is_empty() {
             problems.push(format!("bh-proc (the bottom) depends on {deps:?}"));
         }

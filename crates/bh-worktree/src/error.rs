@@ -8,8 +8,6 @@ pub enum WorktreeError {
     Git(#[from] bh_git::GitError),
     #[error(transparent)]
     Checkpoint(#[from] bh_checkpoint::CheckpointError),
-    #[error(transparent)]
-    Session(#[from] bh_session::SessionError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -41,10 +39,6 @@ pub enum WorktreeError {
         status: String,
         log: PathBuf,
     },
-    #[error(transparent)]
-    Key(Box<bh_fs::key::KeyError>),
-    #[error("the prepared session {path} failed verification: {reason}")]
-    Verification { path: PathBuf, reason: String },
 }
 
 impl WorktreeError {

@@ -87,12 +87,15 @@ pub(crate) fn unpushed_count(repo: &Repo, branch: Option<&str>) -> Result<Option
     Ok(n.parse().ok())
 }
 
-pub(crate) fn short_branch(full: &[u8]) -> String {
+/// A branch's short name (`refs/heads/` dropped), as `git worktree list` gives it.
+pub fn short_branch(full: &[u8]) -> String {
     let s = String::from_utf8_lossy(full);
     s.strip_prefix("refs/heads/").unwrap_or(&s).to_owned()
 }
 
-pub(crate) fn same_path(a: &Path, b: &Path) -> bool {
+/// Whether two paths name the same file or folder (equal, or equal once
+/// canonicalised; a path that does not exist is only equal to itself).
+pub fn same_path(a: &Path, b: &Path) -> bool {
     if a == b {
         return true;
     }

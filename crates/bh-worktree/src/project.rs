@@ -152,7 +152,9 @@ impl Project {
         self.admin_dir().join(format!("{name}.log"))
     }
 
-    pub(crate) fn claim_path(&self, name: &str) -> PathBuf {
+    /// `<admin dir>/<name>.claim`: the [`crate::Claim`] every lifecycle
+    /// operation on `name` holds (a session's move into or out of it too).
+    pub fn claim_path(&self, name: &str) -> PathBuf {
         self.admin_dir().join(format!("{name}.claim"))
     }
 }

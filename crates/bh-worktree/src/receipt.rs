@@ -106,13 +106,13 @@ impl Receipt {
 }
 
 /// The most a handoff record or a receipt may hold (bh writes a few KiB).
-pub(crate) const RECORD_CAP: u64 = 1 << 20;
+pub const RECORD_CAP: u64 = 1 << 20;
 
 /// `path`'s bytes, read only as a regular file (`O_NOFOLLOW`, `O_NONBLOCK`:
 /// a FIFO, a device such as `/dev/zero` or a symlink is refused, never
 /// waited on or read endlessly) of at most `cap` bytes. `NotFound` as is;
 /// anything else not a regular file, or larger, is `InvalidData`.
-pub(crate) fn read_regular(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+pub fn read_regular(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
     use fs_err::os::unix::fs::OpenOptionsExt;
     use std::io::Read;
     let mut file = fs_err::OpenOptions::new()
@@ -154,7 +154,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// SHA-256 of a file's bytes, `None` when it does not exist.
-pub(crate) fn file_sha256(path: &Path) -> Result<Option<String>> {
+pub fn file_sha256(path: &Path) -> Result<Option<String>> {
     match read_regular(path, RECORD_CAP) {
         Ok(bytes) => Ok(Some(hex::encode(Sha256::digest(&bytes)))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),

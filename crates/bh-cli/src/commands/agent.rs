@@ -36,9 +36,9 @@
 use std::io::{IsTerminal, Read};
 
 use bh_core::Event;
+use bh_handoff::ConsumeOutcome;
 use bh_runtime::{Live, Runtime, open_session};
 use bh_session::Session;
-use bh_worktree::ConsumeOutcome;
 
 use crate::command_error::runtime_error;
 use crate::context::Ctx;

@@ -4,14 +4,14 @@
 
 use std::path::PathBuf;
 
+use bh_handoff::{ConsumeOutcome, EnterOptions};
 use bh_worktree::{
-    ConsumeOutcome, CreateOptions, CreateOutcome, CreateProgress, DisposeOptions, DisposeOutcome,
-    EnterOptions, WorktreeInfo,
+    CreateOptions, CreateOutcome, CreateProgress, DisposeOptions, DisposeOutcome, WorktreeInfo,
 };
 use clap::Subcommand;
 use serde_json::json;
 
-use crate::command_error::worktree_error;
+use crate::command_error::{handoff_error, worktree_error};
 use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind, print_json};
 use crate::progress::Progress;
@@ -306,7 +306,7 @@ fn enter(
         unflushed: Vec::new(),
         state_dir: ctx.state_dir.clone(),
     };
-    let out = bh_worktree::enter(&ctx.git(), &opts).map_err(worktree_error)?;
+    let out = bh_handoff::enter(&ctx.git(), &opts).map_err(handoff_error)?;
     print_entered(ctx, &out)
 }
 
@@ -338,11 +338,11 @@ fn leave(
         unflushed: Vec::new(),
         state_dir: ctx.state_dir.clone(),
     };
-    let out = bh_worktree::enter_main(&ctx.git(), &opts, false).map_err(worktree_error)?;
+    let out = bh_handoff::enter_main(&ctx.git(), &opts, false).map_err(handoff_error)?;
     print_entered(ctx, &out)
 }
 
-fn print_entered(ctx: &Ctx, out: &bh_worktree::EnterOutcome) -> Result<(), CliError> {
+fn print_entered(ctx: &Ctx, out: &bh_handoff::EnterOutcome) -> Result<(), CliError> {
     if ctx.json {
         return print_json(&serde_json::to_value(out).map_err(CliError::internal)?);
     }
@@ -434,7 +434,7 @@ fn consume(ctx: &Ctx, target: PathBuf) -> Result<(), CliError> {
             format!("{}: no such session file", target.display()),
         ));
     }
-    let out = bh_worktree::consume(&ctx.git(), &ctx.state_dir, &target).map_err(worktree_error)?;
+    let out = bh_handoff::consume(&ctx.git(), &ctx.state_dir, &target).map_err(handoff_error)?;
     if ctx.json {
         return print_json(&serde_json::to_value(&out).map_err(CliError::internal)?);
     }

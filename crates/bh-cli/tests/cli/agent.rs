@@ -1115,11 +1115,11 @@ fn worktree_create_edit_and_dispose_move_one_continuous_session() {
         s.header().unwrap().parent_session.as_deref(),
         in_wt[0].to_str()
     );
-    assert_eq!(custom_count(&last, bh_worktree::ORIENTATION_TYPE), 2);
-    assert_eq!(custom_count(&last, bh_worktree::VERIFICATION_TYPE), 2);
-    assert_eq!(custom_count(&in_wt[0], bh_worktree::ORIENTATION_TYPE), 1);
+    assert_eq!(custom_count(&last, bh_handoff::ORIENTATION_TYPE), 2);
+    assert_eq!(custom_count(&last, bh_handoff::VERIFICATION_TYPE), 2);
+    assert_eq!(custom_count(&in_wt[0], bh_handoff::ORIENTATION_TYPE), 1);
     // The source was never written by the moves.
-    assert_eq!(custom_count(&source, bh_worktree::ORIENTATION_TYPE), 0);
+    assert_eq!(custom_count(&source, bh_handoff::ORIENTATION_TYPE), 0);
     assert_eq!(messages(&source).len(), 2);
     // Every turn, in order, on the active path; no turn was added by a move.
     let roles: Vec<String> = s
@@ -1656,7 +1656,7 @@ fn agent_on_an_entered_session_consumes_the_handoff_once() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let target = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    let handoff = bh_worktree::handoff_path(&target);
+    let handoff = bh_handoff::handoff_path(&target);
     assert!(handoff.exists());
     let wt = env.root.join("repo.worktrees/h");
     const VERIFIED: &str = "better-harness-transition-verification";

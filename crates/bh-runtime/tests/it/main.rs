@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bh_handoff::ConsumeOutcome;
 use bh_llm::{Api, ModelSpec, Provider, ScriptedProvider};
 use bh_runtime::{
     Live, RelocateError, Runtime, RuntimeError, RuntimeOptions, SessionChoice, SessionRequest,
@@ -13,7 +14,7 @@ use bh_runtime::{
 };
 use bh_test_support::TestRepo;
 use bh_tools::Profile;
-use bh_worktree::{ConsumeOutcome, CreateOptions};
+use bh_worktree::CreateOptions;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 

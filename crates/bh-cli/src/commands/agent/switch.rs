@@ -3,8 +3,8 @@
 //! tools, checkpoint store and system prompt follow the new cwd, or nothing
 //! changes), and prints what happened.
 
+use bh_handoff::EnterOutcome;
 use bh_runtime::{Live, Moved, RelocateError};
-use bh_worktree::EnterOutcome;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
@@ -147,7 +147,7 @@ pub(super) fn current_worktree(live: &Live) -> Option<String> {
         .map(|(name, _)| name)
 }
 
-fn warn_discard(discard: Option<&bh_worktree::WorktreeError>) {
+fn warn_discard(discard: Option<&bh_handoff::HandoffError>) {
     if let Some(d) = discard {
         errln!("bh: warning: cannot delete the prepared session: {d}");
     }

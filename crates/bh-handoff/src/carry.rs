@@ -11,7 +11,7 @@ use bh_session::{ForkOptions, ForkTarget, Session, SessionWriter, fork, new_sess
 
 use serde::Serialize;
 
-use crate::error::{Result, WorktreeError};
+use crate::error::{HandoffError, Result};
 use crate::handoff::Resumed;
 
 /// What a move put in the target session.
@@ -66,10 +66,10 @@ pub(crate) fn source_session(opts: &SourceSpec<'_>) -> Result<Option<Session>> {
     let mut bytes = match fs_err::read(opts.session) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(WorktreeError::io(opts.session, e)),
+        Err(e) => return Err(HandoffError::io(opts.session, e)),
     };
     if !opts.unflushed.is_empty() {
-        let enc = |e: serde_json::Error| WorktreeError::Format {
+        let enc = |e: serde_json::Error| HandoffError::Format {
             path: opts.session.to_path_buf(),
             message: e.to_string(),
         };
@@ -100,7 +100,7 @@ pub(crate) fn source_session(opts: &SourceSpec<'_>) -> Result<Option<Session>> {
                 .next()
                 .map(|p| p.to_string())
                 .unwrap_or_else(|| "no session header".into());
-            return Err(WorktreeError::Refused(format!(
+            return Err(HandoffError::Refused(format!(
                 "{} is not a valid Pi session: {why}",
                 opts.session.display()
             )));
@@ -109,7 +109,7 @@ pub(crate) fn source_session(opts: &SourceSpec<'_>) -> Result<Option<Session>> {
             s.require(e)?;
         }
     } else if let Some(e) = opts.entry {
-        return Err(WorktreeError::Missing {
+        return Err(HandoffError::Missing {
             what: "session entry".into(),
             detail: format!("{e} ({} has no entries)", opts.session.display()),
         });
@@ -135,7 +135,7 @@ impl Carried {
     /// A failed move leaves no trace: a new file goes, a resumed one is cut
     /// back to its length before the move (unless someone appended since).
     /// Returns `e`.
-    pub(crate) fn undo(&self, e: WorktreeError) -> WorktreeError {
+    pub(crate) fn undo(&self, e: HandoffError) -> HandoffError {
         match (&self.resumed, self.written_end.get()) {
             (Some((_, r)), Some(end)) => {
                 let _ = bh_session::write::truncate_if_unchanged(&self.target, end, r.from_len);

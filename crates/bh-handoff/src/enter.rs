@@ -6,16 +6,16 @@ use std::path::{Path, PathBuf};
 
 use bh_git::GitRunner;
 use bh_session::{Session, SessionWriter, session_dir_for_cwd};
+use bh_worktree::{
+    Claim, Project, Receipt, State, WorktreeError, file_sha256, same_path, short_branch,
+    validate_name,
+};
 use serde::Serialize;
 use serde_json::json;
 
 use crate::carry::{SourceSpec, carry, source_session};
-use crate::claim::Claim;
-use crate::error::{Result, WorktreeError};
+use crate::error::{HandoffError, Result};
 use crate::handoff::{Handoff, Resumed, handoff_path};
-use crate::list::{same_path, short_branch};
-use crate::project::{Project, validate_name};
-use crate::receipt::{Receipt, State, file_sha256};
 
 /// `customType` of the orientation entry `enter` appends.
 pub const ORIENTATION_TYPE: &str = "better-harness-transition";
@@ -103,7 +103,7 @@ pub fn enter_main(
     validate_name(&opts.name)?;
     let project = Project::discover(runner, &opts.cwd)?;
     if same_path(&opts.cwd, &project.main) {
-        return Err(WorktreeError::Refused(format!(
+        return Err(HandoffError::Refused(format!(
             "{} is already the main checkout",
             opts.cwd.display()
         )));
@@ -138,7 +138,7 @@ fn managed_destination(project: &Project, name: &str) -> Result<Destination> {
     if let Some(r) = &receipt
         && r.state != State::Ready
     {
-        return Err(WorktreeError::Refused(format!(
+        return Err(HandoffError::Refused(format!(
             "worktree {name:?} is not ready (state {}, stage {:?})",
             r.state.as_str(),
             r.stage
@@ -170,12 +170,12 @@ fn main_destination(project: &Project, left: &str, disposing: bool) -> Result<De
     let main = worktrees
         .iter()
         .find(|w| !w.bare && same_path(&w.path, &project.main))
-        .ok_or_else(|| WorktreeError::Missing {
+        .ok_or_else(|| HandoffError::Missing {
             what: "main checkout".into(),
             detail: project.main.display().to_string(),
         })?;
     if !main.path.is_dir() {
-        return Err(WorktreeError::Missing {
+        return Err(HandoffError::Missing {
             what: "main checkout".into(),
             detail: format!("{} does not exist", main.path.display()),
         });
@@ -207,7 +207,7 @@ fn enter_claimed(
     // The key that seals the handoff record, opened (or made) before
     // anything is written, so a bad key leaves nothing behind.
     let key = bh_fs::key::StateKey::open_or_create(&opts.state_dir)
-        .map_err(|e| WorktreeError::Key(Box::new(e)))?;
+        .map_err(|e| HandoffError::Key(Box::new(e)))?;
     let spec = SourceSpec {
         session: &opts.session,
         entry: opts.entry.as_ref(),
@@ -223,7 +223,7 @@ fn enter_claimed(
     let dir = session_dir_for_cwd(&opts.agent_dir, &target_cwd);
     let carried = carry(&spec, source.as_ref(), &source_abs, &dir, &target_cwd)?;
     let target = carried.target.clone();
-    let cleanup = |e: WorktreeError| carried.undo(e);
+    let cleanup = |e: HandoffError| carried.undo(e);
 
     let (left_behind, left_behind_count) = left_behind(project, &source_cwd);
     let text = orientation_text(
@@ -256,7 +256,7 @@ fn enter_claimed(
         let id = w.append_custom_message(ORIENTATION_TYPE, json!(text), true, Some(details))?;
         if carried.resumed.is_some() {
             let len = fs_err::metadata(&target)
-                .map_err(|e| WorktreeError::io(&target, e))?
+                .map_err(|e| HandoffError::io(&target, e))?
                 .len();
             carried.written_end.set(Some(len));
         }
@@ -283,7 +283,7 @@ fn enter_claimed(
         source_cwd: source_cwd.clone(),
         receipt: dest.receipt.as_ref().map(|(p, _)| p.clone()),
         receipt_sha256: match &dest.receipt {
-            Some((p, _)) => file_sha256(p).map_err(cleanup)?,
+            Some((p, _)) => file_sha256(p).map_err(|e| cleanup(e.into()))?,
             None => None,
         },
         orientation_id: orientation_id.clone(),
@@ -300,7 +300,7 @@ fn enter_claimed(
     handoff.seal(&key);
     let hpath = handoff_path(&target);
     let bytes = serde_json::to_vec_pretty(&handoff)
-        .map_err(|e| WorktreeError::Format {
+        .map_err(|e| HandoffError::Format {
             path: hpath.clone(),
             message: e.to_string(),
         })
@@ -411,7 +411,7 @@ fn orientation_text(
 }
 
 fn verify_target(target: &Path, cwd: &str, orientation: &str, parent: Option<&str>) -> Result<()> {
-    let fail = |reason: String| WorktreeError::Verification {
+    let fail = |reason: String| HandoffError::Verification {
         path: target.to_path_buf(),
         reason,
     };

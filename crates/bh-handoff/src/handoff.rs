@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use bh_fs::key::StateKey;
 
-use crate::error::{Result, WorktreeError};
+use crate::error::{HandoffError, Result};
 
 /// The handoff record `<target>.handoff.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,7 +84,7 @@ impl Handoff {
                 key.path().display()
             ));
         }
-        if !crate::list::same_path(&self.target_session, target) {
+        if !bh_worktree::same_path(&self.target_session, target) {
             return Some("it was made for another session file".into());
         }
         None
@@ -93,7 +93,7 @@ impl Handoff {
 
 /// The state directory's key, or `None` when it has none.
 pub(crate) fn open_key(state_dir: &Path) -> Result<Option<StateKey>> {
-    StateKey::open(state_dir).map_err(|e| WorktreeError::Key(Box::new(e)))
+    StateKey::open(state_dir).map_err(|e| HandoffError::Key(Box::new(e)))
 }
 
 pub fn handoff_path(target: &Path) -> PathBuf {
@@ -110,7 +110,7 @@ pub fn handoff_path(target: &Path) -> PathBuf {
 /// saying so is bh's own (sealed with `state_dir`'s key).
 pub fn discard(state_dir: &Path, target: &Path) -> Result<()> {
     let gone = |r: std::io::Result<()>, p: &Path| match r {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WorktreeError::io(p, e)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(HandoffError::io(p, e)),
         _ => Ok(()),
     };
     // A resumed target is the session's earlier file: cut back to its length
@@ -120,10 +120,10 @@ pub fn discard(state_dir: &Path, target: &Path) -> Result<()> {
     // is not says someone else is at work on the target, which is then left
     // as it is.
     let pending = handoff_path(target);
-    match crate::receipt::read_regular(&pending, crate::receipt::RECORD_CAP) {
+    match bh_worktree::read_regular(&pending, bh_worktree::RECORD_CAP) {
         Ok(bytes) => {
             let refused = |why: String| {
-                WorktreeError::Refused(format!(
+                HandoffError::Refused(format!(
                     "{} is not a handoff record bh wrote ({why}); the prepared session {} is left as it is",
                     pending.display(),
                     target.display()
@@ -140,7 +140,7 @@ pub fn discard(state_dir: &Path, target: &Path) -> Result<()> {
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(WorktreeError::io(&pending, e)),
+        Err(e) => return Err(HandoffError::io(&pending, e)),
     }
     gone(fs_err::remove_file(target), target)?;
     let Some(dir) = target.parent() else {
@@ -152,10 +152,10 @@ pub fn discard(state_dir: &Path, target: &Path) -> Result<()> {
     let entries = match fs_err::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(WorktreeError::io(dir, e)),
+        Err(e) => return Err(HandoffError::io(dir, e)),
     };
     for entry in entries {
-        let entry = entry.map_err(|e| WorktreeError::io(dir, e))?;
+        let entry = entry.map_err(|e| HandoffError::io(dir, e))?;
         if entry.file_name().as_encoded_bytes().starts_with(&prefix) {
             let p = entry.path();
             gone(fs_err::remove_file(&p), &p)?;

@@ -35,10 +35,9 @@ use fs_err as fs;
 use serde_json::json;
 
 use crate::enter::{ConsumeOutcome, ORIENTATION_TYPE, VERIFICATION_TYPE};
-use crate::error::{Result, WorktreeError};
+use crate::error::{HandoffError, Result};
 use crate::handoff::{Handoff, handoff_path, sibling};
-use crate::list::same_path;
-use crate::receipt::{RECORD_CAP, Receipt, State, file_sha256, read_regular};
+use bh_worktree::{RECORD_CAP, Receipt, State, file_sha256, read_regular, same_path};
 
 /// The record opened as a regular file only (no FIFO to hang on, no
 /// symlink followed).
@@ -100,9 +99,9 @@ pub fn consume(runner: &GitRunner, state_dir: &Path, target: &Path) -> Result<Co
         let mut file = match open_regular(&pending) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(ConsumeOutcome::NotPending),
-            Err(e) => return Err(WorktreeError::io(&pending, e)),
+            Err(e) => return Err(HandoffError::io(&pending, e)),
         };
-        file.lock().map_err(|e| WorktreeError::io(&pending, e))?;
+        file.lock().map_err(|e| HandoffError::io(&pending, e))?;
         let recorded = record(
             target,
             &pending,
@@ -117,7 +116,7 @@ pub fn consume(runner: &GitRunner, state_dir: &Path, target: &Path) -> Result<Co
             return Ok(outcome);
         }
     }
-    Err(WorktreeError::Format {
+    Err(HandoffError::Format {
         path: pending,
         message: format!(
             "the handoff record kept changing while it was verified ({ATTEMPTS} times)"
@@ -154,7 +153,7 @@ fn read_pending(target: &Path, pending: &Path) -> Result<Option<Vec<u8>>> {
                     return Ok(None);
                 }
             }
-            Err(e) => return Err(WorktreeError::io(pending, e)),
+            Err(e) => return Err(HandoffError::io(pending, e)),
         }
     }
     Ok(None)
@@ -170,19 +169,19 @@ fn record(
     handoff: Option<&Handoff>,
     problems: Vec<String>,
 ) -> Result<Option<ConsumeOutcome>> {
-    let held = file.metadata().map_err(|e| WorktreeError::io(pending, e))?;
+    let held = file.metadata().map_err(|e| HandoffError::io(pending, e))?;
     match fs::symlink_metadata(pending) {
         Ok(m) if m.dev() == held.dev() && m.ino() == held.ino() => {}
         Ok(_) => return Ok(None),
         // Renamed away by the consumer that held the lock before us.
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Some(ConsumeOutcome::NotPending)),
-        Err(e) => return Err(WorktreeError::io(pending, e)),
+        Err(e) => return Err(HandoffError::io(pending, e)),
     }
     let mut now = Vec::new();
     file.by_ref()
         .take(RECORD_CAP + 1)
         .read_to_end(&mut now)
-        .map_err(|e| WorktreeError::io(pending, e))?;
+        .map_err(|e| HandoffError::io(pending, e))?;
     if now != verified {
         return Ok(None);
     }
@@ -191,7 +190,7 @@ fn record(
     if let Some(h) = handoff
         && verdict_recorded(target, &h.operation_id)?
     {
-        fs::rename(pending, &done).map_err(|e| WorktreeError::io(pending, e))?;
+        fs::rename(pending, &done).map_err(|e| HandoffError::io(pending, e))?;
         return Ok(Some(ConsumeOutcome::NotPending));
     }
     let operation_id = handoff.map(|h| h.operation_id.clone());
@@ -250,7 +249,7 @@ fn reclaim_abandoned(target: &Path, pending: &Path) -> Result<bool> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(WorktreeError::io(dir, e)),
+        Err(e) => return Err(HandoffError::io(dir, e)),
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -271,7 +270,7 @@ fn reclaim_abandoned(target: &Path, pending: &Path) -> Result<bool> {
         match fs::rename(entry.path(), pending) {
             Ok(()) => return Ok(true),
             Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(WorktreeError::io(entry.path(), e)),
+            Err(e) => return Err(HandoffError::io(entry.path(), e)),
         }
     }
     Ok(false)
