@@ -68,7 +68,7 @@ pub(super) async fn command(
         }
     };
     match repl.cmd {
-        ReplCmd::List => crate::commands::worktree::list(ctx, Some(live.cwd().to_path_buf())),
+        ReplCmd::List => crate::commands::worktree::print_list(ctx, Some(live.cwd().to_path_buf())),
         ReplCmd::Create { new } => {
             let name = new.name.clone();
             let session = Some(live.agent().session_path().display().to_string());
