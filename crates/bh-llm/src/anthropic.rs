@@ -1,8 +1,7 @@
 //! Anthropic Messages (`POST {base_url}/v1/messages`, `stream: true`), as Pi's
 //! `anthropic-messages` provider sends and reads it (pi-ai 0.73.1 `dist/providers/anthropic.js`;
 //! the stream read as pi-ai 1.6 `dist/api/anthropic-messages.js` reads it).
-//!
-//! Just over 600 lines: the request side and the stream parser of one wire stay in one file.
+//! The stream's events are read in [`events`], one step per event kind.
 
 use std::collections::HashMap;
 
@@ -17,6 +16,10 @@ use crate::turn::Turn;
 use crate::types::{
     ChatRequest, Message, ModelSpec, StopReason, ThinkingLevel, block_extra_str, is_redacted, known,
 };
+
+mod events;
+
+use events::EventKind;
 
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
@@ -391,13 +394,6 @@ impl AnthropicWire {
     }
 }
 
-fn retryable_error_type(data: &Value) -> bool {
-    matches!(
-        data.pointer("/error/type").and_then(Value::as_str),
-        Some("overloaded_error" | "api_error" | "rate_limit_error")
-    )
-}
-
 impl Wire for AnthropicWire {
     fn build(&self, model: &ModelSpec, req: &ChatRequest, capacity: usize) -> Built {
         let base = model.base_url.trim_end_matches('/');
@@ -430,148 +426,23 @@ impl Wire for AnthropicWire {
         };
     }
 
-    #[allow(
-        clippy::too_many_lines,
-        reason = "a phase orchestrator not yet split into named steps (issue 26)"
-    )]
+    /// One SSE event: an `error` fails the stream, an unknown kind is skipped,
+    /// and a known one is parsed and read by its step (in [`events`]).
     fn on_event(&mut self, ev: &Event, turn: &mut Turn) -> Result<Flow, StreamFailure> {
         if ev.event == "error" {
-            let data: Value = serde_json::from_str(&ev.data).unwrap_or(Value::Null);
-            return Err(StreamFailure {
-                message: ev.data.clone(),
-                retryable: retryable_error_type(&data),
-            });
+            return Err(events::stream_error(ev));
         }
-        let known_event = matches!(
-            ev.event.as_str(),
-            "message_start"
-                | "message_delta"
-                | "message_stop"
-                | "content_block_start"
-                | "content_block_delta"
-                | "content_block_stop"
-        );
-        if !known_event {
+        let Some(kind) = EventKind::of(&ev.event) else {
             return Ok(Flow::Continue);
-        }
-        let e: Value = serde_json::from_str(&ev.data).map_err(|err| StreamFailure {
-            message: format!(
-                "Could not parse Anthropic SSE event {}: {err}; data={}",
-                ev.event, ev.data
-            ),
-            retryable: false,
-        })?;
-        let idx = e.get("index").and_then(Value::as_u64);
-        let slot = idx.and_then(|i| self.blocks.get(&i).copied());
-        match ev.event.as_str() {
-            "message_start" => {
-                self.saw_start = true;
-                if let Some(id) = e.pointer("/message/id").and_then(Value::as_str) {
-                    turn.response_id = Some(id.to_owned());
-                }
-                // Pi 1.6 records the answering model only when it is not the one asked.
-                if let Some(m) = e.pointer("/message/model").and_then(Value::as_str)
-                    && m != turn.model
-                {
-                    turn.response_model = Some(m.to_owned());
-                }
-                if let Some(u) = e.pointer("/message/usage") {
-                    self.update_usage(u, turn, true);
-                }
-            }
-            "content_block_start" => {
-                let cb = e.get("content_block").cloned().unwrap_or(Value::Null);
-                let s = |k: &str| cb.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-                let new = match cb.get("type").and_then(Value::as_str) {
-                    Some("text") => Some(turn.text_start()),
-                    Some("thinking") => Some(turn.thinking_start(Some(String::new()), false)),
-                    Some("redacted_thinking") => {
-                        let i = turn.thinking_start(Some(s("data")), true);
-                        turn.delta(i, "[Reasoning redacted]");
-                        Some(i)
-                    }
-                    Some("tool_use") => {
-                        let i = turn.tool_call_start(s("id"), s("name"));
-                        if let Some(input) = cb
-                            .get("input")
-                            .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
-                        {
-                            turn.tool_args_whole(i, input.clone());
-                        }
-                        Some(i)
-                    }
-                    _ => None,
-                };
-                if let (Some(i), Some(n)) = (idx, new) {
-                    self.blocks.insert(i, n);
-                }
-            }
-            "content_block_delta" => {
-                let Some(slot) = slot else {
-                    return Ok(Flow::Continue);
-                };
-                let d = e.get("delta").cloned().unwrap_or(Value::Null);
-                let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-                match d.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => turn.delta(slot, &s("text")),
-                    Some("thinking_delta") => turn.delta(slot, &s("thinking")),
-                    Some("input_json_delta") => {
-                        let pj = s("partial_json");
-                        if !pj.is_empty() {
-                            turn.delta(slot, &pj);
-                        }
-                    }
-                    Some("signature_delta") => turn.append_signature(slot, &s("signature")),
-                    _ => {}
-                }
-            }
-            "content_block_stop" => {
-                if let Some(slot) = slot {
-                    turn.end(slot);
-                }
-            }
-            "message_delta" => {
-                if let Some(r) = e.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    turn.raw_stop_reason = Some(r.to_owned());
-                    match map_stop_reason(r) {
-                        Some(sr) => {
-                            turn.stop_reason = sr;
-                            self.saw_stop_reason = true;
-                            // Pi 1.6: a refusal carries the provider's explanation.
-                            match r {
-                                "refusal" => {
-                                    turn.error_message = Some(
-                                        e.pointer("/delta/stop_details/explanation")
-                                            .and_then(Value::as_str)
-                                            .filter(|s| !s.is_empty())
-                                            .unwrap_or("The model refused to complete the request")
-                                            .to_owned(),
-                                    );
-                                }
-                                "sensitive" => {
-                                    turn.error_message =
-                                        Some("Provider stopped with: sensitive".to_owned());
-                                }
-                                _ => {}
-                            }
-                        }
-                        None => {
-                            return Err(StreamFailure {
-                                message: format!("Unhandled stop reason: {r}"),
-                                retryable: false,
-                            });
-                        }
-                    }
-                }
-                if let Some(u) = e.get("usage") {
-                    self.update_usage(u, turn, false);
-                }
-            }
-            "message_stop" => {
-                self.saw_stop = true;
-                return self.on_eof(turn).map(|()| Flow::Done);
-            }
-            _ => {}
+        };
+        let mut e = events::parse_data(ev)?;
+        match kind {
+            EventKind::MessageStart => self.message_start(&e, turn),
+            EventKind::ContentBlockStart => self.content_block_start(&mut e, turn),
+            EventKind::ContentBlockDelta => self.content_block_delta(&e, turn),
+            EventKind::ContentBlockStop => self.content_block_stop(&e, turn),
+            EventKind::MessageDelta => self.message_delta(&e, turn)?,
+            EventKind::MessageStop => return self.message_stop(turn),
         }
         Ok(Flow::Continue)
     }

@@ -242,10 +242,8 @@ pub(crate) async fn run<W: Wire>(
     turn.finish();
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "a phase orchestrator not yet split into named steps (issue 26)"
-)]
+/// One attempt: the request sent and its status checked, then its body read;
+/// how it ended is then written on the turn, or a retry is asked for.
 async fn one_attempt<W: Wire>(
     request: &reqwest::RequestBuilder,
     retry: &RetryPolicy,
@@ -254,68 +252,150 @@ async fn one_attempt<W: Wire>(
     turn: &mut Turn,
     attempt: u32,
 ) -> Attempt {
-    let can_retry = attempt < retry.max_retries;
-    let aborted = |turn: &mut Turn| {
-        turn.fail(StopReason::Aborted, ABORTED_MESSAGE.to_owned());
-        Attempt::Finished
-    };
+    let tries = Tries { retry, attempt };
     wire.reset();
+    let end = match respond(request, &tries, cancel, wire).await {
+        Ok(resp) => read_body(resp, &tries, cancel, wire, turn).await,
+        Err(end) => end,
+    };
+    end.conclude(turn)
+}
+
+/// How an attempt ended, before it is written on the turn.
+enum End {
+    /// The turn holds its outcome (the stream completed, or the wire recorded it).
+    Finished,
+    /// Cancelled: the turn ends aborted.
+    Aborted,
+    /// Failed for good: the turn ends with this error.
+    Failed(String),
+    /// Worth another attempt after `delay`.
+    Retry { delay: Duration, reason: String },
+}
+
+impl End {
+    /// The attempt's outcome, with a failure or an abort recorded on the turn.
+    fn conclude(self, turn: &mut Turn) -> Attempt {
+        match self {
+            End::Finished => {}
+            End::Aborted => turn.fail(StopReason::Aborted, ABORTED_MESSAGE.to_owned()),
+            End::Failed(message) => turn.fail(StopReason::Error, message),
+            End::Retry { delay, reason } => return Attempt::Retry { delay, reason },
+        }
+        Attempt::Finished
+    }
+}
+
+/// Which attempt this is, under which retry policy.
+struct Tries<'a> {
+    retry: &'a RetryPolicy,
+    attempt: u32,
+}
+
+impl Tries<'_> {
+    /// Another attempt may follow this one.
+    fn can_retry(&self) -> bool {
+        self.attempt < self.retry.max_retries
+    }
+
+    /// The wait before the next attempt when the server names none.
+    fn backoff(&self) -> Duration {
+        self.retry.backoff(self.attempt + 1)
+    }
+
+    /// A retry after the backoff when the failure is retryable and retries are
+    /// left; otherwise the failure ends the turn.
+    fn retry_or_fail(&self, retryable: bool, message: String) -> End {
+        if retryable && self.can_retry() {
+            End::Retry {
+                delay: self.backoff(),
+                reason: message,
+            }
+        } else {
+            End::Failed(message)
+        }
+    }
+}
+
+/// The request sent, and its status checked: a successful response, or how
+/// the attempt ends.
+async fn respond<W: Wire>(
+    request: &reqwest::RequestBuilder,
+    tries: &Tries<'_>,
+    cancel: &CancellationToken,
+    wire: &mut W,
+) -> Result<reqwest::Response, End> {
+    let resp = send(request, tries, cancel).await?;
+    check_status(resp, tries, cancel, wire).await
+}
+
+/// The request sent (a copy of it: retries re-send it); a connection error is
+/// retried while retries are left.
+async fn send(
+    request: &reqwest::RequestBuilder,
+    tries: &Tries<'_>,
+    cancel: &CancellationToken,
+) -> Result<reqwest::Response, End> {
     // A byte body clones by reference count: retries do not copy it.
     let Some(request) = request.try_clone() else {
-        turn.fail(
-            StopReason::Error,
-            "the request cannot be re-sent".to_owned(),
-        );
-        return Attempt::Finished;
+        return Err(End::Failed("the request cannot be re-sent".to_owned()));
     };
     let send = request.send();
     let resp = tokio::select! {
-        _ = cancel.cancelled() => return aborted(turn),
+        _ = cancel.cancelled() => return Err(End::Aborted),
         r = send => r,
     };
-    let resp = match resp {
-        Ok(r) => r,
-        Err(e) => {
-            let msg = format!("Connection error: {}", cause_chain(&e));
-            if can_retry {
-                return Attempt::Retry {
-                    delay: retry.backoff(attempt + 1),
-                    reason: msg,
-                };
-            }
-            turn.fail(StopReason::Error, msg);
-            return Attempt::Finished;
-        }
-    };
-    let status = resp.status();
-    if !status.is_success() {
-        let after = retry_after(resp.headers());
-        let text = tokio::select! {
-            _ = cancel.cancelled() => return aborted(turn),
-            t = resp.text() => t.unwrap_or_default(),
-        };
-        let msg = wire.http_error_message(status, &text);
-        if can_retry && is_retryable_status(status) {
-            match after {
-                Some(d) if d > retry.max_retry_after => {}
-                Some(d) => {
-                    return Attempt::Retry {
-                        delay: d,
-                        reason: msg,
-                    };
-                }
-                None => {
-                    return Attempt::Retry {
-                        delay: retry.backoff(attempt + 1),
-                        reason: msg,
-                    };
-                }
-            }
-        }
-        turn.fail(StopReason::Error, msg);
-        return Attempt::Finished;
-    }
+    resp.map_err(|e| tries.retry_or_fail(true, format!("Connection error: {}", cause_chain(&e))))
+}
 
+/// A successful response passed on; an error status read into the wire's
+/// message, and retried (after the server's `retry-after` when it gives a
+/// short enough one) when the status is retryable and retries are left.
+async fn check_status<W: Wire>(
+    resp: reqwest::Response,
+    tries: &Tries<'_>,
+    cancel: &CancellationToken,
+    wire: &mut W,
+) -> Result<reqwest::Response, End> {
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let after = retry_after(resp.headers());
+    let text = tokio::select! {
+        _ = cancel.cancelled() => return Err(End::Aborted),
+        t = resp.text() => t.unwrap_or_default(),
+    };
+    let msg = wire.http_error_message(status, &text);
+    if tries.can_retry() && is_retryable_status(status) {
+        match after {
+            Some(d) if d > tries.retry.max_retry_after => {}
+            Some(d) => {
+                return Err(End::Retry {
+                    delay: d,
+                    reason: msg,
+                });
+            }
+            None => {
+                return Err(End::Retry {
+                    delay: tries.backoff(),
+                    reason: msg,
+                });
+            }
+        }
+    }
+    Err(End::Failed(msg))
+}
+
+/// The turn started, and the successful response's body read: plain JSON
+/// when it says so, an event stream otherwise.
+async fn read_body<W: Wire>(
+    resp: reqwest::Response,
+    tries: &Tries<'_>,
+    cancel: &CancellationToken,
+    wire: &mut W,
+    turn: &mut Turn,
+) -> End {
     turn.start();
     let is_json = resp
         .headers()
@@ -323,48 +403,70 @@ async fn one_attempt<W: Wire>(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/json"));
     if is_json {
-        let text = tokio::select! {
-            _ = cancel.cancelled() => return aborted(turn),
-            t = resp.text() => t,
-        };
-        let result = match text {
-            Ok(t) => match serde_json::from_str::<Value>(&t) {
-                Ok(v) => wire.on_json_body(&v, turn),
-                Err(e) => Err(StreamFailure {
-                    message: format!("Could not parse response: {e}"),
-                    retryable: false,
-                }),
-            },
+        read_json_body(resp, cancel, wire, turn).await
+    } else {
+        read_events(resp, tries, cancel, wire, turn).await
+    }
+}
+
+/// A JSON body (a server that ignored `stream: true`) read whole into the
+/// wire; it is never retried.
+async fn read_json_body<W: Wire>(
+    resp: reqwest::Response,
+    cancel: &CancellationToken,
+    wire: &mut W,
+    turn: &mut Turn,
+) -> End {
+    let text = tokio::select! {
+        _ = cancel.cancelled() => return End::Aborted,
+        t = resp.text() => t,
+    };
+    let result = match text {
+        Ok(t) => match serde_json::from_str::<Value>(&t) {
+            Ok(v) => wire.on_json_body(&v, turn),
             Err(e) => Err(StreamFailure {
-                message: dropped_message(&e),
+                message: format!("Could not parse response: {e}"),
                 retryable: false,
             }),
-        };
-        if let Err(f) = result {
-            turn.fail(StopReason::Error, f.message);
-        }
-        return Attempt::Finished;
+        },
+        Err(e) => Err(StreamFailure {
+            message: dropped_message(&e),
+            retryable: false,
+        }),
+    };
+    match result {
+        Ok(()) => End::Finished,
+        Err(f) => End::Failed(f.message),
     }
+}
+
+/// The event stream read into the wire, event by event, until it completes,
+/// fails, stalls past the idle timeout, or is cancelled.
+async fn read_events<W: Wire>(
+    resp: reqwest::Response,
+    tries: &Tries<'_>,
+    cancel: &CancellationToken,
+    wire: &mut W,
+    turn: &mut Turn,
+) -> End {
+    let idle_timeout = tries.retry.idle_timeout;
     let mut events = resp.bytes_stream().eventsource();
     loop {
         let next = tokio::select! {
-            _ = cancel.cancelled() => return aborted(turn),
-            n = tokio::time::timeout(retry.idle_timeout, events.next()) => n,
+            _ = cancel.cancelled() => return End::Aborted,
+            n = tokio::time::timeout(idle_timeout, events.next()) => n,
         };
         if turn.consumer_gone() {
-            return aborted(turn);
+            return End::Aborted;
         }
         let failure = match next {
             // A stalled stream is an early end too (Pi retries transport timeouts).
             Err(_) => StreamFailure {
-                message: format!(
-                    "Stream idle for more than {} s",
-                    retry.idle_timeout.as_secs_f64()
-                ),
+                message: format!("Stream idle for more than {} s", idle_timeout.as_secs_f64()),
                 retryable: true,
             },
             Ok(None) => match wire.on_eof(turn) {
-                Ok(()) => return Attempt::Finished,
+                Ok(()) => return End::Finished,
                 Err(f) => f,
             },
             // The connection dropped mid-stream.
@@ -378,20 +480,13 @@ async fn one_attempt<W: Wire>(
             },
             Ok(Some(Ok(ev))) => match wire.on_event(&ev, turn) {
                 Ok(Flow::Continue) => continue,
-                Ok(Flow::Done) => return Attempt::Finished,
+                Ok(Flow::Done) => return End::Finished,
                 Err(f) => f,
             },
         };
         // A stream that ended early is retried even after content streamed, as Pi's
         // auto-retry does; the consumer drops the partial message on `Retry`.
-        if failure.retryable && can_retry {
-            return Attempt::Retry {
-                delay: retry.backoff(attempt + 1),
-                reason: failure.message,
-            };
-        }
-        turn.fail(StopReason::Error, failure.message);
-        return Attempt::Finished;
+        return tries.retry_or_fail(failure.retryable, failure.message);
     }
 }
 

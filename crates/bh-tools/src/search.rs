@@ -28,12 +28,12 @@ enum Target {
     File(RelPath),
 }
 
-fn resolve_target(root: &Root, path: Option<String>) -> Result<Target, String> {
-    let path = match path.as_deref() {
-        None | Some("") => ".".to_string(),
-        Some(p) => p.to_string(),
+fn resolve_target(root: &Root, path: Option<&str>) -> Result<Target, String> {
+    let path = match path {
+        None | Some("") => ".",
+        Some(p) => p,
     };
-    let rel = root.resolve(&path).map_err(|e| e.to_string())?;
+    let rel = root.resolve(path).map_err(|e| e.to_string())?;
     let abs = root.abs(&rel).display().to_string();
     match root.open_read(&rel) {
         Ok(Opened::Dir(_)) => Ok(Target::Dir(rel)),
@@ -140,40 +140,99 @@ fn slash(p: &Path) -> String {
     p.to_string_lossy().replace('\\', "/")
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "a phase orchestrator not yet split into named steps (issue 26)"
-)]
+/// The `grep` tool: the arguments checked, the matchers built, the files
+/// walked, each searched line by line, and the matches formatted with notices.
 pub fn grep(root: &Root, args: &Value) -> Result<ToolResult, String> {
-    let mut a = Args::new("grep", args);
-    let pattern = a.str_req("pattern");
-    let path = a.str_opt("path");
-    let glob = a.str_opt("glob");
-    let ignore_case = a.bool_opt("ignoreCase").unwrap_or(false);
-    let literal = a.bool_opt("literal").unwrap_or(false);
-    let context = a.num_opt("context").map(to_count).unwrap_or(0);
-    let limit = a.num_opt("limit");
-    a.finish()?;
-    let limit = limit.map(to_count).unwrap_or(100).max(1);
+    let req = GrepRequest::parse(args)?;
+    let re = line_regex(&req)?;
+    let glob = req.glob.as_deref().map(FileGlob::new).transpose()?;
+    let target = resolve_target(root, req.path.as_deref())?;
+    let files = files_to_search(root, &target, glob.as_ref());
+    let found = search_files(root, &files, &re, req.context, req.limit);
+    Ok(grep_result(found, req.limit))
+}
 
-    let source = if literal {
-        regex::escape(&pattern)
+/// A `grep` call's arguments, checked.
+struct GrepRequest {
+    pattern: String,
+    path: Option<String>,
+    glob: Option<String>,
+    ignore_case: bool,
+    literal: bool,
+    /// Lines shown either side of a match.
+    context: usize,
+    /// Matches reported at most (at least 1).
+    limit: usize,
+}
+
+impl GrepRequest {
+    /// The request read from the tool call's arguments; a missing, mistyped or
+    /// unknown argument is an error.
+    fn parse(args: &Value) -> Result<GrepRequest, String> {
+        let mut a = Args::new("grep", args);
+        let pattern = a.str_req("pattern");
+        let path = a.str_opt("path");
+        let glob = a.str_opt("glob");
+        let ignore_case = a.bool_opt("ignoreCase").unwrap_or(false);
+        let literal = a.bool_opt("literal").unwrap_or(false);
+        let context = a.num_opt("context").map(to_count).unwrap_or(0);
+        let limit = a.num_opt("limit");
+        a.finish()?;
+        Ok(GrepRequest {
+            pattern,
+            path,
+            glob,
+            ignore_case,
+            literal,
+            context,
+            limit: limit.map(to_count).unwrap_or(100).max(1),
+        })
+    }
+}
+
+/// The regex a line must match: the pattern (escaped when literal), with the
+/// request's case rule.
+fn line_regex(req: &GrepRequest) -> Result<regex::Regex, String> {
+    let escaped;
+    let source = if req.literal {
+        escaped = regex::escape(&req.pattern);
+        &escaped
     } else {
-        pattern.clone()
+        &req.pattern
     };
-    let re = regex::RegexBuilder::new(&source)
-        .case_insensitive(ignore_case)
+    regex::RegexBuilder::new(source)
+        .case_insensitive(req.ignore_case)
         .size_limit(1 << 24)
         .build()
-        .map_err(|e| e.to_string())?;
-    let glob_m = match &glob {
-        Some(g) => Some(glob_matcher(g)?),
-        None => None,
-    };
+        .map_err(|e| e.to_string())
+}
 
-    let target = resolve_target(root, path)?;
-    let mut files: Vec<(PathBuf, String)> = Vec::new(); // (rel to root, display)
-    match &target {
+/// The glob a file found by a directory search must match.
+struct FileGlob<'a> {
+    matcher: GlobMatcher,
+    glob: &'a str,
+}
+
+impl<'a> FileGlob<'a> {
+    /// The glob compiled; a bad one is an error.
+    fn new(glob: &'a str) -> Result<FileGlob<'a>, String> {
+        Ok(FileGlob {
+            matcher: glob_matcher(glob)?,
+            glob,
+        })
+    }
+}
+
+/// The files to search, each as (path relative to the root, name shown): the
+/// target file itself, or every file below the target directory that the
+/// glob admits, in walk order.
+fn files_to_search(
+    root: &Root,
+    target: &Target,
+    glob: Option<&FileGlob<'_>>,
+) -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    match target {
         Target::File(rel) => {
             let p = rel.to_path();
             let name = p
@@ -193,8 +252,8 @@ pub fn grep(root: &Root, args: &Value) -> Result<ToolResult, String> {
                     return true;
                 }
                 let below = rel.strip_prefix(&base_path).unwrap_or(&rel).to_path_buf();
-                if let (Some(m), Some(g)) = (&glob_m, &glob)
-                    && !glob_matches(m, g, &below)
+                if let Some(g) = glob
+                    && !glob_matches(&g.matcher, g.glob, &below)
                 {
                     return true;
                 }
@@ -203,19 +262,55 @@ pub fn grep(root: &Root, args: &Value) -> Result<ToolResult, String> {
             });
         }
     }
+    files
+}
 
-    let mut out_lines: Vec<String> = Vec::new();
-    let mut count = 0usize;
-    let mut limit_reached = false;
-    let mut lines_truncated = false;
-    'files: for (rel, display) in &files {
+/// The matches found so far, as the output lines that show them.
+#[derive(Default)]
+struct Matches {
+    out_lines: Vec<String>,
+    count: usize,
+    limit_reached: bool,
+    lines_truncated: bool,
+}
+
+/// The files searched in order, skipping unreadable and binary ones, until
+/// `limit` matches are found.
+fn search_files(
+    root: &Root,
+    files: &[(PathBuf, String)],
+    re: &regex::Regex,
+    context: usize,
+    limit: usize,
+) -> Matches {
+    let mut found = Matches::default();
+    for (rel, display) in files {
         let Some(bytes) = read_confined(root, rel) else {
             continue;
         };
         if bytes.contains(&0) {
             continue; // binary, as rg skips it
         }
-        let text = String::from_utf8_lossy(&bytes);
+        found.search_file(display, &bytes, re, context, limit);
+        if found.limit_reached {
+            break;
+        }
+    }
+    found
+}
+
+impl Matches {
+    /// One file's lines searched (any line ending), each match added with its
+    /// context, until `limit` matches are found in all.
+    fn search_file(
+        &mut self,
+        display: &str,
+        bytes: &[u8],
+        re: &regex::Regex,
+        context: usize,
+        limit: usize,
+    ) {
+        let text = String::from_utf8_lossy(bytes);
         let norm = text.replace("\r\n", "\n").replace('\r', "\n");
         let lines: Vec<&str> = norm.split('\n').collect();
         // A trailing newline does not make an extra searchable line.
@@ -228,42 +323,52 @@ pub fn grep(root: &Root, args: &Value) -> Result<ToolResult, String> {
             if !re.is_match(line) {
                 continue;
             }
-            count += 1;
-            let n = i + 1;
-            let start = if context > 0 {
-                n.saturating_sub(context).max(1)
-            } else {
-                n
-            };
-            let end = if context > 0 {
-                (n + context).min(lines.len())
-            } else {
-                n
-            };
-            for cur in start..=end {
-                let t = lines.get(cur - 1).copied().unwrap_or("");
-                let (t, cut) = truncate_line(t, GREP_MAX_LINE_LENGTH);
-                lines_truncated |= cut;
-                if cur == n {
-                    out_lines.push(format!("{display}:{cur}: {t}"));
-                } else {
-                    out_lines.push(format!("{display}-{cur}- {t}"));
-                }
-            }
-            if count >= limit {
-                limit_reached = true;
-                break 'files;
+            self.count += 1;
+            self.push_match(display, &lines, i + 1, context);
+            if self.count >= limit {
+                self.limit_reached = true;
+                return;
             }
         }
     }
-    if count == 0 {
-        return Ok(ToolResult::text("No matches found"));
+
+    /// The output lines of the match on line `n` (1-based): `name:n: text`,
+    /// with `context` lines either side as `name-k- text`, each cut to length.
+    fn push_match(&mut self, display: &str, lines: &[&str], n: usize, context: usize) {
+        let start = if context > 0 {
+            n.saturating_sub(context).max(1)
+        } else {
+            n
+        };
+        let end = if context > 0 {
+            (n + context).min(lines.len())
+        } else {
+            n
+        };
+        for cur in start..=end {
+            let t = lines.get(cur - 1).copied().unwrap_or("");
+            let (t, cut) = truncate_line(t, GREP_MAX_LINE_LENGTH);
+            self.lines_truncated |= cut;
+            if cur == n {
+                self.out_lines.push(format!("{display}:{cur}: {t}"));
+            } else {
+                self.out_lines.push(format!("{display}-{cur}- {t}"));
+            }
+        }
     }
-    let tr = truncate_head(&out_lines.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
+}
+
+/// The tool's result: the match lines cut to the byte limit, then a notice
+/// (and a detail) for each limit reached.
+fn grep_result(found: Matches, limit: usize) -> ToolResult {
+    if found.count == 0 {
+        return ToolResult::text("No matches found");
+    }
+    let tr = truncate_head(&found.out_lines.join("\n"), usize::MAX, DEFAULT_MAX_BYTES);
     let mut out = tr.content.clone();
     let mut details = Map::new();
     let mut notices = Vec::new();
-    if limit_reached {
+    if found.limit_reached {
         notices.push(format!(
             "{limit} matches limit reached. Use limit={} for more, or refine pattern",
             limit * 2
@@ -274,7 +379,7 @@ pub fn grep(root: &Root, args: &Value) -> Result<ToolResult, String> {
         notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
         details.insert("truncation".into(), tr.to_value());
     }
-    if lines_truncated {
+    if found.lines_truncated {
         notices.push(format!(
             "Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"
         ));
@@ -283,11 +388,11 @@ pub fn grep(root: &Root, args: &Value) -> Result<ToolResult, String> {
     if !notices.is_empty() {
         out.push_str(&format!("\n\n[{}]", notices.join(". ")));
     }
-    Ok(if details.is_empty() {
+    if details.is_empty() {
         ToolResult::text(out)
     } else {
         ToolResult::text_with(out, Value::Object(details))
-    })
+    }
 }
 
 pub fn find(root: &Root, args: &Value) -> Result<ToolResult, String> {
@@ -299,7 +404,7 @@ pub fn find(root: &Root, args: &Value) -> Result<ToolResult, String> {
     let limit = limit.map(to_count).unwrap_or(1000);
     let m = glob_matcher(&pattern)?;
 
-    let base = match resolve_target(root, path)? {
+    let base = match resolve_target(root, path.as_deref())? {
         Target::Dir(rel) => rel,
         Target::File(rel) => {
             return Err(format!("Not a directory: {}", root.abs(&rel).display()));

@@ -76,11 +76,9 @@ impl Session {
         self.build_index();
     }
 
-    /// Phase 2 for one non-blank or blank line, in file order.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "a phase orchestrator not yet split into named steps (issue 26)"
-    )]
+    /// Phase 2 for one non-blank or blank line, in file order: its head
+    /// parsed (a bad line is recorded as such), its text checked, then it is
+    /// read as the session header or as an entry.
     fn index_line(
         &mut self,
         data: &[u8],
@@ -95,56 +93,86 @@ impl Session {
             scan,
         } = scanned;
         let line = &data[span.0..span.1];
-        let deduped: Vec<u8>;
+        let mut deduped = None;
         let parsed_head = match scan {
             LineScan::Blank => return,
             LineScan::Parsed(r) => r,
-            // JSON.parse accepts duplicate keys (the last wins); so do we.
-            LineScan::Dedupe(e) => match dedupe_keys(line) {
-                Some(d) => {
-                    deduped = d;
-                    EntryHead::parse(&deduped)
-                }
-                None => Err(e),
-            },
+            LineScan::Dedupe(e) => parse_deduped(line, e, &mut deduped),
         };
         let head = match parsed_head {
             Ok(h) => h,
             Err(e) => {
-                self.skipped_lines += 1;
-                let kind = if e.is_data() {
-                    ProblemKind::NotAnObject
-                } else if !has_nl {
-                    ProblemKind::TornLastLine
-                } else {
-                    ProblemKind::BadJson
-                };
-                let msg = match kind {
-                    ProblemKind::TornLastLine => {
-                        format!("last line is cut short (no newline, invalid JSON: {e})")
-                    }
-                    ProblemKind::NotAnObject => format!("not a session entry object: {e}"),
-                    _ => format!("invalid JSON: {e}"),
-                };
-                if kind == ProblemKind::NotAnObject {
-                    // Pi's entries array holds it (it shifts v1 indexes), and
-                    // as the first JSON value it makes the file invalid.
-                    st.parsed.push(None);
-                    if !st.saw_json {
-                        st.no_header = true;
-                        self.problems.push(Problem::new(
-                            line_no,
-                            ProblemKind::NoHeader,
-                            None,
-                            "first JSON line is not a session header".to_owned(),
-                        ));
-                    }
-                    st.saw_json = true;
-                }
-                self.problems.push(Problem::new(line_no, kind, None, msg));
+                self.unparsed_line(st, line_no, has_nl, &e);
                 return;
             }
         };
+        self.text_problems(line_no, &head, utf8, has_nl);
+        let first_json = !st.saw_json;
+        st.saw_json = true;
+        if head.kind.as_str() == Some("session") {
+            self.session_line(data, st, line_no, span, &head, first_json);
+            return;
+        }
+        if first_json {
+            st.no_header = true;
+            self.problems.push(Problem::new(
+                line_no,
+                ProblemKind::NoHeader,
+                None,
+                "first line is not a session header (Pi treats the file as invalid)".to_owned(),
+            ));
+        }
+        let entry_ix = self.entries.len();
+        st.parsed.push(Some(entry_ix));
+        let entry = self.entry_from_head(head, line_no, span, &mut st.pending_first_kept);
+        self.entries.push(entry);
+    }
+
+    /// A line that is no entry head: skipped with its problem (bad JSON, a
+    /// torn last line, or a JSON value that is not an object).
+    fn unparsed_line(
+        &mut self,
+        st: &mut IndexState,
+        line_no: usize,
+        has_nl: bool,
+        e: &serde_json::Error,
+    ) {
+        self.skipped_lines += 1;
+        let kind = if e.is_data() {
+            ProblemKind::NotAnObject
+        } else if !has_nl {
+            ProblemKind::TornLastLine
+        } else {
+            ProblemKind::BadJson
+        };
+        let msg = match kind {
+            ProblemKind::TornLastLine => {
+                format!("last line is cut short (no newline, invalid JSON: {e})")
+            }
+            ProblemKind::NotAnObject => format!("not a session entry object: {e}"),
+            _ => format!("invalid JSON: {e}"),
+        };
+        if kind == ProblemKind::NotAnObject {
+            // Pi's entries array holds it (it shifts v1 indexes), and
+            // as the first JSON value it makes the file invalid.
+            st.parsed.push(None);
+            if !st.saw_json {
+                st.no_header = true;
+                self.problems.push(Problem::new(
+                    line_no,
+                    ProblemKind::NoHeader,
+                    None,
+                    "first JSON line is not a session header".to_owned(),
+                ));
+            }
+            st.saw_json = true;
+        }
+        self.problems.push(Problem::new(line_no, kind, None, msg));
+    }
+
+    /// The problems of a parsed line's text: bytes that are not UTF-8, and
+    /// no trailing newline.
+    fn text_problems(&mut self, line_no: usize, head: &EntryHead<'_>, utf8: bool, has_nl: bool) {
         // Pi reads the file as UTF-8 text: bad bytes become U+FFFD, so what
         // it sees is not what the file holds (the bytes are kept as they are).
         if !utf8 {
@@ -164,79 +192,53 @@ impl Session {
                 "last line has no trailing newline".to_owned(),
             ));
         }
-        let first_json = !st.saw_json;
-        st.saw_json = true;
-        let kind_str = head.kind.as_str();
-        if kind_str == Some("session") {
-            if first_json && head.id.as_str().is_some() {
-                match serde_json::from_slice::<SessionHeader>(line) {
-                    Ok(h) => {
-                        self.version = h.version.unwrap_or(1);
-                        self.header = Some(Header {
-                            line: line_no,
-                            span,
-                            header: h,
-                        });
-                    }
-                    Err(_) => {
-                        // Pi only needs type and a string id; keep what we can.
-                        let h = SessionHeader {
-                            kind: "session".to_owned(),
-                            version: head.version.0.map(|v| v as u64),
-                            id: head.id.as_str().unwrap_or_default().to_owned(),
-                            timestamp: head.timestamp.as_str().map(str::to_owned),
-                            cwd: head.cwd.as_str().map(str::to_owned),
-                            parent_session: head.parent_session.as_str().map(str::to_owned),
-                            extra: Default::default(),
-                        };
-                        self.version = h.version.unwrap_or(1);
-                        self.header = Some(Header {
-                            line: line_no,
-                            span,
-                            header: h,
-                        });
-                    }
-                }
-            } else if first_json {
-                st.no_header = true;
-                self.problems.push(Problem::new(
-                    line_no,
-                    ProblemKind::NoHeader,
-                    None,
-                    "session header has no string id".to_owned(),
-                ));
-            } else {
-                let same = self
-                    .header
-                    .as_ref()
-                    .is_some_and(|h| data[h.span.0..h.span.1] == *line);
-                self.problems.push(Problem::new(
-                    line_no,
-                    ProblemKind::DuplicateHeader,
-                    None,
-                    if same {
-                        "duplicate of the header line (Pi ignores it)".to_owned()
-                    } else {
-                        "a second, different session header (Pi ignores it)".to_owned()
-                    },
-                ));
-            }
-            st.parsed.push(None);
-            return;
-        }
-        if first_json {
+    }
+
+    /// A `session` line: the header when it is the first JSON line and has a
+    /// string id; otherwise a missing-header or duplicate-header problem.
+    fn session_line(
+        &mut self,
+        data: &[u8],
+        st: &mut IndexState,
+        line_no: usize,
+        span: (usize, usize),
+        head: &EntryHead<'_>,
+        first_json: bool,
+    ) {
+        let line = &data[span.0..span.1];
+        if first_json && head.id.as_str().is_some() {
+            let header = session_header(line, head);
+            self.version = header.version.unwrap_or(1);
+            self.header = Some(Header {
+                line: line_no,
+                span,
+                header,
+            });
+        } else if first_json {
             st.no_header = true;
             self.problems.push(Problem::new(
                 line_no,
                 ProblemKind::NoHeader,
                 None,
-                "first line is not a session header (Pi treats the file as invalid)".to_owned(),
+                "session header has no string id".to_owned(),
+            ));
+        } else {
+            let same = self
+                .header
+                .as_ref()
+                .is_some_and(|h| data[h.span.0..h.span.1] == *line);
+            self.problems.push(Problem::new(
+                line_no,
+                ProblemKind::DuplicateHeader,
+                None,
+                if same {
+                    "duplicate of the header line (Pi ignores it)".to_owned()
+                } else {
+                    "a second, different session header (Pi ignores it)".to_owned()
+                },
             ));
         }
-        let entry_ix = self.entries.len();
-        st.parsed.push(Some(entry_ix));
-        let entry = self.entry_from_head(head, line_no, span, &mut st.pending_first_kept);
-        self.entries.push(entry);
+        st.parsed.push(None);
     }
 
     fn entry_from_head(
@@ -505,6 +507,35 @@ impl Session {
         }
         self.problems.sort_by_key(|p| p.line);
     }
+}
+
+/// The head of a line that failed with a data error, parsed again with its
+/// duplicate keys merged into `deduped` (`JSON.parse` accepts them, the last
+/// wins); the first error when there are none to merge.
+fn parse_deduped<'a>(
+    line: &[u8],
+    err: serde_json::Error,
+    deduped: &'a mut Option<Vec<u8>>,
+) -> Result<EntryHead<'a>, serde_json::Error> {
+    match dedupe_keys(line) {
+        Some(d) => EntryHead::parse(deduped.insert(d)),
+        None => Err(err),
+    }
+}
+
+/// The header of a first `session` line with a string id: the line parsed
+/// whole, or, when that fails, what its head holds (Pi only needs the type and
+/// a string id).
+fn session_header(line: &[u8], head: &EntryHead<'_>) -> SessionHeader {
+    serde_json::from_slice::<SessionHeader>(line).unwrap_or_else(|_| SessionHeader {
+        kind: "session".to_owned(),
+        version: head.version.0.map(|v| v as u64),
+        id: head.id.as_str().unwrap_or_default().to_owned(),
+        timestamp: head.timestamp.as_str().map(str::to_owned),
+        cwd: head.cwd.as_str().map(str::to_owned),
+        parent_session: head.parent_session.as_str().map(str::to_owned),
+        extra: Default::default(),
+    })
 }
 
 /// A cheap, deterministic 8-hex id for v1 entries migrated in memory.
