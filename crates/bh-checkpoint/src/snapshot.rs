@@ -1,17 +1,15 @@
 //! Taking a snapshot: stage the work tree into the shadow index, write a tree,
 //! and commit it unless nothing changed since the last checkpoint.
 
-use fs_err as fs;
-use fs_err::File;
-use std::io::ErrorKind;
+mod stage;
 
-use bh_git::parse::{self, StatusEntry};
+use fs_err as fs;
+
 use serde::Serialize;
 
 use crate::diff::DiffEntry;
 use crate::error::{CheckpointError, Result};
 use crate::meta::{self, Checkpoint, CheckpointKind, NewMeta, Skipped, SnapshotRequest};
-use crate::paths::fs_path;
 use crate::store::{EMPTY_TREE, Store, now_ms, trim_line, write_atomic};
 
 /// Untracked files at which a snapshot pre-hashes new files in parallel.
@@ -334,182 +332,6 @@ impl Store {
             write_atomic(&path, &wanted)?;
         }
         Ok(())
-    }
-
-    /// One pass of `status` → `update-index`: what was not captured, and
-    /// what changed against the base when status proves it.
-    fn stage(&self, progress: OnProgress<'_>) -> Result<Pass> {
-        // Optimistic: do not open every file first. If git then meets a file it
-        // cannot read, look again, opening each candidate, and skip those.
-        match self.stage_pass(false, progress) {
-            Err(CheckpointError::Git(err)) if err.stderr().contains("Unable to process path") => {
-                self.stage_pass(true, progress)
-            }
-            other => other,
-        }
-    }
-
-    #[allow(
-        clippy::too_many_lines,
-        reason = "a phase orchestrator not yet split into named steps (issue 26)"
-    )]
-    fn stage_pass(&self, check_readable: bool, progress: OnProgress<'_>) -> Result<Pass> {
-        progress(SnapshotProgress::Scanning);
-        let shadow = self.shadow();
-        let status = shadow
-            .cmd([
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--untracked-files=all",
-                "--no-renames",
-                "--ignore-submodules=all",
-            ])
-            .run()?;
-        let entries =
-            parse::status_v2(&status.stdout).map_err(|detail| CheckpointError::Corrupt {
-                store: self.dir.clone(),
-                detail: format!("cannot parse git status: {detail}"),
-            })?;
-        let mut update: Vec<&[u8]> = Vec::new();
-        let mut force_remove: Vec<&[u8]> = Vec::new();
-        let mut prehash: Vec<(&[u8], u64)> = Vec::new();
-        let mut skipped = Vec::new();
-        // Changes against HEAD, exact only while the index matched HEAD.
-        let mut changes: Option<Vec<(u8, Vec<u8>)>> = Some(Vec::new());
-        for entry in &entries {
-            let (path, tracked, change) = match entry {
-                StatusEntry::Changed { x: b'.', y, path } if *y != b'.' => (path, true, *y),
-                StatusEntry::Changed { y, path, .. } | StatusEntry::Renamed { y, path, .. } => {
-                    changes = None;
-                    if *y == b'.' {
-                        continue;
-                    }
-                    (path, true, *y)
-                }
-                StatusEntry::Unmerged { path } => {
-                    changes = None;
-                    (path, true, b'M')
-                }
-                StatusEntry::Untracked { path } => (path, false, b'A'),
-                StatusEntry::Ignored { .. } => continue,
-            };
-            if let Some(dir) = path.strip_suffix(b"/") {
-                skipped.push(Skipped {
-                    path: parse::display_path(dir),
-                    reason: "nested repository".into(),
-                });
-                continue;
-            }
-            let full = fs_path(&self.project, path);
-            let before = (update.len(), force_remove.len());
-            if change == b'D' {
-                // git saw it gone (possibly "beyond a symbolic link", which
-                // update-index refuses): drop it without looking again.
-                force_remove.push(path);
-                if let Some(list) = changes.as_mut() {
-                    list.push((b'D', path.clone()));
-                }
-                continue;
-            }
-            match fs::symlink_metadata(&full) {
-                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-                    update.push(path)
-                }
-                Err(e) => {
-                    skipped.push(Skipped {
-                        path: parse::display_path(path),
-                        reason: format!("cannot inspect: {e}"),
-                    });
-                    if tracked {
-                        force_remove.push(path);
-                    }
-                }
-                Ok(meta) if meta.is_symlink() => update.push(path),
-                Ok(meta) if meta.is_dir() => force_remove.push(path),
-                Ok(meta) if meta.is_file() => {
-                    let reason = if meta.len() > self.max_file_size {
-                        Some(format!(
-                            "larger than the {} size cap",
-                            human_size(self.max_file_size)
-                        ))
-                    } else if check_readable {
-                        match File::open(&full) {
-                            Ok(_) => None,
-                            Err(e) => Some(format!("unreadable: {e}")),
-                        }
-                    } else {
-                        None
-                    };
-                    match reason {
-                        Some(reason) => {
-                            skipped.push(Skipped {
-                                path: parse::display_path(path),
-                                reason,
-                            });
-                            if tracked {
-                                force_remove.push(path);
-                            }
-                        }
-                        None => {
-                            if !tracked {
-                                prehash.push((path, meta.len()));
-                            }
-                            update.push(path);
-                        }
-                    }
-                }
-                Ok(_) => {
-                    skipped.push(Skipped {
-                        path: parse::display_path(path),
-                        reason: "not a regular file, directory or symlink".into(),
-                    });
-                    if tracked {
-                        force_remove.push(path);
-                    }
-                }
-            }
-            if let Some(list) = changes.as_mut() {
-                if force_remove.len() > before.1 {
-                    list.push((b'D', path.clone()));
-                } else if update.len() > before.0 {
-                    list.push((change, path.clone()));
-                }
-            }
-        }
-        if let Some(list) = changes.as_mut() {
-            list.sort_by(|a, b| a.1.cmp(&b.1));
-        }
-        if !force_remove.is_empty() {
-            shadow
-                .cmd(["update-index", "-z", "--force-remove", "--stdin"])
-                .stdin(nul_join(&force_remove))
-                .run()?;
-        }
-        progress(SnapshotProgress::Found {
-            files: update.len(),
-            bytes: prehash.iter().map(|(_, size)| size).sum(),
-        });
-        if prehash.len() >= PREHASH_MIN_FILES {
-            self.prehash(&prehash, progress);
-        }
-        if !update.is_empty() {
-            progress(SnapshotProgress::Indexing {
-                files: update.len(),
-            });
-            shadow
-                .cmd([
-                    "update-index",
-                    "-z",
-                    "--add",
-                    "--remove",
-                    "--replace",
-                    "--stdin",
-                ])
-                .stdin(nul_join(&update))
-                .run()?;
-        }
-        Ok(Pass { skipped, changes })
     }
 }
 

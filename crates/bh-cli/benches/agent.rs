@@ -8,7 +8,9 @@
 //!
 //! Options: `--rounds N` (5), `--calls N` (200 tool calls per run),
 //! `--long-turns N` (1000; 0 skips the memory run), `--long-pi` (also run Pi
-//! for the long run), `--no-pi`.
+//! for the long run), `--no-pi`, `--previous BH` (an earlier build of bh run
+//! side by side with this one, both ways, with a this/previous ratio table:
+//! how a refactor proves it made nothing slower).
 //!
 //! The script: turn `i` makes one tool call, cycling `write` (a new
 //! `work/gK.txt`), `read` (it), `edit` (`value 0` → `value 1` in it), `ls src`;
@@ -256,6 +258,7 @@ struct Opts {
     long_turns: usize,
     long_pi: bool,
     no_pi: bool,
+    previous: Option<PathBuf>,
 }
 
 fn parse_opts(args: &[String]) -> Result<Opts> {
@@ -265,6 +268,7 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
         long_turns: 1000,
         long_pi: false,
         no_pi: false,
+        previous: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -280,6 +284,10 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
             "--long-turns" => o.long_turns = num("--long-turns")?,
             "--long-pi" => o.long_pi = true,
             "--no-pi" => o.no_pi = true,
+            "--previous" => {
+                let p = it.next().context("--previous needs a bh binary")?;
+                o.previous = Some(fs_err::canonicalize(p)?);
+            }
             "--bench" => {}
             other => bail!("unknown option {other}"),
         }
@@ -348,6 +356,9 @@ use bh_test_support::pi::PiRelease;
 enum Variant {
     Bh,
     BhNoCheckpoints,
+    /// The binary given with `--previous` (the same work, side by side).
+    BhPrevious,
+    BhPreviousNoCheckpoints,
     /// The current Pi (1.6).
     Pi,
     /// Pi 0.73.1.
@@ -357,6 +368,17 @@ enum Variant {
 impl Variant {
     fn is_pi(self) -> bool {
         matches!(self, Variant::Pi | Variant::PiLegacy)
+    }
+
+    fn is_previous(self) -> bool {
+        matches!(self, Variant::BhPrevious | Variant::BhPreviousNoCheckpoints)
+    }
+
+    fn checkpoints(self) -> bool {
+        !matches!(
+            self,
+            Variant::BhNoCheckpoints | Variant::BhPreviousNoCheckpoints
+        )
     }
 
     fn release(self) -> Option<PiRelease> {
@@ -374,6 +396,8 @@ struct Bench {
     agent_dir: PathBuf,
     home: PathBuf,
     bh: PathBuf,
+    /// `--previous`: an earlier build of bh to compare with.
+    previous: Option<PathBuf>,
     /// Each Pi found: (node, cli, label).
     pis: BTreeMap<Variant, (PathBuf, PathBuf, String)>,
     runs: usize,
@@ -386,6 +410,8 @@ impl Bench {
         match v {
             Variant::Bh => "bh agent (checkpoints on)".into(),
             Variant::BhNoCheckpoints => "bh agent --no-checkpoints".into(),
+            Variant::BhPrevious => "previous bh (checkpoints on)".into(),
+            Variant::BhPreviousNoCheckpoints => "previous bh --no-checkpoints".into(),
             _ => self
                 .pis
                 .get(&v)
@@ -415,9 +441,16 @@ impl Bench {
         let s = session.display().to_string();
         let tools = "read,ls,edit,write";
         match v {
-            Variant::Bh | Variant::BhNoCheckpoints => {
+            Variant::Bh
+            | Variant::BhNoCheckpoints
+            | Variant::BhPrevious
+            | Variant::BhPreviousNoCheckpoints => {
+                let bin = match (&self.previous, v.is_previous()) {
+                    (Some(p), true) => p,
+                    _ => &self.bh,
+                };
                 let mut c = vec![
-                    self.bh.display().to_string(),
+                    bin.display().to_string(),
                     "--json".into(),
                     "agent".into(),
                     "--model".into(),
@@ -429,7 +462,7 @@ impl Bench {
                     "-p".into(),
                     PROMPT.into(),
                 ];
-                if v == Variant::BhNoCheckpoints {
+                if !v.checkpoints() {
                     c.push("--no-checkpoints".into());
                 }
                 c
@@ -592,10 +625,14 @@ fn orchestrate(args: &[String]) -> Result<()> {
         agent_dir,
         home: root.join("home"),
         bh: PathBuf::from(env!("CARGO_BIN_EXE_bh")),
+        previous: o.previous.clone(),
         pis,
         runs: 0,
     };
     let mut variants = vec![Variant::Bh, Variant::BhNoCheckpoints];
+    if b.previous.is_some() {
+        variants.extend([Variant::BhPrevious, Variant::BhPreviousNoCheckpoints]);
+    }
     variants.extend(b.pis.keys().copied());
 
     // Side by side: each round runs every variant once.
@@ -663,6 +700,18 @@ fn orchestrate(args: &[String]) -> Result<()> {
             "persist_median_us": oh.map(|x| x.2),
             "walls_ms": walls[&v], "rss_mib": rss[&v]});
     }
+    if b.previous.is_some() {
+        println!("\n| this build / previous build | wall time | peak RSS |\n|---|---:|---:|");
+        for (v, p) in [
+            (Variant::Bh, Variant::BhPrevious),
+            (Variant::BhNoCheckpoints, Variant::BhPreviousNoCheckpoints),
+        ] {
+            let ((w, m), (pw, pm)) = (med[&v], med[&p]);
+            println!("| {} | {:.2}× | {:.2}× |", b.label(v), w / pw, m / pm);
+            results["previous"][format!("{v:?}")] =
+                json!({"time_ratio": w / pw, "rss_ratio": m / pm});
+        }
+    }
     let pis: Vec<Variant> = variants.iter().copied().filter(|v| v.is_pi()).collect();
     if !pis.is_empty() {
         println!("\n| target | measured | limit |\n|---|---:|---:|");
@@ -691,6 +740,9 @@ fn orchestrate(args: &[String]) -> Result<()> {
     // Memory over a long run: VmRSS of the client when turns 100 and N are requested.
     if o.long_turns > 100 {
         let mut long = vec![Variant::Bh, Variant::BhNoCheckpoints];
+        if b.previous.is_some() {
+            long.extend([Variant::BhPrevious, Variant::BhPreviousNoCheckpoints]);
+        }
         if o.long_pi {
             long.extend(b.pis.keys().copied());
         }

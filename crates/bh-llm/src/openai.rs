@@ -2,26 +2,23 @@
 //! `openai-completions` provider sends and reads it
 //! (pi-ai 0.73.1 `dist/providers/openai-completions.js`; the corpus `fake-server-requests.jsonl`;
 //! the stream read as pi-ai 1.6 `dist/api/openai-completions.js` reads it).
-//!
-//! Over 600 lines: the request side and the stream parser of one wire stay in one file, so
-//! that each Pi behaviour they mirror is read in one place.
+//! The `messages` array is built in [`messages`], one step per message kind.
 
 use std::collections::HashMap;
 
-use bh_protocol::message::{Content, KnownBlock, Usage};
+use bh_protocol::message::{KnownBlock, Usage};
 use eventsource_stream::Event;
 use reqwest::StatusCode;
 use serde_json::{Map, Value, json};
 
-use crate::convert::{normalize_id_openai, transform_borrowed};
 use crate::http::{Built, Flow, StreamFailure, Wire};
 use crate::quirks::MaxTokensField;
 use crate::turn::Turn;
-use crate::types::{
-    ChatRequest, Message, ModelSpec, StopReason, ThinkingLevel, block_extra_str, known, zero_usage,
-};
+use crate::types::{ChatRequest, Message, ModelSpec, StopReason, ThinkingLevel, known, zero_usage};
 
-const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "reasoning", "reasoning_text"];
+mod messages;
+
+use messages::{REASONING_FIELDS, each_message};
 
 /// Pi's `mapStopReason` for `finish_reason`.
 pub fn map_finish_reason(reason: &str) -> (StopReason, Option<String>) {
@@ -78,193 +75,6 @@ pub fn convert_messages(model: &ModelSpec, req: &ChatRequest) -> Vec<Value> {
     let mut out = Vec::new();
     each_message(model, req, &mut |m| out.push(m));
     out
-}
-
-/// [`convert_messages`] one message at a time, so that the request body can be
-/// written without holding the whole array as JSON values.
-#[allow(
-    clippy::too_many_lines,
-    reason = "a phase orchestrator not yet split into named steps (issue 26)"
-)]
-fn each_message(model: &ModelSpec, req: &ChatRequest, emit: &mut dyn FnMut(Value)) {
-    let q = &model.quirks;
-    let provider = model.provider.clone();
-    let normalize = move |id: &str| normalize_id_openai(id, &provider);
-    let messages = transform_borrowed(&req.messages, model, &normalize);
-    if let Some(sp) = &req.system_prompt {
-        let role = if model.reasoning && q.supports_developer_role {
-            "developer"
-        } else {
-            "system"
-        };
-        emit(json!({"role": role, "content": sp}));
-    }
-    let mut last_was_tool = false;
-    let mut i = 0;
-    while i < messages.len() {
-        match &*messages[i] {
-            Message::User(u) => {
-                if q.requires_assistant_after_tool_result && last_was_tool {
-                    emit(
-                        json!({"role": "assistant", "content": "I have processed the tool results."}),
-                    );
-                }
-                match &u.content {
-                    Content::Text(s) => emit(json!({"role": "user", "content": s})),
-                    Content::Blocks(blocks) => {
-                        let parts: Vec<Value> = blocks
-                            .iter()
-                            .filter_map(|b| match known(b) {
-                                Some(KnownBlock::Text { text, .. }) => {
-                                    Some(json!({"type": "text", "text": text}))
-                                }
-                                Some(KnownBlock::Image {
-                                    data, mime_type, ..
-                                }) => Some(json!({"type": "image_url", "image_url": {
-                                    "url": format!("data:{mime_type};base64,{data}")}})),
-                                _ => None,
-                            })
-                            .collect();
-                        if !parts.is_empty() {
-                            emit(json!({"role": "user", "content": parts}));
-                        }
-                    }
-                }
-                last_was_tool = false;
-            }
-            Message::Assistant(a) => {
-                let mut msg = Map::new();
-                msg.insert("role".into(), json!("assistant"));
-                msg.insert("content".into(), Value::Null);
-                let texts: Vec<&str> = a
-                    .content
-                    .iter()
-                    .filter_map(|b| match known(b) {
-                        Some(KnownBlock::Text { text, .. }) if !text.trim().is_empty() => {
-                            Some(text.as_str())
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                let text = texts.concat();
-                let thinking: Vec<(&str, Option<&str>)> = a
-                    .content
-                    .iter()
-                    .filter_map(|b| match known(b) {
-                        Some(KnownBlock::Thinking { thinking, extra })
-                            if !thinking.trim().is_empty() =>
-                        {
-                            Some((
-                                thinking.as_str(),
-                                block_extra_str(extra, "thinkingSignature"),
-                            ))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                if !thinking.is_empty() && q.requires_thinking_as_text {
-                    let mut parts = vec![
-                        json!({"type": "text", "text": thinking.iter().map(|t| t.0).collect::<Vec<_>>().join("\n\n")}),
-                    ];
-                    parts.extend(texts.iter().map(|t| json!({"type": "text", "text": t})));
-                    msg.insert("content".into(), Value::Array(parts));
-                } else {
-                    if !text.is_empty() {
-                        msg.insert("content".into(), Value::String(text));
-                    }
-                    if let Some((_, Some(sig))) = thinking.first()
-                        && REASONING_FIELDS.contains(sig)
-                    {
-                        let joined = thinking.iter().map(|t| t.0).collect::<Vec<_>>().join("\n");
-                        msg.insert((*sig).to_owned(), Value::String(joined));
-                    }
-                }
-                let calls: Vec<Value> = a
-                    .content
-                    .iter()
-                    .filter_map(|b| match known(b) {
-                        Some(KnownBlock::ToolCall {
-                            id,
-                            name,
-                            arguments,
-                            ..
-                        }) => Some(json!({"id": id, "type": "function", "function": {
-                            "name": name, "arguments": arguments.to_string()}})),
-                        _ => None,
-                    })
-                    .collect();
-                let has_calls = !calls.is_empty();
-                if has_calls {
-                    msg.insert("tool_calls".into(), Value::Array(calls));
-                }
-                let has_content = match msg.get("content") {
-                    Some(Value::String(s)) => !s.is_empty(),
-                    Some(Value::Array(a)) => !a.is_empty(),
-                    _ => false,
-                };
-                if has_content || has_calls {
-                    emit(Value::Object(msg));
-                    last_was_tool = false;
-                }
-            }
-            Message::ToolResult(_) => {
-                let mut images = Vec::new();
-                while let Some(Message::ToolResult(r)) = messages.get(i).map(|m| &**m) {
-                    let text = r
-                        .content
-                        .iter()
-                        .filter_map(|b| match known(b) {
-                            Some(KnownBlock::Text { text, .. }) => Some(text.as_str()),
-                            _ => None,
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    let content = if text.is_empty() {
-                        "(see attached image)".to_owned()
-                    } else {
-                        text
-                    };
-                    let mut m =
-                        json!({"role": "tool", "content": content, "tool_call_id": r.tool_call_id});
-                    if q.requires_tool_result_name
-                        && let Some(o) = m.as_object_mut()
-                    {
-                        o.insert("name".into(), json!(r.tool_name));
-                    }
-                    emit(m);
-                    if model.input_images {
-                        for b in &r.content {
-                            if let Some(KnownBlock::Image {
-                                data, mime_type, ..
-                            }) = known(b)
-                            {
-                                images.push(json!({"type": "image_url", "image_url": {
-                                    "url": format!("data:{mime_type};base64,{data}")}}));
-                            }
-                        }
-                    }
-                    i += 1;
-                }
-                i -= 1;
-                if images.is_empty() {
-                    last_was_tool = true;
-                } else {
-                    if q.requires_assistant_after_tool_result {
-                        emit(
-                            json!({"role": "assistant", "content": "I have processed the tool results."}),
-                        );
-                    }
-                    let mut parts = vec![
-                        json!({"type": "text", "text": "Attached image(s) from tool result:"}),
-                    ];
-                    parts.extend(images);
-                    emit(json!({"role": "user", "content": parts}));
-                    last_was_tool = false;
-                }
-            }
-        }
-        i += 1;
-    }
 }
 
 /// Build the full request body (Pi's `buildParams`).

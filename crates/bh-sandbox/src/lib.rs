@@ -26,8 +26,6 @@
 // event, a report) that the CLI shows. A guard, not a habit.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-use std::collections::BTreeSet;
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -39,6 +37,7 @@ use serde::Serialize;
 
 mod confined;
 mod layout;
+mod prepare;
 mod protect;
 mod seccomp;
 mod sockets;
@@ -46,7 +45,6 @@ mod sys;
 
 pub use confined::Confined;
 use confined::describe;
-use layout::{c, overlays, parents_below, tmp_size, tmp_skeleton};
 
 /// What a sandboxed command may do.
 #[derive(Debug, Clone, Default)]
@@ -222,164 +220,21 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// Resolves the policy's paths and prepares everything the child needs.
-    /// `cwd` is where the command starts (re-entered inside the sandbox).
-    #[allow(
-        clippy::too_many_lines,
-        reason = "a phase orchestrator not yet split into named steps (issue 26)"
-    )]
+    /// Resolves the policy's paths and prepares everything the child needs
+    /// (the steps are in the `prepare` module). `cwd` is where the command
+    /// starts (re-entered inside the sandbox).
     pub fn new(policy: &Policy, cwd: &Path) -> Result<Sandbox, SandboxError> {
         let abi = landlock_abi()?;
-        let resolve = |role: &'static str, p: &Path| {
-            fs_err::canonicalize(p).map_err(|source| SandboxError::Path {
-                role,
-                path: p.display().to_string(),
-                source,
-            })
-        };
+        let roots = prepare::Roots::resolve(policy, cwd)?;
         let mut not_enforced = Vec::new();
-        let mut writable = Vec::new();
-        for p in &policy.writable {
-            // A grant through a link names one folder and grants another
-            // (`build-cache -> .git/hooks`): refused, not followed.
-            if fs_err::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(SandboxError::Grant {
-                    path: p.display().to_string(),
-                    why: "is a symbolic link; grant the folder it leads to by its own path".into(),
-                });
-            }
-            writable.push(resolve("writable path", p)?);
-        }
-        let protected = protect::resolve(&policy.read_only);
-        let mut read_only = protected.existing;
-        let overlays = overlays(policy)?;
-        read_only.retain(|r| !overlays.iter().any(|(t, _)| t == r));
-        read_only.sort();
-        read_only.dedup();
-        protect::refuse_unprotectable(&protected.missing, &writable, &read_only)?;
-        let links = protected.links;
-        if let Some(w) = writable.iter().find(|w| read_only.contains(w)) {
-            return Err(SandboxError::Grant {
-                path: w.display().to_string(),
-                why: "is a protected path (it stays read-only)".into(),
-            });
-        }
-        // An overlaid folder is writable inside (its writes go to upper):
-        // Landlock grants it and the private /tmp carries it like any
-        // writable root, wherever it lies (a linked worktree's common dir).
-        for (t, _) in &overlays {
-            if !writable.contains(t) {
-                writable.push(t.clone());
-            }
-        }
-        let cwd = resolve("working folder", cwd)?;
-        let host_sockets = sockets::host_sockets(&policy.allow_sockets)?;
         if abi < 9 {
             not_enforced.push(
                 "pathname Unix sockets a host server binds after the start (Landlock ABI < 9; those bound at the start are covered)".to_owned(),
             );
         }
         let tmp = fs_err::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"));
-
-        let mut tmp_binds = Vec::new();
-        if policy.private_tmp {
-            // Each carried separately, parents first: a writable root inside
-            // a read-only one is mounted over it, writable.
-            let mut under: BTreeSet<PathBuf> = BTreeSet::new();
-            let visible = policy
-                .visible
-                .iter()
-                .filter_map(|p| fs_err::canonicalize(p).ok())
-                .chain(host_sockets.allowed.iter().cloned());
-            for p in writable
-                .iter()
-                .chain(read_only.iter())
-                .cloned()
-                .chain(visible)
-                .chain([cwd.clone()])
-            {
-                if p.starts_with(&tmp) && p != tmp {
-                    under.insert(p);
-                }
-            }
-            for p in under {
-                let mkdirs = parents_below(&p, &tmp);
-                tmp_binds.push(sys::Bind {
-                    is_dir: p.is_dir(),
-                    read_only: !writable.contains(&p),
-                    path: c(&p),
-                    mkdirs,
-                    fd: -1,
-                });
-            }
-        }
-
-        let mut handled = ABI1_ALL;
-        if abi >= 2 {
-            handled |= REFER;
-        }
-        if abi >= 3 {
-            handled |= TRUNCATE;
-        } else {
-            not_enforced
-                .push("truncate(2) outside the writable roots (Landlock ABI < 3)".to_owned());
-        }
-        if abi >= 5 {
-            handled |= IOCTL_DEV;
-        } else {
-            not_enforced.push("ioctl(2) on devices (Landlock ABI < 5)".to_owned());
-        }
-        let read = (EXECUTE | READ_FILE | READ_DIR | IOCTL_DEV) & handled;
-        let file_write = (EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV) & handled;
-        let mut ll_writable: Vec<(CString, bool)> =
-            writable.iter().map(|p| (c(p), p.is_dir())).collect();
-        if policy.private_tmp {
-            ll_writable.push((c(&tmp), true));
-        }
-        let mut scoped = 0;
-        if abi >= 6 {
-            scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL;
-        } else {
-            not_enforced.push(
-                "signal and abstract-socket scoping (Landlock ABI < 6; the PID namespace and the command's own session still apply)".to_owned(),
-            );
-        }
-        // Always a user namespace, root included: capabilities then count
-        // only inside it (no CAP_MKNOD, CAP_DAC_READ_SEARCH or CAP_SYS_ADMIN
-        // over the host), and the command drops even those before exec.
-        // Each maps its own uid and gid onto itself (root: 0 -> 0); a map
-        // of more ids would need the parent namespace to write it.
-        let euid = nix::unistd::geteuid();
-        let user_ns = true;
-        let mut unshare = libc::CLONE_NEWUSER
-            | libc::CLONE_NEWNS
-            | libc::CLONE_NEWPID
-            | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS;
-        if !policy.network {
-            unshare |= libc::CLONE_NEWNET;
-        }
-        let maps = {
-            let gid = nix::unistd::getegid();
-            Some((
-                format!("{euid} {euid} 1").into_bytes(),
-                format!("{gid} {gid} 1").into_bytes(),
-            ))
-        };
-        // Hidden paths by their real path (a link is hidden where it leads).
-        let mut hidden: Vec<(PathBuf, bool)> = policy
-            .hidden
-            .iter()
-            .filter_map(|p| {
-                let real = fs_err::canonicalize(p).ok()?;
-                let is_dir = fs_err::metadata(&real).ok()?.is_dir();
-                Some((real, is_dir))
-            })
-            .collect();
-        hidden.sort();
-        hidden.dedup();
-        // An allowed socket is not hidden itself ($SSH_AUTH_SOCK allowed).
-        hidden.retain(|(p, _)| !host_sockets.allowed.contains(p));
+        let tmp_binds = prepare::tmp_binds(policy, &roots, &tmp);
+        let landlock = prepare::landlock(abi, policy, &roots, &tmp, &mut not_enforced);
         let (step_rd, step_wr) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SandboxError::Pipe)?;
         nix::fcntl::fcntl(
@@ -387,86 +242,8 @@ impl Sandbox {
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
         )
         .map_err(SandboxError::Pipe)?;
-        let report = Report {
-            landlock_abi: abi,
-            user_namespace: user_ns,
-            private_tmp: policy.private_tmp,
-            network: policy.network,
-            writable: writable.clone(),
-            read_only: read_only.clone(),
-            hidden: hidden.iter().map(|(p, _)| p.clone()).collect(),
-            overlays: overlays.iter().map(|(t, _)| t.clone()).collect(),
-            links_pinned: links.clone(),
-            sockets_covered: host_sockets.covered.len(),
-            sockets_allowed: host_sockets.allowed.clone(),
-            not_enforced,
-        };
-        let inside = |p: &PathBuf, q: &PathBuf| p != q && p.starts_with(q);
-        let rw_over: Vec<PathBuf> = writable
-            .iter()
-            .filter(|w| read_only.iter().any(|r| inside(w, r)))
-            .cloned()
-            .collect();
-        let ro_after: Vec<CString> = read_only
-            .iter()
-            .filter(|r| rw_over.iter().any(|w| inside(r, w)))
-            .map(|p| c(p))
-            .collect();
-        let plan = sys::Plan {
-            rw_over: rw_over
-                .iter()
-                .map(|p| sys::Bind {
-                    path: c(p),
-                    mkdirs: Vec::new(),
-                    is_dir: p.is_dir(),
-                    read_only: false,
-                    fd: -1,
-                })
-                .collect(),
-            ro_after,
-            unshare,
-            maps,
-            private_tmp: policy.private_tmp,
-            tmp_options: CString::new(format!("mode=1777,size={}", tmp_size())).unwrap_or_default(),
-            tmp_skeleton: tmp_skeleton(&tmp_binds),
-            tmp_binds,
-            read_only: read_only.iter().map(|p| c(p)).collect(),
-            hidden: hidden
-                .iter()
-                .map(|(p, is_dir)| sys::Cover {
-                    path: c(p),
-                    is_dir: *is_dir,
-                    holes: sockets::inside(&host_sockets.allowed, p)
-                        .into_iter()
-                        .map(|s| sys::Bind {
-                            path: c(s),
-                            mkdirs: parents_below(s, p),
-                            is_dir: false,
-                            read_only: true,
-                            fd: -1,
-                        })
-                        .collect(),
-                })
-                .collect(),
-            sockets: host_sockets.covered.iter().map(|p| c(p)).collect(),
-            links: links.iter().map(|p| c(p)).collect(),
-            overlays: overlays.iter().map(|(t, o)| (c(t), o.clone())).collect(),
-            cwd: c(&cwd),
-            landlock: Some(sys::Landlock {
-                abi,
-                handled_fs: handled,
-                scoped,
-                read,
-                // No device nodes on writable roots (nodev, Landlock's way).
-                dir_write: handled & !(MAKE_CHAR | MAKE_BLOCK),
-                file_write,
-                writable: ll_writable,
-                devices: DEVICES.iter().map(|d| c(Path::new(d))).collect(),
-            }),
-            seccomp: seccomp::program(),
-            parent: nix::unistd::getpid().as_raw(),
-            step_wr,
-        };
+        let report = prepare::report(abi, policy, &roots, not_enforced);
+        let plan = prepare::plan(policy, &roots, tmp_binds, landlock, step_wr);
         Ok(Sandbox {
             plan,
             step_rd,

@@ -392,165 +392,15 @@ fn set_attr_read_only(fd: c_int, recursive: bool) -> bool {
 /// Runs in the forked child (the intermediate). Returns `Ok` only in the
 /// grandchild's child — the command — which `std` then execs; the
 /// intermediate and the init never return.
-#[allow(
-    clippy::too_many_lines,
-    reason = "a phase orchestrator not yet split into named steps (issue 26)"
-)]
+/// Runs in the forked child (the intermediate). Returns `Ok` only in the
+/// grandchild's child — the command — which `std` then execs; the
+/// intermediate and the init never return. Its steps ([`set_up`]):
+/// namespaces, overlays, the private `/tmp`, the read-only binds, the
+/// covers; then the init is forked and the intermediate waits for it.
 fn intermediate(plan: &mut Plan) -> io::Result<()> {
     let step = plan.step_wr.as_raw_fd();
-    // SAFETY: prctl/getppid/unshare are raw syscalls with integer arguments.
-    unsafe {
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-            return Err(fail(step, Step::DeathSignal));
-        }
-        if libc::getppid() != plan.parent {
-            // The harness died before the death signal was armed.
-            libc::_exit(137);
-        }
-        if libc::unshare(plan.unshare) != 0 {
-            return Err(fail(step, Step::Unshare));
-        }
-    }
-    if let Some((uid_map, gid_map)) = &plan.maps
-        && !(write_file(SETGROUPS, b"deny")
-            && write_file(UID_MAP, uid_map)
-            && write_file(GID_MAP, gid_map))
-    {
-        return Err(fail(step, Step::UserMaps));
-    }
-    // SAFETY: mount(2) with static NUL-terminated strings.
-    unsafe {
-        if libc::mount(
-            std::ptr::null(),
-            cptr(b"/\0"),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(fail(step, Step::MountPrivate));
-        }
-    }
-    // Overlays first, in the host's view of the paths: the clones below
-    // (the private /tmp's binds) are recursive and carry them.
-    for (target, opts) in &plan.overlays {
-        // SAFETY: mount(2) with parent-prepared NUL-terminated strings.
-        let ok = unsafe {
-            libc::mount(
-                cptr(b"overlay\0"),
-                target.as_ptr(),
-                cptr(b"overlay\0"),
-                libc::MS_NOSUID | libc::MS_NODEV,
-                opts.as_ptr().cast::<c_void>(),
-            ) == 0
-        };
-        if !ok {
-            return Err(fail(step, Step::Overlay));
-        }
-    }
-    if plan.private_tmp {
-        for b in plan.tmp_binds.iter_mut() {
-            b.fd = clone_tree(&b.path);
-            if b.fd < 0 || (b.read_only && !set_read_only(b.fd)) {
-                return Err(fail(step, Step::CloneTmp));
-            }
-        }
-        // SAFETY: mount(2) with static NUL-terminated strings.
-        unsafe {
-            if libc::mount(
-                cptr(b"tmpfs\0"),
-                cptr(b"/tmp\0"),
-                cptr(b"tmpfs\0"),
-                libc::MS_NOSUID | libc::MS_NODEV,
-                plan.tmp_options.as_ptr().cast::<c_void>(),
-            ) != 0
-            {
-                return Err(fail(step, Step::MountTmp));
-            }
-        }
-        for b in plan.tmp_binds.iter() {
-            // SAFETY: mkdir/open/close on parent-prepared NUL-terminated paths.
-            unsafe {
-                for d in &b.mkdirs {
-                    libc::mkdir(d.as_ptr(), 0o755);
-                }
-                if b.is_dir {
-                    libc::mkdir(b.path.as_ptr(), 0o755);
-                } else {
-                    let fd = libc::open(
-                        b.path.as_ptr(),
-                        libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
-                        0o600,
-                    );
-                    if fd >= 0 {
-                        libc::close(fd);
-                    }
-                }
-            }
-            if !move_tree(b.fd, &b.path) {
-                return Err(fail(step, Step::MoveTmp));
-            }
-            // SAFETY: closing the clone fd we opened above.
-            unsafe { libc::close(b.fd) };
-        }
-        for dir in &plan.tmp_skeleton {
-            // The folder alone: what is carried below keeps its own rights.
-            let fd = clone_tree(dir);
-            let ok = fd >= 0 && set_attr_read_only(fd, false) && move_tree(fd, dir);
-            // SAFETY: closing our own fd (or -1, harmless).
-            unsafe { libc::close(fd) };
-            if !ok {
-                return Err(fail(step, Step::MoveTmp));
-            }
-        }
-    }
-    for b in plan.rw_over.iter_mut() {
-        b.fd = clone_tree(&b.path);
-        if b.fd < 0 {
-            return Err(fail(step, Step::ReadOnly));
-        }
-    }
-    for p in &plan.read_only {
-        if !make_read_only(p) {
-            return Err(fail(step, Step::ReadOnly));
-        }
-    }
-    for b in plan.rw_over.iter() {
-        if !move_tree(b.fd, &b.path) {
-            return Err(fail(step, Step::ReadOnly));
-        }
-        // SAFETY: closing the clone fd we opened above.
-        unsafe { libc::close(b.fd) };
-    }
-    for p in &plan.ro_after {
-        if !make_read_only(p) {
-            return Err(fail(step, Step::ReadOnly));
-        }
-    }
-    for l in &plan.links {
-        if !pin_link(l) {
-            return Err(fail(step, Step::ReadOnly));
-        }
-    }
-    // Holes first: once a folder is covered, what it held is out of reach.
-    for h in plan.hidden.iter_mut().flat_map(|c| c.holes.iter_mut()) {
-        h.fd = clone_tree(&h.path);
-    }
-    for cover in &plan.hidden {
-        if !hide(&cover.path, cover.is_dir, &cover.holes) {
-            return Err(fail(step, Step::Hide));
-        }
-        for h in &cover.holes {
-            // SAFETY: closing the clone fds opened above.
-            unsafe { libc::close(h.fd) };
-        }
-    }
-    for p in &plan.sockets {
-        if !cover_socket(p) {
-            return Err(fail(step, Step::Hide));
-        }
-    }
-
+    // `fail` reads errno: nothing runs between the failed call and it.
+    set_up(plan).map_err(|s| fail(step, s))?;
     let mut life = [0 as c_int; 2];
     let mut status = [0 as c_int; 2];
     // SAFETY: pipe2/fork are async-signal-safe syscalls on stack arrays.
@@ -600,6 +450,195 @@ fn intermediate(plan: &mut Plan) -> io::Result<()> {
         };
         mirror(st)
     }
+}
+
+/// The steps before the init is forked, in order; the first that fails.
+fn set_up(plan: &mut Plan) -> Result<(), Step> {
+    enter_namespaces(plan)?;
+    mount_overlays(plan)?;
+    if plan.private_tmp {
+        private_tmp(plan)?;
+    }
+    read_only_binds(plan)?;
+    hide_all(plan)
+}
+
+/// Death signal armed, the namespaces unshared, the user maps written,
+/// mounts made private.
+fn enter_namespaces(plan: &Plan) -> Result<(), Step> {
+    // SAFETY: prctl/getppid/unshare are raw syscalls with integer arguments.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+            return Err(Step::DeathSignal);
+        }
+        if libc::getppid() != plan.parent {
+            // The harness died before the death signal was armed.
+            libc::_exit(137);
+        }
+        if libc::unshare(plan.unshare) != 0 {
+            return Err(Step::Unshare);
+        }
+    }
+    if let Some((uid_map, gid_map)) = &plan.maps
+        && !(write_file(SETGROUPS, b"deny")
+            && write_file(UID_MAP, uid_map)
+            && write_file(GID_MAP, gid_map))
+    {
+        return Err(Step::UserMaps);
+    }
+    // SAFETY: mount(2) with static NUL-terminated strings.
+    unsafe {
+        if libc::mount(
+            std::ptr::null(),
+            cptr(b"/\0"),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(Step::MountPrivate);
+        }
+    }
+    Ok(())
+}
+
+/// Overlays first, in the host's view of the paths: the clones of the
+/// private `/tmp`'s binds are recursive and carry them.
+fn mount_overlays(plan: &Plan) -> Result<(), Step> {
+    for (target, opts) in &plan.overlays {
+        // SAFETY: mount(2) with parent-prepared NUL-terminated strings.
+        let ok = unsafe {
+            libc::mount(
+                cptr(b"overlay\0"),
+                target.as_ptr(),
+                cptr(b"overlay\0"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                opts.as_ptr().cast::<c_void>(),
+            ) == 0
+        };
+        if !ok {
+            return Err(Step::Overlay);
+        }
+    }
+    Ok(())
+}
+
+/// A fresh tmpfs on `/tmp`, carrying the policy's paths under it (cloned
+/// before the tmpfs hides them) and read-only skeleton folders to reach them.
+fn private_tmp(plan: &mut Plan) -> Result<(), Step> {
+    for b in plan.tmp_binds.iter_mut() {
+        b.fd = clone_tree(&b.path);
+        if b.fd < 0 || (b.read_only && !set_read_only(b.fd)) {
+            return Err(Step::CloneTmp);
+        }
+    }
+    // SAFETY: mount(2) with static NUL-terminated strings.
+    unsafe {
+        if libc::mount(
+            cptr(b"tmpfs\0"),
+            cptr(b"/tmp\0"),
+            cptr(b"tmpfs\0"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            plan.tmp_options.as_ptr().cast::<c_void>(),
+        ) != 0
+        {
+            return Err(Step::MountTmp);
+        }
+    }
+    for b in plan.tmp_binds.iter() {
+        // SAFETY: mkdir/open/close on parent-prepared NUL-terminated paths.
+        unsafe {
+            for d in &b.mkdirs {
+                libc::mkdir(d.as_ptr(), 0o755);
+            }
+            if b.is_dir {
+                libc::mkdir(b.path.as_ptr(), 0o755);
+            } else {
+                let fd = libc::open(
+                    b.path.as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+                    0o600,
+                );
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+            }
+        }
+        if !move_tree(b.fd, &b.path) {
+            return Err(Step::MoveTmp);
+        }
+        // SAFETY: closing the clone fd we opened above.
+        unsafe { libc::close(b.fd) };
+    }
+    for dir in &plan.tmp_skeleton {
+        // The folder alone: what is carried below keeps its own rights.
+        let fd = clone_tree(dir);
+        let ok = fd >= 0 && set_attr_read_only(fd, false) && move_tree(fd, dir);
+        // SAFETY: closing our own fd (or -1, harmless).
+        unsafe { libc::close(fd) };
+        if !ok {
+            return Err(Step::MoveTmp);
+        }
+    }
+    Ok(())
+}
+
+/// The protected paths re-bound read-only, writable roots inside them bound
+/// back over, the protected paths inside those again, links pinned.
+fn read_only_binds(plan: &mut Plan) -> Result<(), Step> {
+    for b in plan.rw_over.iter_mut() {
+        b.fd = clone_tree(&b.path);
+        if b.fd < 0 {
+            return Err(Step::ReadOnly);
+        }
+    }
+    for p in &plan.read_only {
+        if !make_read_only(p) {
+            return Err(Step::ReadOnly);
+        }
+    }
+    for b in plan.rw_over.iter() {
+        if !move_tree(b.fd, &b.path) {
+            return Err(Step::ReadOnly);
+        }
+        // SAFETY: closing the clone fd we opened above.
+        unsafe { libc::close(b.fd) };
+    }
+    for p in &plan.ro_after {
+        if !make_read_only(p) {
+            return Err(Step::ReadOnly);
+        }
+    }
+    for l in &plan.links {
+        if !pin_link(l) {
+            return Err(Step::ReadOnly);
+        }
+    }
+    Ok(())
+}
+
+/// Hidden paths covered (their allowed sockets carried through as holes)
+/// and host sockets covered.
+fn hide_all(plan: &mut Plan) -> Result<(), Step> {
+    // Holes first: once a folder is covered, what it held is out of reach.
+    for h in plan.hidden.iter_mut().flat_map(|c| c.holes.iter_mut()) {
+        h.fd = clone_tree(&h.path);
+    }
+    for cover in &plan.hidden {
+        if !hide(&cover.path, cover.is_dir, &cover.holes) {
+            return Err(Step::Hide);
+        }
+        for h in &cover.holes {
+            // SAFETY: closing the clone fds opened above.
+            unsafe { libc::close(h.fd) };
+        }
+    }
+    for p in &plan.sockets {
+        if !cover_socket(p) {
+            return Err(Step::Hide);
+        }
+    }
+    Ok(())
 }
 
 /// Closes every fd except `x` and `y` (which may be equal).

@@ -2,73 +2,85 @@
 //! prepared SSE bodies in order and records each request's authorization
 //! header and JSON body.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+
+use crate::invariants;
+use crate::mock_http::read_request;
 
 /// (authorization header, request body) of each request.
 pub type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 
 /// Serves `responses` (SSE bodies) in order; returns the base URL (`…/v1`).
 /// A response made by [`status`] is answered with that HTTP status instead.
+/// A request whose history breaks the tool-call
+/// [`invariants`](crate::invariants) is answered `400`, saying what is
+/// wrong, and takes no response of the script.
 pub fn serve(responses: Vec<String>) -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
     let rec = seen.clone();
     std::thread::spawn(move || {
-        for body in responses {
+        let mut responses = responses.into_iter().peekable();
+        // Once the script is spent the listener closes: a further call is
+        // refused, as before any request was checked.
+        while responses.peek().is_some() {
             let Ok((stream, _)) = listener.accept() else {
                 return;
             };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0;
-            let mut auth = String::new();
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                let l = line.trim_end().to_owned();
-                if l.is_empty() {
-                    break;
-                }
-                let lower = l.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-                if lower.starts_with("authorization:") {
-                    auth = l["authorization:".len()..].trim().to_owned();
-                }
-            }
-            let mut buf = vec![0; len];
-            reader.read_exact(&mut buf).unwrap();
-            rec.lock()
-                .unwrap()
-                .push((auth, serde_json::from_slice(&buf).unwrap_or(Value::Null)));
-            let mut stream = stream;
-            let (head, body) = match body.strip_prefix(STATUS) {
-                Some(rest) => {
-                    let (code, text) = rest.split_once('\n').unwrap_or((rest, ""));
-                    (
-                        format!("HTTP/1.1 {code} Error\r\ncontent-type: application/json"),
-                        text.to_owned(),
-                    )
-                }
-                None => (
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream".to_owned(),
-                    body,
-                ),
+            let Some(req) = read_request(&stream) else {
+                continue;
             };
-            let _ = write!(
-                stream,
-                "{head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.flush();
+            let auth = req
+                .headers
+                .get("authorization")
+                .cloned()
+                .unwrap_or_default();
+            let broken = invariants::violation(&req.path, &req.body);
+            rec.lock().unwrap().push((auth, req.body));
+            let body = match broken {
+                Some(v) => invariant_status(&v),
+                None => responses.next().unwrap_or_default(),
+            };
+            answer(stream, &body);
         }
     });
     (base, seen)
+}
+
+/// The [`status`] response a request breaking the invariants gets.
+fn invariant_status(violation: &str) -> String {
+    status(
+        400,
+        &format!("mock server: request breaks the tool-call invariants: {violation}"),
+    )
+}
+
+/// Writes `body` (an SSE body, or a [`status`] response) with its length.
+fn answer(mut stream: TcpStream, body: &str) {
+    let (head, body) = match body.strip_prefix(STATUS) {
+        Some(rest) => {
+            let (code, text) = rest.split_once('\n').unwrap_or((rest, ""));
+            (
+                format!("HTTP/1.1 {code} Error\r\ncontent-type: application/json"),
+                text,
+            )
+        }
+        None => (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream".to_owned(),
+            body,
+        ),
+    };
+    let _ = write!(
+        stream,
+        "{head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.flush();
 }
 
 const STATUS: &str = "\u{0}status ";
@@ -98,6 +110,7 @@ pub fn usage(input: u64, output: u64) -> String {
 /// A server that answers every request with `respond(body)` (an SSE body,
 /// or a [`status`] response), concurrently and without end, for runs that
 /// call it in any order (a batch of plans). Returns the base URL (`…/v1`).
+/// A request breaking the tool-call invariants is answered `400` instead.
 pub fn serve_by(respond: impl Fn(&Value) -> String + Send + Sync + 'static) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
@@ -107,46 +120,14 @@ pub fn serve_by(respond: impl Fn(&Value) -> String + Send + Sync + 'static) -> S
             let Ok(stream) = stream else { return };
             let respond = respond.clone();
             std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut len = 0;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let l = line.trim_end().to_ascii_lowercase();
-                    if l.is_empty() {
-                        break;
-                    }
-                    if let Some(v) = l.strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut buf = vec![0; len];
-                if reader.read_exact(&mut buf).is_err() {
+                let Some(req) = read_request(&stream) else {
                     return;
-                }
-                let body = respond(&serde_json::from_slice(&buf).unwrap_or(Value::Null));
-                let (head, body) = match body.strip_prefix(STATUS) {
-                    Some(rest) => {
-                        let (code, text) = rest.split_once('\n').unwrap_or((rest, ""));
-                        (
-                            format!("HTTP/1.1 {code} Error\r\ncontent-type: application/json"),
-                            text.to_owned(),
-                        )
-                    }
-                    None => (
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream".to_owned(),
-                        body,
-                    ),
                 };
-                let mut stream = stream;
-                let _ = write!(
-                    stream,
-                    "{head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.flush();
+                let body = match invariants::violation(&req.path, &req.body) {
+                    Some(v) => invariant_status(&v),
+                    None => respond(&req.body),
+                };
+                answer(stream, &body);
             });
         }
     });

@@ -84,25 +84,82 @@ pub fn create_with_progress(
     result
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "a phase orchestrator not yet split into named steps (issue 26)"
-)]
+/// Where the worktree starts: its commit and branch.
+struct Start {
+    base: String,
+    /// `None`: detached.
+    branch: Option<String>,
+    /// The branch is new (created from `base`), so a rollback deletes it.
+    created_branch: bool,
+}
+
+/// Under the claim: an interrupted earlier create rolled back, the name and
+/// path checked free, the start resolved, then provisioning with a receipt
+/// at each stage (rolled back and `failed` on error).
 fn create_claimed(
     project: &Project,
     opts: &CreateOptions,
     progress: &mut dyn FnMut(CreateProgress<'_>),
 ) -> Result<CreateOutcome> {
-    let name = &opts.name;
-    let receipt_path = project.receipt_path(name);
-    let main = project.repo();
-    if let Some(mut old) = Receipt::load(&receipt_path)?
+    let receipt_path = project.receipt_path(&opts.name);
+    recover_interrupted(project, &receipt_path)?;
+    let path = free_path(project, opts, &receipt_path)?;
+    let start = resolve_start(project, opts)?;
+    let now = jiff::Timestamp::now().to_string();
+    let mut receipt = Receipt {
+        version: 1,
+        name: opts.name.clone(),
+        path: path.clone(),
+        state: State::Provisioning,
+        stage: Stage::GitWorktreeAdd,
+        branch: start.branch.clone(),
+        created_branch: start.created_branch,
+        base: start.base.clone(),
+        from: opts.from.clone(),
+        env_links: Vec::new(),
+        post_create: project.config.post_create.clone(),
+        session: opts.session.clone(),
+        created_at: now.clone(),
+        updated_at: now,
+        error: None,
+        hash: String::new(),
+    };
+    receipt.store(&receipt_path)?;
+    let mut p = Provisioning {
+        receipt,
+        receipt_path,
+        log: project.log_path(&opts.name),
+        added: false,
+    };
+    if let Err(err) = provision(project, opts, &start, &mut p, progress) {
+        rollback(
+            &project.repo(),
+            &path,
+            p.added,
+            start.branch.as_deref(),
+            start.created_branch,
+        );
+        p.receipt.state = State::Failed;
+        p.receipt.error = Some(err.to_string());
+        let _ = p.receipt.store(&p.receipt_path);
+        return Err(err);
+    }
+    Ok(CreateOutcome {
+        receipt: p.receipt,
+        receipt_path: p.receipt_path,
+        log: p.log,
+    })
+}
+
+/// A receipt still `provisioning` under our claim means whoever wrote it
+/// died mid-way: its work is undone (its path did not exist when it
+/// started, under its claim) and the receipt marked failed.
+fn recover_interrupted(project: &Project, receipt_path: &Path) -> Result<()> {
+    if let Some(mut old) = Receipt::load(receipt_path)?
         && old.state == State::Provisioning
     {
-        // We hold the claim, so whoever wrote this died mid-way: undo its
-        // work (its path did not exist when it started, under its claim).
         rollback(
-            &main,
+            &project.repo(),
             &old.path,
             true,
             old.branch.as_deref(),
@@ -113,20 +170,27 @@ fn create_claimed(
             "interrupted at stage {:?}; rolled back by a later create",
             old.stage
         ));
-        old.store(&receipt_path)?;
+        old.store(receipt_path)?;
     }
-    if let Some(old) = Receipt::load(&receipt_path)?
+    Ok(())
+}
+
+/// The new worktree's path, refused when the name is taken (a receipt not
+/// failed) or the path exists.
+fn free_path(project: &Project, opts: &CreateOptions, receipt_path: &Path) -> Result<PathBuf> {
+    if let Some(old) = Receipt::load(receipt_path)?
         && old.state != State::Failed
     {
         return Err(WorktreeError::Refused(format!(
-            "worktree {name:?} already exists ({}, {})",
+            "worktree {:?} already exists ({}, {})",
+            opts.name,
             old.path.display(),
             old.state.as_str()
         )));
     }
     let path = match &opts.path {
         Some(p) => lexical_absolute(&opts.cwd, p),
-        None => project.worktrees_root().join(name),
+        None => project.worktrees_root().join(&opts.name),
     };
     if fs_err::symlink_metadata(&path).is_ok() {
         return Err(WorktreeError::Refused(format!(
@@ -134,6 +198,14 @@ fn create_claimed(
             path.display()
         )));
     }
+    Ok(path)
+}
+
+/// The start commit (`--from`, else `HEAD` where the caller is) and branch
+/// (`--branch`, else the name; an existing branch is checked out at its tip
+/// and cannot take `--from`).
+fn resolve_start(project: &Project, opts: &CreateOptions) -> Result<Start> {
+    let main = project.repo();
     let here = project.repo_at(&opts.cwd);
     let base = match &opts.from {
         Some(rev) => here
@@ -149,89 +221,82 @@ fn create_claimed(
                 detail: "HEAD (an unborn branch has no commit to start from)".into(),
             })?,
     };
-    let (branch, created_branch) = if opts.detach {
-        (None, false)
-    } else {
-        let b = opts.branch.clone().unwrap_or_else(|| name.clone());
-        let ok = main
-            .cmd(["check-ref-format", "--branch", &b])
-            .ok_codes(&[0, 1, 128])
-            .run()?;
-        if ok.code != 0 || b.starts_with('-') {
-            return Err(WorktreeError::Usage(format!("invalid branch name {b:?}")));
-        }
-        let exists = main.read_ref(&format!("refs/heads/{b}"))?.is_some();
-        if exists && opts.from.is_some() {
-            return Err(WorktreeError::Refused(format!(
-                "branch {b:?} already exists; omit --from to check it out"
-            )));
-        }
-        (Some(b), !exists)
-    };
-    let base = if let (Some(b), false) = (&branch, created_branch) {
+    if opts.detach {
+        return Ok(Start {
+            base,
+            branch: None,
+            created_branch: false,
+        });
+    }
+    let b = opts.branch.clone().unwrap_or_else(|| opts.name.clone());
+    let ok = main
+        .cmd(["check-ref-format", "--branch", &b])
+        .ok_codes(&[0, 1, 128])
+        .run()?;
+    if ok.code != 0 || b.starts_with('-') {
+        return Err(WorktreeError::Usage(format!("invalid branch name {b:?}")));
+    }
+    let exists = main.read_ref(&format!("refs/heads/{b}"))?.is_some();
+    if exists && opts.from.is_some() {
+        return Err(WorktreeError::Refused(format!(
+            "branch {b:?} already exists; omit --from to check it out"
+        )));
+    }
+    let base = if exists {
         main.resolve_commit(&format!("refs/heads/{b}"))?
     } else {
         base
     };
-    let now = jiff::Timestamp::now().to_string();
-    let mut receipt = Receipt {
-        version: 1,
-        name: name.clone(),
-        path: path.clone(),
-        state: State::Provisioning,
-        stage: Stage::GitWorktreeAdd,
-        branch: branch.clone(),
-        created_branch,
-        base: base.clone(),
-        from: opts.from.clone(),
-        env_links: Vec::new(),
-        post_create: project.config.post_create.clone(),
-        session: opts.session.clone(),
-        created_at: now.clone(),
-        updated_at: now,
-        error: None,
-        hash: String::new(),
-    };
-    receipt.store(&receipt_path)?;
-    let log = project.log_path(name);
-
-    let mut added = false;
-    let result = (|| -> Result<()> {
-        if let Some(parent) = path.parent() {
-            fs_err::create_dir_all(parent).map_err(|e| WorktreeError::io(parent, e))?;
-        }
-        progress(CreateProgress::AddWorktree);
-        let mut cmd = main.cmd(["worktree", "add", "--quiet"]);
-        cmd = match (&branch, created_branch) {
-            (None, _) => cmd.arg("--detach").arg("--").arg(&path).arg(&base),
-            (Some(b), true) => cmd.arg("-b").arg(b).arg("--").arg(&path).arg(&base),
-            (Some(b), false) => cmd.arg("--").arg(&path).arg(b),
-        };
-        cmd.optional_locks(true).run()?;
-        added = true;
-        receipt.stage = Stage::LinkEnv;
-        receipt.store(&receipt_path)?;
-        progress(CreateProgress::LinkEnv);
-        receipt.env_links = link_env_files(&main, &project.main, &path)?;
-        receipt.stage = Stage::PostCreate;
-        receipt.store(&receipt_path)?;
-        run_post_create(project, opts, &path, &log, progress)?;
-        receipt.stage = Stage::Complete;
-        receipt.state = State::Ready;
-        receipt.store(&receipt_path)
-    })();
-    if let Err(err) = result {
-        rollback(&main, &path, added, branch.as_deref(), created_branch);
-        receipt.state = State::Failed;
-        receipt.error = Some(err.to_string());
-        let _ = receipt.store(&receipt_path);
-        return Err(err);
-    }
-    Ok(CreateOutcome {
-        receipt,
-        receipt_path,
-        log,
+    Ok(Start {
+        base,
+        branch: Some(b),
+        created_branch: !exists,
     })
+}
+
+/// A create under way: its receipt (stored at each stage), the log of its
+/// post-create commands, and whether the worktree was added yet (what a
+/// rollback removes).
+struct Provisioning {
+    receipt: Receipt,
+    receipt_path: PathBuf,
+    log: PathBuf,
+    added: bool,
+}
+
+/// `git worktree add`, the `.env*` links, the post-create commands, the
+/// receipt stored at each stage.
+fn provision(
+    project: &Project,
+    opts: &CreateOptions,
+    start: &Start,
+    p: &mut Provisioning,
+    progress: &mut dyn FnMut(CreateProgress<'_>),
+) -> Result<()> {
+    let main = project.repo();
+    let path = p.receipt.path.clone();
+    if let Some(parent) = path.parent() {
+        fs_err::create_dir_all(parent).map_err(|e| WorktreeError::io(parent, e))?;
+    }
+    progress(CreateProgress::AddWorktree);
+    let mut cmd = main.cmd(["worktree", "add", "--quiet"]);
+    cmd = match (&start.branch, start.created_branch) {
+        (None, _) => cmd.arg("--detach").arg("--").arg(&path).arg(&start.base),
+        (Some(b), true) => cmd.arg("-b").arg(b).arg("--").arg(&path).arg(&start.base),
+        (Some(b), false) => cmd.arg("--").arg(&path).arg(b),
+    };
+    cmd.optional_locks(true).run()?;
+    p.added = true;
+    p.receipt.stage = Stage::LinkEnv;
+    p.receipt.store(&p.receipt_path)?;
+    progress(CreateProgress::LinkEnv);
+    p.receipt.env_links = link_env_files(&main, &project.main, &path)?;
+    p.receipt.stage = Stage::PostCreate;
+    p.receipt.store(&p.receipt_path)?;
+    run_post_create(project, opts, &path, &p.log, progress)?;
+    p.receipt.stage = Stage::Complete;
+    p.receipt.state = State::Ready;
+    p.receipt.store(&p.receipt_path)
 }
 
 fn rollback(main: &Repo, path: &Path, added: bool, branch: Option<&str>, created: bool) {

@@ -2,9 +2,9 @@ use bh_llm::{Api, Message, ModelCost, ModelSpec, StreamEvent, ThinkingLevel};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::invariants::check_all;
 use crate::mock::{MockResponse, MockServer, an};
 use crate::{fast_retry, http, json_no_ts, request, run};
+use bh_test_support::mock_http::check_all;
 
 fn model(base: &str) -> ModelSpec {
     let mut m = ModelSpec::new("anthropic", "claude-sonnet-4-5", Api::AnthropicMessages);
@@ -104,7 +104,7 @@ fn thinking_tool_stream() -> Vec<String> {
 
 #[tokio::test]
 async fn thinking_signature_text_parallel_tools_usage() {
-    let server = MockServer::start(vec![MockResponse::sse(thinking_tool_stream())]).await;
+    let server = MockServer::start(vec![MockResponse::sse(thinking_tool_stream())]);
     let p = http(model(&server.base), fast_retry(0));
     let mut req = request("read it");
     req.thinking = ThinkingLevel::Medium;
@@ -167,15 +167,29 @@ async fn history_round_trip_and_invariants() {
     let server = MockServer::start(vec![
         MockResponse::sse(thinking_tool_stream()),
         MockResponse::sse(vec![
-            an("message_start", json!({"type": "message_start", "message": {"id": "msg_02", "usage": {"input_tokens": 5, "output_tokens": 1}}})),
-            an("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
-            an("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Done."}})),
-            an("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-            an("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})),
+            an(
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg_02", "usage": {"input_tokens": 5, "output_tokens": 1}}}),
+            ),
+            an(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+            an(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Done."}}),
+            ),
+            an(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ),
+            an(
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+            ),
             an("message_stop", json!({"type": "message_stop"})),
         ]),
-    ])
-    .await;
+    ]);
     let p = http(model(&server.base), fast_retry(0));
     let mut req = request("read it");
     req.thinking = ThinkingLevel::Medium;
@@ -216,11 +230,16 @@ async fn history_round_trip_and_invariants() {
 #[tokio::test]
 async fn overloaded_529_then_stream_error_then_success() {
     let server = MockServer::start(vec![
-        MockResponse::json(529, json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
-        MockResponse::sse(vec![an("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))]),
+        MockResponse::json(
+            529,
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
+        MockResponse::sse(vec![an(
+            "error",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        )]),
         MockResponse::sse(thinking_tool_stream()),
-    ])
-    .await;
+    ]);
     let p = http(model(&server.base), fast_retry(3));
     let (events, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "toolUse");
@@ -243,7 +262,7 @@ async fn overloaded_529_then_stream_error_then_success() {
 async fn stream_ended_before_message_stop() {
     let mut s = thinking_tool_stream();
     s.truncate(9);
-    let server = MockServer::start(vec![MockResponse::sse(s)]).await;
+    let server = MockServer::start(vec![MockResponse::sse(s)]);
     let p = http(model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "error");
@@ -260,7 +279,7 @@ async fn stream_ended_before_message_stop() {
 async fn stream_cut_is_error() {
     let mut s = thinking_tool_stream();
     s.truncate(13);
-    let server = MockServer::start(vec![MockResponse::sse(s).cut()]).await;
+    let server = MockServer::start(vec![MockResponse::sse(s).cut()]);
     let p = http(model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "error");
@@ -275,7 +294,7 @@ async fn stream_cut_is_error() {
 async fn http_400_message_as_sdk() {
     let body =
         json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}});
-    let server = MockServer::start(vec![MockResponse::json(400, body)]).await;
+    let server = MockServer::start(vec![MockResponse::json(400, body)]);
     let p = http(model(&server.base), fast_retry(2));
     let (_, msg) = run(&p, request("x")).await;
     assert_eq!(server.requests().len(), 1);
@@ -288,13 +307,24 @@ async fn http_400_message_as_sdk() {
 #[tokio::test]
 async fn redacted_thinking_and_refusal() {
     let server = MockServer::start(vec![MockResponse::sse(vec![
-        an("message_start", json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 1}}})),
-        an("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": "OPAQUE"}})),
-        an("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-        an("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "refusal"}, "usage": {"output_tokens": 1}})),
+        an(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 1}}}),
+        ),
+        an(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": "OPAQUE"}}),
+        ),
+        an(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        an(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "refusal"}, "usage": {"output_tokens": 1}}),
+        ),
         an("message_stop", json!({"type": "message_stop"})),
-    ])])
-    .await;
+    ])]);
     let p = http(model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, request("x")).await;
     let v = json_no_ts(&msg);
@@ -333,8 +363,7 @@ async fn refusal_carries_the_providers_explanation() {
             json!({"type": "refusal", "category": "cyber", "explanation": "This request asks for malware."}),
         )),
         MockResponse::sse(refusal(Value::Null)),
-    ])
-    .await;
+    ]);
     let p = http(model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, request("x")).await;
     let v = json_no_ts(&msg);
@@ -364,8 +393,7 @@ async fn early_ends_have_pis_texts_and_are_retried() {
         ]),
         MockResponse::sse(vec![start_event("claude-sonnet-4-5-20250929")]),
         MockResponse::sse(vec![start_event("claude-sonnet-4-5-20250929")]),
-    ])
-    .await;
+    ]);
     let p = http(model(&server.base), fast_retry(3));
     let (events, msg) = run(&p, request("x")).await;
     let reasons: Vec<&str> = events

@@ -7,8 +7,8 @@ use bh_llm::{Api, ChatRequest, Message, ModelSpec};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::invariants::{check_anthropic, check_openai};
 use crate::{fake_model, fixture, parse_arguments};
+use bh_test_support::invariants::{check_anthropic, check_openai};
 
 fn history(name: &str) -> Vec<Message> {
     fixture(&format!("{name}.history.jsonl"))

@@ -6,7 +6,6 @@ mod anthropic;
 mod config;
 mod convert;
 mod dropped;
-mod invariants;
 mod mock;
 mod openai;
 mod scripted;

@@ -9,11 +9,11 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::invariants::check_all;
 use crate::mock::{MockResponse, MockServer, oa, oa_done, oa_raw, oa_usage};
 use crate::{
     assert_pi_eq, fake_model, fast_retry, fixture, http, json_no_ts, request, run, run_with,
 };
+use bh_test_support::mock_http::check_all;
 
 /// The stream the Pi corpus fake server sent for `[[scenario:hello]]` (s01), with the
 /// same usage numbers: the final message must equal what Pi stored.
@@ -41,7 +41,7 @@ fn hello_stream() -> Vec<String> {
 
 #[tokio::test]
 async fn text_and_thinking_match_pi_message() {
-    let server = MockServer::start(vec![MockResponse::sse(hello_stream())]).await;
+    let server = MockServer::start(vec![MockResponse::sse(hello_stream())]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let (events, msg) = run(&p, request("hi [[scenario:hello]]")).await;
 
@@ -120,17 +120,20 @@ async fn split_and_parallel_tool_calls() {
     let server = MockServer::start(vec![MockResponse::sse(vec![
         oa(json!({"role": "assistant", "content": ""}), None),
         oa(json!({"content": "Looking."}), None),
-        tc(json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "read", "arguments": ""}})),
+        tc(
+            json!({"index": 0, "id": "call_a", "type": "function", "function": {"name": "read", "arguments": ""}}),
+        ),
         tc(json!({"index": 0, "function": {"arguments": "{\"pa"}})),
-        tc(json!({"index": 1, "id": "call_b", "type": "function", "function": {"name": "ls", "arguments": "{\"path\""}})),
+        tc(
+            json!({"index": 1, "id": "call_b", "type": "function", "function": {"name": "ls", "arguments": "{\"path\""}}),
+        ),
         // interleaved: back to call 0
         tc(json!({"index": 0, "function": {"arguments": "th\":\"a.txt\"}"}})),
         tc(json!({"index": 1, "function": {"arguments": ":\"src\"}"}})),
         oa(json!({}), Some("tool_calls")),
         oa_usage(100, 20, 0),
         oa_done(),
-    ])])
-    .await;
+    ])]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let (events, msg) = run(&p, request("go")).await;
     assert_eq!(msg.stop_reason, "toolUse");
@@ -166,11 +169,16 @@ async fn local_server_quirks_missing_ids_whole_args_no_usage() {
     // no `index`, `reasoning` field, no [DONE].
     let server = MockServer::start(vec![MockResponse::sse(vec![
         oa(json!({"reasoning": "think"}), None),
-        oa(json!({"tool_calls": [{"function": {"name": "read", "arguments": "{\"path\":\"x\"}"}}]}), None),
-        oa(json!({"tool_calls": [{"index": 1, "function": {"name": "ls", "arguments": {"path": "y"}}}]}), None),
+        oa(
+            json!({"tool_calls": [{"function": {"name": "read", "arguments": "{\"path\":\"x\"}"}}]}),
+            None,
+        ),
+        oa(
+            json!({"tool_calls": [{"index": 1, "function": {"name": "ls", "arguments": {"path": "y"}}}]}),
+            None,
+        ),
         oa(json!({}), Some("tool_calls")),
-    ])])
-    .await;
+    ])]);
     let mut model = fake_model(&server.base);
     model.quirks = bh_llm::Quirks::ollama();
     let p = http(model, fast_retry(0));
@@ -201,8 +209,7 @@ async fn retry_after_429_then_success() {
         MockResponse::json(429, json!({"error": {"message": "Rate limited"}}))
             .header("retry-after", "1"),
         MockResponse::sse(hello_stream()),
-    ])
-    .await;
+    ]);
     let p = http(fake_model(&server.base), fast_retry(3));
     let (events, msg) = run(&p, request("hi")).await;
     assert_eq!(msg.stop_reason, "stop");
@@ -248,7 +255,7 @@ async fn http_500_retried_then_error_message_as_pi() {
             "type": "server_error", "code": 500}}),
         )
     };
-    let server = MockServer::start(vec![err(), err(), err()]).await;
+    let server = MockServer::start(vec![err(), err(), err()]);
     let p = http(fake_model(&server.base), fast_retry(2));
     let (events, msg) = run(&p, request("fail")).await;
     assert_eq!(server.requests().len(), 3);
@@ -269,8 +276,7 @@ async fn http_400_is_not_retried() {
     let server = MockServer::start(vec![MockResponse::json(
         400,
         json!({"error": {"message": "bad request"}}),
-    )])
-    .await;
+    )]);
     let p = http(fake_model(&server.base), fast_retry(3));
     let (_, msg) = run(&p, request("x")).await;
     assert_eq!(server.requests().len(), 1);
@@ -287,7 +293,7 @@ async fn stream_cut_mid_message_is_an_error_with_partial_content() {
         ])
         .cut()
     };
-    let server = MockServer::start(vec![cut(), cut(), cut()]).await;
+    let server = MockServer::start(vec![cut(), cut(), cut()]);
     let p = http(fake_model(&server.base), fast_retry(2));
     let (events, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "error");
@@ -319,8 +325,7 @@ async fn stream_cut_mid_message_is_retried_and_the_retry_wins() {
             oa(json!({}), Some("stop")),
             oa_done(),
         ]),
-    ])
-    .await;
+    ]);
     let p = http(fake_model(&server.base), fast_retry(3));
     let (_, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "stop", "{:?}", msg.error_message);
@@ -346,8 +351,7 @@ async fn clean_eof_without_finish_reason_is_an_error() {
     let server = MockServer::start(vec![MockResponse::sse(vec![oa(
         json!({"content": "Hi"}),
         None,
-    )])])
-    .await;
+    )])]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, request("x")).await;
     assert_eq!(msg.stop_reason, "error");
@@ -370,8 +374,7 @@ async fn finish_reasons_map_as_pi() {
             oa_done(),
         ]),
         MockResponse::sse(vec![oa(json!({}), Some("content_filter")), oa_done()]),
-    ])
-    .await;
+    ]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, request("x")).await;
     let mut expected: Value = serde_json::from_str(&fixture("s10-length.assistant.json")).unwrap();
@@ -395,8 +398,7 @@ async fn cancellation_mid_stream_gives_aborted_with_partial_text() {
             oa(json!({"content": "This is a slow answer. "}), None),
         ])
         .hang(),
-    ])
-    .await;
+    ]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
@@ -420,7 +422,7 @@ async fn cancellation_mid_stream_gives_aborted_with_partial_text() {
 
 #[tokio::test]
 async fn cancellation_before_response() {
-    let server = MockServer::start(vec![MockResponse::sse(vec![]).hang()]).await;
+    let server = MockServer::start(vec![MockResponse::sse(vec![]).hang()]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
@@ -440,14 +442,15 @@ async fn multi_turn_history_requests_keep_invariants() {
     let tc = |v: Value| oa(json!({"tool_calls": [v]}), None);
     let server = MockServer::start(vec![
         MockResponse::sse(vec![
-            tc(json!({"index": 0, "id": "call_1", "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}})),
+            tc(
+                json!({"index": 0, "id": "call_1", "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}}),
+            ),
             tc(json!({"index": 1, "id": "call_2", "function": {"name": "ls", "arguments": "{}"}})),
             oa(json!({}), Some("tool_calls")),
             oa_done(),
         ]),
         MockResponse::sse(hello_stream()),
-    ])
-    .await;
+    ]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let mut req = request("start");
     let (_, a1) = run(&p, req.clone()).await;
@@ -479,8 +482,7 @@ async fn multi_turn_history_requests_keep_invariants() {
 async fn mid_stream_error_object() {
     let server = MockServer::start(vec![MockResponse::sse(vec![oa_raw(
         json!({"error": {"message": "model crashed"}}),
-    )])])
-    .await;
+    )])]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, ChatRequest::default()).await;
     assert_eq!(msg.stop_reason, "error");
@@ -492,8 +494,7 @@ async fn retry_after_too_long_is_not_waited_for() {
     let server = MockServer::start(vec![
         MockResponse::json(429, json!({"error": {"message": "slow down"}}))
             .header("retry-after", "3600"),
-    ])
-    .await;
+    ]);
     let p = http(fake_model(&server.base), fast_retry(3));
     let (_, msg) = run(&p, request("x")).await;
     assert_eq!(server.requests().len(), 1);
@@ -528,8 +529,7 @@ async fn connection_refused_is_retried_then_error() {
 async fn idle_stream_times_out() {
     let server = MockServer::start(vec![
         MockResponse::sse(vec![oa(json!({"content": "Hi"}), None)]).hang(),
-    ])
-    .await;
+    ]);
     let mut retry = fast_retry(0);
     retry.idle_timeout = Duration::from_millis(200);
     let p = http(fake_model(&server.base), retry);
@@ -584,7 +584,7 @@ async fn non_streaming_json_response_is_accepted() {
             "content": "Reading.", "reasoning_content": "hmm",
             "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}}]}}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5}});
-    let server = MockServer::start(vec![MockResponse::json(200, body)]).await;
+    let server = MockServer::start(vec![MockResponse::json(200, body)]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, request("x")).await;
     let v = json_no_ts(&msg);
@@ -605,13 +605,14 @@ async fn non_streaming_json_response_is_accepted() {
 async fn calls_all_numbered_index_zero_are_kept_apart() {
     let tc = |v: Value| oa(json!({"tool_calls": [v]}), None);
     let server = MockServer::start(vec![MockResponse::sse(vec![
-        tc(json!({"index": 0, "id": "call_1", "function": {"name": "read", "arguments": "{\"path\":"}})),
+        tc(
+            json!({"index": 0, "id": "call_1", "function": {"name": "read", "arguments": "{\"path\":"}}),
+        ),
         tc(json!({"index": 0, "function": {"arguments": "\"a\"}"}})),
         tc(json!({"index": 0, "id": "call_2", "function": {"name": "ls", "arguments": "{}"}})),
         oa(json!({}), Some("tool_calls")),
         oa_done(),
-    ])])
-    .await;
+    ])]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, request("x")).await;
     assert_eq!(
@@ -627,16 +628,19 @@ async fn calls_all_numbered_index_zero_are_kept_apart() {
 async fn azure_empty_first_id_takes_the_later_one_and_reasoning_tokens_count() {
     // Azure's first chunk (prompt filter results) has `id: ""` and no choices.
     let server = MockServer::start(vec![MockResponse::sse(vec![
-        oa_raw(json!({"id": "", "object": "", "created": 0, "model": "", "choices": [],
-            "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}]})),
+        oa_raw(
+            json!({"id": "", "object": "", "created": 0, "model": "", "choices": [],
+            "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}]}),
+        ),
         oa(json!({"content": "Hi"}), None),
         oa(json!({}), Some("stop")),
-        oa_raw(json!({"id": "chatcmpl-mock-1", "object": "chat.completion.chunk", "model": "fake-model",
+        oa_raw(
+            json!({"id": "chatcmpl-mock-1", "object": "chat.completion.chunk", "model": "fake-model",
             "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18,
-            "completion_tokens_details": {"reasoning_tokens": 5}}})),
+            "completion_tokens_details": {"reasoning_tokens": 5}}}),
+        ),
         oa_done(),
-    ])])
-    .await;
+    ])]);
     let p = http(fake_model(&server.base), fast_retry(0));
     let (_, msg) = run(&p, request("x")).await;
     let v = json_no_ts(&msg);

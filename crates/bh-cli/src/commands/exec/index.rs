@@ -7,7 +7,6 @@
 //! `exec_code::BATCH`).
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bh_exec::{
     BatchError, ExecError, Manifest, Plan, Receipt, ReceiptState, RefHolds, RunResult, Trust,
@@ -433,10 +432,9 @@ pub(crate) fn scrub(text: &str) -> String {
     out
 }
 
+/// The workspace's one clock ([`bh_fs::now_ms`]), unsigned as receipts keep it.
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    u64::try_from(bh_fs::now_ms()).unwrap_or(0)
 }
 
 /// The receipts folder for a manifest (for `exec batch`).
