@@ -15,6 +15,7 @@ pub mod bench_session;
 pub mod bench_tree;
 pub mod browser;
 pub mod claude;
+pub mod cli;
 pub mod invariants;
 pub mod mock_anthropic;
 pub mod mock_http;

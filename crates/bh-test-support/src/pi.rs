@@ -70,6 +70,15 @@ pub struct RealPi {
     pub cli: PathBuf,
 }
 
+/// What keeps the real Pi quiet and offline: no network check, telemetry,
+/// version check nor colour.
+pub const QUIET_ENV: [(&str, &str); 4] = [
+    ("PI_OFFLINE", "1"),
+    ("PI_TELEMETRY", "0"),
+    ("PI_SKIP_VERSION_CHECK", "1"),
+    ("NO_COLOR", "1"),
+];
+
 impl RealPi {
     /// `node cli` with an environment that keeps Pi inside `scratch`: its agent
     /// folder (`scratch/agent`), `HOME`, no telemetry, no version check, no
@@ -83,11 +92,18 @@ impl RealPi {
             .current_dir(scratch)
             .env("PI_CODING_AGENT_DIR", &agent)
             .env("HOME", scratch)
-            .env("PI_OFFLINE", "1")
-            .env("PI_TELEMETRY", "0")
-            .env("PI_SKIP_VERSION_CHECK", "1")
-            .env("NO_COLOR", "1")
+            .envs(QUIET_ENV)
             .env_remove("PI_CODING_AGENT_SESSION_DIR");
+        cmd
+    }
+
+    /// `node cli` in `world` (its cleared environment: `HOME`, the agent
+    /// folder are the world's), quiet as [`RealPi::command`].
+    pub fn command_in(&self, world: &crate::cli::World) -> Command {
+        fs_err::create_dir_all(&world.agent)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", world.agent.display()));
+        let mut cmd = world.command(&self.node);
+        cmd.arg(&self.cli).envs(QUIET_ENV);
         cmd
     }
 }

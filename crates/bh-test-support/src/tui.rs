@@ -26,6 +26,17 @@ impl Tui {
     /// Starts `cmd` as the leader of a new session whose controlling
     /// terminal is a fresh pseudo-terminal (a user's terminal, 40×140).
     pub fn spawn(cmd: &Command) -> Tui {
+        Tui::start(cmd, false)
+    }
+
+    /// [`Tui::spawn`] with none of this process's variables: `cmd`'s own
+    /// only (a [`crate::cli::World`] command, whose `env_clear` a `Command`
+    /// cannot report, sets every one it allows).
+    pub fn spawn_cleared(cmd: &Command) -> Tui {
+        Tui::start(cmd, true)
+    }
+
+    fn start(cmd: &Command, cleared: bool) -> Tui {
         let (master, slave) = openpty();
         // util-linux `setsid --ctty`: a new session whose controlling
         // terminal is its stdin, then `cmd` as it is (program, arguments,
@@ -36,6 +47,9 @@ impl Tui {
             .args(cmd.get_args());
         if let Some(dir) = cmd.get_current_dir() {
             run.current_dir(dir);
+        }
+        if cleared {
+            run.env_clear();
         }
         for (key, value) in cmd.get_envs() {
             match value {

@@ -15,33 +15,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use assert_cmd::prelude::*;
+use bh_test_support::cli::World;
 use bh_test_support::mock_openai::{chunk, serve, usage};
 
 use serde_json::{Value, json};
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: World,
     root: PathBuf,
     repo: PathBuf,
     state: PathBuf,
     agent_dir: PathBuf,
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = bh_test_support::git_command()
-        .current_dir(repo)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
 }
 
 const SCRIPT: &str = r#"
@@ -53,20 +37,19 @@ const SCRIPT: &str = r#"
 "#;
 
 fn env() -> Env {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = fs_err::canonicalize(tmp.path()).unwrap();
+    let w = crate::world();
+    let root = w.root.clone();
     let repo = root.join("repo");
     fs_err::create_dir_all(&repo).unwrap();
-    fs_err::create_dir_all(root.join("home")).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
+    w.git(&repo, &["init", "-q", "-b", "main"]);
     fs_err::write(repo.join("README.md"), "hello\n").unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-q", "-m", "init"]);
+    w.git(&repo, &["add", "."]);
+    w.git(&repo, &["commit", "-q", "-m", "init"]);
     fs_err::write(root.join("script.jsonl"), SCRIPT).unwrap();
     Env {
-        state: root.join("state"),
-        agent_dir: root.join("agent"),
-        _tmp: tmp,
+        state: w.state.clone(),
+        agent_dir: w.agent.clone(),
+        w,
         root,
         repo,
     }
@@ -74,17 +57,7 @@ fn env() -> Env {
 
 impl Env {
     fn bh(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.repo)
-            .env("HOME", self.root.join("home"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &self.state)
-            .env("PI_CODING_AGENT_DIR", &self.agent_dir)
-            .env_remove("XDG_STATE_HOME")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(Stdio::null());
-        cmd
+        self.w.bh(&self.repo)
     }
 
     /// `bh --json agent …`: exit code and the JSONL lines.
@@ -242,7 +215,7 @@ fn headless_json_run_edits_the_repo_with_checkpoints_in_a_valid_session() {
     }
     // The checkpoint before the write does not have the file; before the edit it has "beta".
     let ls = |c: &str| {
-        git(
+        let out = env.w.git_output(
             &env.repo,
             &[
                 "--git-dir",
@@ -250,12 +223,16 @@ fn headless_json_run_edits_the_repo_with_checkpoints_in_a_valid_session() {
                 "show",
                 &format!("{c}:notes/todo.txt"),
             ],
-        )
+        );
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
     };
     let before_edit = store.resolve(cps[1]).unwrap();
     assert_eq!(ls(&before_edit.commit), "alpha\nbeta\n");
     let before_write = store.resolve(cps[0]).unwrap();
-    let out = bh_test_support::git_command()
+    let out = env
+        .w
+        .git_command(&env.root)
         .args(["--git-dir", store.dir().join("git").to_str().unwrap()])
         .args([
             "cat-file",
@@ -584,22 +561,21 @@ fn find_pi() -> Option<(PathBuf, PathBuf)> {
 
 /// Pi's messages for a copy of `file`, through RPC `get_messages`.
 fn pi_messages(node: &Path, cli: &Path, file: &Path) -> (bool, Vec<Value>, String) {
-    let tmp = tempfile::tempdir().unwrap();
-    fs_err::create_dir_all(tmp.path().join("agent")).unwrap();
-    let copy = tmp.path().join("s.jsonl");
+    let w = crate::world();
+    let root = w.root.clone();
+    let w = w.with_home(&root);
+    fs_err::create_dir_all(&w.agent).unwrap();
+    let copy = root.join("s.jsonl");
     fs_err::copy(file, &copy).unwrap();
-    let mut child = Command::new(node)
+    let mut child = w
+        .command(node)
         .arg(cli)
         .args(["--mode", "rpc", "--no-extensions", "--session"])
         .arg(&copy)
-        .current_dir(tmp.path())
-        .env("PI_CODING_AGENT_DIR", tmp.path().join("agent"))
-        .env("HOME", tmp.path())
         .env("PI_OFFLINE", "1")
         .env("PI_TELEMETRY", "0")
         .env("PI_SKIP_VERSION_CHECK", "1")
         .env("NO_COLOR", "1")
-        .env_remove("PI_CODING_AGENT_SESSION_DIR")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1093,7 +1069,9 @@ fn worktree_create_edit_and_dispose_move_one_continuous_session() {
         })
         .collect();
     assert_eq!(stores.len(), 1, "{stores:?}");
-    let shown = bh_test_support::git_command()
+    let shown = env
+        .w
+        .git_command(&env.root)
         .arg("--git-dir")
         .arg(stores[0].join("git"))
         .args(["show", "refs/bh/last:notes/wt.txt"])
@@ -1947,8 +1925,8 @@ fn the_agents_bash_cannot_read_the_plan_key_or_credential_stores() {
 #[test]
 fn the_agent_commits_from_its_sandbox_but_cannot_plant_hooks_or_move_other_branches() {
     let env = env();
-    git(&env.repo, &["branch", "release"]);
-    let release = git(&env.repo, &["rev-parse", "release"]);
+    env.w.git(&env.repo, &["branch", "release"]);
+    let release = env.w.git(&env.repo, &["rev-parse", "release"]);
     let script = r#"{"toolCalls": [{"name": "bash", "arguments": {"command": "echo new > new.txt && git add new.txt && git -c user.name=agent -c user.email=a@x commit -qm 'agent work' && echo '#!/bin/sh' > .git/hooks/post-commit && git branch -f release HEAD; echo done"}}]}
 {"text": "committed"}
 "#;
@@ -1956,11 +1934,11 @@ fn the_agent_commits_from_its_sandbox_but_cannot_plant_hooks_or_move_other_branc
     let (code, lines, err) = env.agent_json(&["--script", "../commit.jsonl", "-p", "go"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
-        git(&env.repo, &["log", "-1", "--format=%s"]),
-        "agent work\n"
+        env.w.git(&env.repo, &["log", "-1", "--format=%s"]),
+        "agent work"
     );
-    assert_eq!(git(&env.repo, &["status", "--porcelain"]), "");
-    assert_eq!(git(&env.repo, &["rev-parse", "release"]), release);
+    assert_eq!(env.w.git(&env.repo, &["status", "--porcelain"]), "");
+    assert_eq!(env.w.git(&env.repo, &["rev-parse", "release"]), release);
     assert!(!env.repo.join(".git/hooks/post-commit").exists());
     let result = lines
         .iter()
@@ -1986,7 +1964,7 @@ fn an_unprivileged_agent_commits_from_its_sandbox_too() {
 "#;
     fs_err::write(env.root.join("commit.jsonl"), script).unwrap();
     let bin = env.root.join("bh");
-    fs_err::copy(assert_cmd::cargo::cargo_bin("bh"), &bin).unwrap();
+    fs_err::copy(env.w.bin(), &bin).unwrap();
     fn chown_r(p: &Path) {
         std::os::unix::fs::lchown(p, Some(65534), Some(65534)).unwrap();
         if fs_err::symlink_metadata(p).unwrap().is_dir() {
@@ -1997,23 +1975,20 @@ fn an_unprivileged_agent_commits_from_its_sandbox_too() {
     }
     chown_r(&env.root);
     let config = fs_err::read(env.repo.join(".git/config")).unwrap();
-    let out = Command::new("setpriv")
+    let out = env
+        .w
+        .command("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&bin)
         .args(["agent", "--script", "../commit.jsonl", "-p", "go"])
         .current_dir(&env.repo)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", env.root.join("home"))
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("BH_STATE_DIR", &env.state)
-        .env("PI_CODING_AGENT_DIR", &env.agent_dir)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let log = bh_test_support::git_command()
+    let log = env
+        .w
+        .git_command(&env.repo)
         .args(["-c", "safe.directory=*", "log", "-1", "--format=%s"])
-        .current_dir(&env.repo)
         .output()
         .unwrap();
     assert_eq!(

@@ -8,7 +8,9 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
+
+use bh_test_support::cli::World;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,24 +28,18 @@ struct Tty {
 }
 
 impl Tty {
-    fn start(root: &Path, repo: &Path, args: &str) -> Tty {
-        Tty::start_with(root, repo, args, &[])
+    fn start(w: &World, repo: &Path, args: &str) -> Tty {
+        Tty::start_with(w, repo, args, &[])
     }
 
-    fn start_with(root: &Path, repo: &Path, args: &str, envs: &[(&str, &str)]) -> Tty {
-        let bh = assert_cmd::cargo::cargo_bin("bh");
-        let mut child = Command::new(script_bin().unwrap())
+    fn start_with(w: &World, repo: &Path, args: &str, envs: &[(&str, &str)]) -> Tty {
+        let mut child = w
+            .command(script_bin().unwrap())
             .arg("-qfec")
-            .arg(format!("{} agent {args}", bh.display()))
+            .arg(format!("{} agent {args}", w.bin().display()))
             .arg("/dev/null")
             .current_dir(repo)
-            .env("HOME", root.join("home"))
-            .env("BH_STATE_DIR", root.join("state"))
-            .env("PI_CODING_AGENT_DIR", root.join("agent"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("TERM", "xterm")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
             .envs(envs.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -117,26 +113,13 @@ impl Tty {
     }
 }
 
-fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = fs_err::canonicalize(tmp.path()).unwrap();
+fn repo() -> (World, PathBuf, PathBuf) {
+    let w = crate::world();
+    let root = w.root.clone();
     let repo = root.join("repo");
     fs_err::create_dir_all(&repo).unwrap();
-    fs_err::create_dir_all(root.join("home")).unwrap();
     let git = |args: &[&str]| {
-        let ok = bh_test_support::git_command()
-            .args(args)
-            .current_dir(&repo)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", root.join("home"))
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
+        w.git(&repo, args);
     };
     git(&["init", "-q", "-b", "main"]);
     fs_err::write(repo.join("README.md"), "hi\n").unwrap();
@@ -147,7 +130,7 @@ fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
         "{\"text\": \"first answer\"}\n{\"text\": \"second answer\"}\n",
     )
     .unwrap();
-    (tmp, root, repo)
+    (w, root, repo)
 }
 
 fn user_texts(session: &Path) -> Vec<String> {
@@ -171,14 +154,14 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
         eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
         return;
     }
-    let (_tmp, root, repo) = repo();
+    let (w, root, repo) = repo();
     let session = root.join("s.jsonl");
     let args = format!(
         "--script {} --session {}",
         root.join("turns.jsonl").display(),
         session.display()
     );
-    let mut tty = Tty::start(&root, &repo, &args);
+    let mut tty = Tty::start(&w, &repo, &args);
     tty.wait_for("> ", 1);
     // A bracketed paste of three lines, then Enter: one prompt.
     tty.send(b"\x1b[200~line one\nline two\nline three\x1b[201~\r");
@@ -209,7 +192,7 @@ fn a_pasted_multi_line_text_is_one_prompt_and_history_is_kept() {
         root.join("turns.jsonl").display(),
         session2.display()
     );
-    let mut tty = Tty::start(&root, &repo, &args);
+    let mut tty = Tty::start(&w, &repo, &args);
     tty.wait_for("> ", 1);
     tty.send(b"\x1b[A\x1b[A\r");
     tty.wait_after("first answer", "> ");
@@ -255,7 +238,7 @@ fn rewind_takes_conversation_and_files_back_to_a_prompt() {
         eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
         return;
     }
-    let (_tmp, root, repo) = repo();
+    let (w, root, repo) = repo();
     let (base, seen) = bh_test_support::mock_openai::serve(vec![
         write_call("a.txt", "one\n"),
         answer("wrote a"),
@@ -268,7 +251,7 @@ fn rewind_takes_conversation_and_files_back_to_a_prompt() {
         "--model openai/gpt-test --base-url {base} --session {}",
         session.display()
     );
-    let mut tty = Tty::start_with(&root, &repo, &args, &[("OPENAI_API_KEY", "sk-test")]);
+    let mut tty = Tty::start_with(&w, &repo, &args, &[("OPENAI_API_KEY", "sk-test")]);
     tty.wait_for("> ", 1);
     tty.send(b"write a\r");
     tty.wait_after("wrote a", "> ");
@@ -319,13 +302,13 @@ fn completing_restore_never_creates_a_checkpoint_store() {
         eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
         return;
     }
-    let (_tmp, root, repo) = repo();
+    let (w, root, repo) = repo();
     let args = format!(
         "--no-checkpoints --script {} --session {}",
         root.join("turns.jsonl").display(),
         root.join("s.jsonl").display()
     );
-    let mut tty = Tty::start(&root, &repo, &args);
+    let mut tty = Tty::start(&w, &repo, &args);
     tty.wait_for("> ", 1);
     // Tab after "/restore ": candidates would come from the store; then
     // Ctrl-U clears the line and /quit ends.
@@ -344,7 +327,7 @@ fn the_first_snapshot_of_a_large_tree_shows_its_progress() {
         eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
         return;
     }
-    let (_tmp, root, repo) = repo();
+    let (w, root, repo) = repo();
     for i in 0..600 {
         fs_err::write(repo.join(format!("f{i:03}.txt")), format!("file {i}\n")).unwrap();
     }
@@ -358,7 +341,7 @@ fn the_first_snapshot_of_a_large_tree_shows_its_progress() {
         root.join("write.jsonl").display(),
         root.join("s.jsonl").display()
     );
-    let mut tty = Tty::start(&root, &repo, &args);
+    let mut tty = Tty::start(&w, &repo, &args);
     tty.wait_for("> ", 1);
     tty.send(b"write a file\r");
     tty.wait_after("wrote it", "> ");
@@ -375,13 +358,13 @@ fn the_prompt_names_the_worktree_the_session_is_in() {
         eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
         return;
     }
-    let (_tmp, root, repo) = repo();
+    let (w, root, repo) = repo();
     let args = format!(
         "--no-checkpoints --script {} --session {}",
         root.join("turns.jsonl").display(),
         root.join("s.jsonl").display()
     );
-    let mut tty = Tty::start(&root, &repo, &args);
+    let mut tty = Tty::start(&w, &repo, &args);
     tty.wait_for("> ", 1);
     tty.send(b"/worktree create feat\r");
     tty.wait_for("[feat] > ", 1);
@@ -399,7 +382,7 @@ fn thinking_is_set_apart_from_the_answer() {
         eprintln!("skipped: util-linux `script` (a pseudo-terminal) is missing");
         return;
     }
-    let (_tmp, root, repo) = repo();
+    let (w, root, repo) = repo();
     fs_err::write(
         root.join("think.jsonl"),
         "{\"thinking\": \"Let me answer briefly.\", \"text\": \"Hello!\"}\n",
@@ -410,7 +393,7 @@ fn thinking_is_set_apart_from_the_answer() {
         root.join("think.jsonl").display(),
         root.join("s.jsonl").display()
     );
-    let mut tty = Tty::start(&root, &repo, &args);
+    let mut tty = Tty::start(&w, &repo, &args);
     tty.wait_for("> ", 1);
     tty.send(b"hi\r");
     tty.wait_for("Hello!", 1);

@@ -11,12 +11,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use assert_cmd::prelude::*;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: bh_test_support::cli::World,
     root: PathBuf,
     project: PathBuf,
     state: PathBuf,
@@ -25,19 +24,15 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
-        let project = root.join("project");
-        let state = root.join("state");
-        let home = root.join("home");
+        let w = crate::world();
+        let project = w.root.join("project");
         fs::create_dir_all(&project).unwrap();
-        fs::create_dir_all(&home).unwrap();
         Env {
-            _tmp: tmp,
-            root,
+            root: w.root.clone(),
+            state: w.state.clone(),
+            home: w.home.clone(),
             project,
-            state,
-            home,
+            w,
         }
     }
 
@@ -64,33 +59,11 @@ impl Env {
 
     /// Plain git in the project, as the user runs it.
     fn git(&self, args: &[&str]) -> String {
-        let out = bh_test_support::git_command()
-            .args(args)
-            .current_dir(&self.project)
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "U")
-            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-            .env("GIT_COMMITTER_NAME", "U")
-            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        self.w.git_stdout(&self.project, args)
     }
 
     fn bh(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.project)
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &self.state)
-            .env_remove("XDG_STATE_HOME");
-        cmd
+        self.w.bh(&self.project)
     }
 
     /// Runs `bh --json …`, expects success, returns the JSON document.
@@ -507,13 +480,13 @@ fn symlinks_and_exec_bits_round_trip() {
 fn nested_repos_unreadable_and_large_files_never_fail_a_snapshot() {
     let env = Env::git_project();
     // an empty nested repository (no commit) and one with a commit
-    bh_test_support::git_command()
-        .args(["init", "-q"])
-        .current_dir({
+    env.w
+        .git_command({
             let d = env.project.join("empty-nested");
             fs::create_dir_all(&d).unwrap();
             d
         })
+        .args(["init", "-q"])
         .status()
         .unwrap();
     env.write("full-nested/f.txt", "x\n");
@@ -532,10 +505,9 @@ fn nested_repos_unreadable_and_large_files_never_fail_a_snapshot() {
         ],
     ] {
         assert!(
-            bh_test_support::git_command()
+            env.w
+                .git_command(&nested)
                 .args(args)
-                .current_dir(&nested)
-                .env("HOME", &env.home)
                 .status()
                 .unwrap()
                 .success()
@@ -591,17 +563,14 @@ fn unreadable_file_is_skipped_and_recorded() {
         // root reads everything: run bh as nobody, on files nobody owns, from a
         // copy of the binary nobody can reach (the build folder may be private).
         let bin = env.root.join("bh");
-        fs::copy(assert_cmd::cargo::cargo_bin("bh"), &bin).unwrap();
+        fs::copy(env.w.bin(), &bin).unwrap();
         for dir in [&env.root, &env.project, &env.home] {
             chown_r(dir);
         }
-        let mut c = Command::new("setpriv");
+        let mut c = env.w.command("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(&bin)
-            .current_dir(&env.project)
-            .env("HOME", &env.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &env.state);
+            .current_dir(&env.project);
         c
     } else {
         env.bh()
@@ -862,7 +831,9 @@ fn prune_by_count_and_age_then_repack() {
 
 fn fsck(env: &Env) {
     let store = env.store_dir();
-    let out = bh_test_support::git_command()
+    let out = env
+        .w
+        .git_command(&env.root)
         .args([
             "--git-dir",
             store.join("git").to_str().unwrap(),
@@ -870,8 +841,6 @@ fn fsck(env: &Env) {
             "--strict",
             "--no-dangling",
         ])
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", &env.home)
         .output()
         .unwrap();
     assert!(
@@ -1178,19 +1147,15 @@ impl Env {
     /// A plain (non-git) project whose folder is named `name` (any bytes).
     fn named(name: &[u8]) -> Env {
         use std::os::unix::ffi::OsStrExt;
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
-        let project = root.join(std::ffi::OsStr::from_bytes(name));
-        let state = root.join("state");
-        let home = root.join("home");
+        let w = crate::world();
+        let project = w.root.join(std::ffi::OsStr::from_bytes(name));
         fs::create_dir_all(&project).unwrap();
-        fs::create_dir_all(&home).unwrap();
         Env {
-            _tmp: tmp,
-            root,
+            root: w.root.clone(),
+            state: w.state.clone(),
+            home: w.home.clone(),
             project,
-            state,
-            home,
+            w,
         }
     }
 }

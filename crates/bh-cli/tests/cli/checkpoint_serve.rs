@@ -13,13 +13,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use assert_cmd::cargo::CommandCargoExt;
 use bh_serve::Paths;
 use bh_test_support::TestRepo;
 use serde_json::{Value, json};
 
 struct Env {
     repo: TestRepo,
+    w: bh_test_support::cli::World,
     /// State of the server-backed hook.
     state: PathBuf,
     /// State of the independent ordinary store (the reference).
@@ -64,6 +64,7 @@ impl Env {
         let state = repo.root.join("s");
         let reference = repo.root.join("r");
         Env {
+            w: crate::world_at(&repo.root),
             repo,
             state,
             reference,
@@ -77,13 +78,8 @@ impl Env {
     }
 
     fn bh(&self, state: &Path) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.repo.dir)
-            .env("HOME", &self.repo.home)
-            .env_remove("BH_CHECKPOINT_NO_SERVER")
-            .env_remove("BH_CHECKPOINT_TOOLS")
-            .arg("--state-dir")
-            .arg(state);
+        let mut cmd = self.w.bh(&self.repo.dir);
+        cmd.arg("--state-dir").arg(state);
         cmd
     }
 

@@ -7,28 +7,21 @@ use fs_err as fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use assert_cmd::prelude::*;
 use serde_json::Value;
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: bh_test_support::cli::World,
     project: PathBuf,
-    state: PathBuf,
-    home: PathBuf,
 }
 
 impl Env {
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
+        let w = crate::world();
         let env = Env {
-            project: root.join("project"),
-            state: root.join("state"),
-            home: root.join("home"),
-            _tmp: tmp,
+            project: w.root.join("project"),
+            w,
         };
         fs::create_dir_all(&env.project).unwrap();
-        fs::create_dir_all(&env.home).unwrap();
         env
     }
 
@@ -41,14 +34,7 @@ impl Env {
     }
 
     fn bh(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.project)
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &self.state)
-            .env_remove("NO_COLOR")
-            .env_remove("XDG_STATE_HOME");
-        cmd
+        self.w.bh(&self.project)
     }
 
     fn run(&self, args: &[&str]) -> Output {

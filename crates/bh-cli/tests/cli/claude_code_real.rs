@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use assert_cmd::prelude::*;
 use bh_test_support::TestRepo;
+use bh_test_support::cli::World;
 use bh_test_support::mock_anthropic::{text, tool_use, turns_so_far};
 use serde_json::{Value, json};
 
@@ -22,19 +22,12 @@ const MODEL: &str = "claude-mock";
 
 struct Env {
     t: TestRepo,
-    state: PathBuf,
+    w: World,
 }
 
 impl Env {
     fn bh(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.t.dir)
-            .env("HOME", &self.t.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &self.state)
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("BH_CHECKPOINT_NO_SERVER");
-        cmd
+        self.w.bh(&self.t.dir)
     }
 
     fn json(&self, args: &[&str]) -> (i32, Value) {
@@ -76,15 +69,12 @@ fn claude_code_with_bhs_hook_checkpoints_every_call_and_rewinds_only_the_session
     for f in ["c.txt", "d.txt", "e.txt"] {
         t.write(f, format!("{f} base\n"));
     }
-    let bh = assert_cmd::cargo::cargo_bin("bh");
-    settings(&t.dir, &bh);
+    let w = crate::world_at(&t.root);
+    settings(&t.dir, w.bin());
     // Claude Code's settings are the user's, not the project's history.
     t.write(".git/info/exclude", ".claude/\n");
     t.commit_all("base");
-    let env = Env {
-        state: t.root.join("state"),
-        t,
-    };
+    let env = Env { w, t };
     let dir = env.t.dir.clone();
     let a = dir.join("a.txt").display().to_string();
     let url = bh_test_support::mock_openai::serve_by(move |req| {
@@ -115,25 +105,23 @@ fn claude_code_with_bhs_hook_checkpoints_every_call_and_rewinds_only_the_session
         }
     });
     let base = url.trim_end_matches("/v1").to_owned();
-    let out = Command::new(&claude)
+    let out = env
+        .w
+        .command(&claude)
         .current_dir(&dir)
-        .env("HOME", &env.t.home)
-        .env("BH_STATE_DIR", &env.state)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
+        // Claude Code wants a POSIX shell named by SHELL for its Bash tool.
+        .env("SHELL", "/bin/bash")
         .env("ANTHROPIC_BASE_URL", &base)
         .env("ANTHROPIC_API_KEY", "sk-ant-test")
         .env("ANTHROPIC_MODEL", MODEL)
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_AUTOUPDATER", "1")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("BH_CHECKPOINT_NO_SERVER")
         .args(["-p", "change things", "--output-format", "json"])
         // As root Claude Code refuses to skip permissions: allow the tools.
         .args(["--allowedTools", "Write Edit Bash"])
         // A mock that went wrong ends, not loops.
         .args(["--max-turns", "8"])
-        .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     let result: Value =

@@ -9,21 +9,17 @@ use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use assert_cmd::cargo::cargo_bin;
+use bh_test_support::cli::World;
 
-fn bh() -> Command {
-    let mut c = Command::new(cargo_bin("bh"));
-    let state = std::env::temp_dir().join(format!("bh-cli-test-{}", std::process::id()));
-    c.arg("--state-dir").arg(state);
-    c
+/// `bh` in `w` (its state dir inside the world).
+fn bh(w: &World) -> Command {
+    w.bh(&w.root)
 }
 
 #[test]
 fn version_names_the_commit_it_was_built_from() {
-    let out = Command::new(cargo_bin("bh"))
-        .arg("--version")
-        .output()
-        .unwrap();
+    let w = crate::world();
+    let out = bh(&w).arg("--version").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -47,17 +43,18 @@ fn version_names_the_commit_it_was_built_from() {
 
 #[test]
 fn completions_and_the_manual_page_cover_every_command() {
+    let w = crate::world();
     for shell in ["bash", "zsh", "fish"] {
-        let out = bh().args(["completions", shell]).output().unwrap();
+        let out = bh(&w).args(["completions", shell]).output().unwrap();
         assert!(out.status.success(), "{shell}");
         let text = String::from_utf8(out.stdout).unwrap();
         for cmd in ["checkpoint", "session", "worktree", "exec", "agent"] {
             assert!(text.contains(cmd), "{shell} completion lacks {cmd}");
         }
     }
-    let out = bh().args(["completions", "tcsh-nope"]).output().unwrap();
+    let out = bh(&w).args(["completions", "tcsh-nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = bh().arg("man").output().unwrap();
+    let out = bh(&w).arg("man").output().unwrap();
     assert!(out.status.success());
     let page = String::from_utf8(out.stdout).unwrap();
     assert!(page.contains(".TH bh"), "{}", &page[..page.len().min(300)]);
@@ -68,10 +65,11 @@ fn completions_and_the_manual_page_cover_every_command() {
 /// exit codes as an EXIT STATUS section (the executor's codes on exec's pages).
 #[test]
 fn man_prints_every_page_it_lists() {
+    let w = crate::world();
     let mut todo: Vec<Vec<String>> = vec![Vec::new()];
     let mut seen = 0;
     while let Some(path) = todo.pop() {
-        let out = bh().arg("man").args(&path).output().unwrap();
+        let out = bh(&w).arg("man").args(&path).output().unwrap();
         assert!(out.status.success(), "bh man {path:?}: {out:?}");
         let page = String::from_utf8(out.stdout).unwrap();
         let name = if path.is_empty() {
@@ -102,7 +100,7 @@ fn man_prints_every_page_it_lists() {
     }
     assert!(seen > 20, "only {seen} pages");
     // The synopsis shows the command as typed, a name's own `-` kept.
-    let out = bh()
+    let out = bh(&w)
         .args(["man", "checkpoint", "hook", "claude-code"])
         .output()
         .unwrap();
@@ -111,7 +109,7 @@ fn man_prints_every_page_it_lists() {
         page.contains("\\fBbh checkpoint hook claude\\-code\\fR"),
         "{page}"
     );
-    let out = bh().args(["man", "nope"]).output().unwrap();
+    let out = bh(&w).args(["man", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bh-checkpoint(1)"));
 }
@@ -136,6 +134,7 @@ fn big_session(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn a_reader_that_goes_away_ends_the_command_quietly() {
+    let w = crate::world();
     let dir = tempfile::tempdir().unwrap();
     let f = big_session(dir.path());
     for args in [
@@ -146,7 +145,7 @@ fn a_reader_that_goes_away_ends_the_command_quietly() {
         &["session", "context"],
         &["--json", "session", "context"],
     ] {
-        let mut child = bh()
+        let mut child = bh(&w)
             .args(args)
             .arg(&f)
             .stdout(Stdio::piped())
@@ -170,6 +169,7 @@ fn a_reader_that_goes_away_ends_the_command_quietly() {
 
 #[test]
 fn generated_texts_end_quietly_when_the_reader_is_gone() {
+    let w = crate::world();
     // The reader is gone before bh writes a byte (`bh completions bash | true`).
     for args in [
         &["completions", "bash"][..],
@@ -179,7 +179,7 @@ fn generated_texts_end_quietly_when_the_reader_is_gone() {
     ] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let out = bh()
+        let out = bh(&w)
             .args(args)
             .stdout(writer)
             .stderr(Stdio::piped())
@@ -196,7 +196,8 @@ fn generated_texts_end_quietly_when_the_reader_is_gone() {
 
 #[test]
 fn demo_keep_keeps_its_folder_when_the_reader_goes_away() {
-    let mut child = bh()
+    let w = crate::world();
+    let mut child = bh(&w)
         .args(["demo", "--keep"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

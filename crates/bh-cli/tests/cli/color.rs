@@ -6,9 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use assert_cmd::prelude::*;
+use bh_test_support::cli::World;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
 
@@ -21,42 +21,39 @@ fn script_bin() -> Option<&'static str> {
 }
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: World,
     root: PathBuf,
 }
 
 impl Env {
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs_err::canonicalize(tmp.path()).unwrap();
-        Env { _tmp: tmp, root }
+        let w = crate::world();
+        let root = w.root.clone();
+        Env {
+            w: w.with_home(&root),
+            root,
+        }
     }
 
-    fn envs(&self, cmd: &mut Command, extra: &[(&str, &str)]) {
-        cmd.current_dir(&self.root)
-            .env("HOME", &self.root)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", self.root.join("state"))
-            .env("TERM", "xterm")
-            .env_remove("NO_COLOR")
-            .env_remove("XDG_STATE_HOME")
-            .stdin(Stdio::null());
+    /// `program` in the world, with a terminal that does colour and `extra`.
+    fn command(&self, program: &Path, extra: &[(&str, &str)]) -> Command {
+        let mut cmd = self.w.command(program);
+        cmd.env("TERM", "xterm");
         for (k, v) in extra {
             cmd.env(k, v);
         }
+        cmd
     }
 
     /// `bh ARGS` on a pseudo-terminal: what it showed, and whether it succeeded.
     fn on_tty(&self, args: &[&str], extra: &[(&str, &str)]) -> (String, bool) {
-        let bh = assert_cmd::cargo::cargo_bin("bh");
-        let line = std::iter::once(bh.display().to_string())
+        let line = std::iter::once(self.w.bin().display().to_string())
             .chain(args.iter().map(|a| (*a).to_owned()))
             .map(|a| format!("'{a}'"))
             .collect::<Vec<_>>()
             .join(" ");
-        let mut cmd = Command::new(script_bin().unwrap());
+        let mut cmd = self.command(Path::new(script_bin().unwrap()), extra);
         cmd.arg("-qfec").arg(line).arg("/dev/null");
-        self.envs(&mut cmd, extra);
         let out = cmd.output().unwrap();
         (
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -66,9 +63,8 @@ impl Env {
 
     /// `bh ARGS` with pipes: stdout, stderr.
     fn piped(&self, args: &[&str]) -> (String, String) {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
+        let mut cmd = self.command(self.w.bin(), &[]);
         cmd.args(args);
-        self.envs(&mut cmd, &[]);
         let out = cmd.output().unwrap();
         (
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -157,9 +153,8 @@ fn errors_are_marked_red_on_a_terminal_only() {
 #[test]
 fn a_bad_color_value_is_a_usage_error_naming_the_choices() {
     let env = Env::new();
-    let mut cmd = Command::cargo_bin("bh").unwrap();
+    let mut cmd = env.command(env.w.bin(), &[]);
     cmd.args(["--color=sometimes", "session", "ls"]);
-    env.envs(&mut cmd, &[]);
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -8,13 +8,13 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use assert_cmd::cargo::CommandCargoExt;
 use bh_serve::Paths;
 use bh_test_support::TestRepo;
 use serde_json::{Value, json};
 
 struct Env {
     t: TestRepo,
+    w: bh_test_support::cli::World,
     state: PathBuf,
     server: Option<Child>,
 }
@@ -34,23 +34,17 @@ impl Env {
         t.write("src/lib.rs", "pub fn a() {}\n");
         t.write("a.txt", "committed\n");
         t.commit_all("base");
+        let w = crate::world_at(&t.root);
         Env {
-            state: t.root.join("state"),
+            state: w.state.clone(),
+            w,
             t,
             server: None,
         }
     }
 
     fn bh(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.t.dir)
-            .env("HOME", &self.t.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &self.state)
-            .env_remove("BH_CHECKPOINT_NO_SERVER")
-            .env_remove("BH_TASK_SESSION")
-            .env_remove("XDG_CONFIG_HOME");
-        cmd
+        self.w.bh(&self.t.dir)
     }
 
     fn paths(&self) -> Paths {

@@ -8,7 +8,7 @@ use fs_err as fs;
 use std::path::Path;
 use std::process::Command;
 
-use assert_cmd::prelude::*;
+use bh_test_support::cli::World;
 
 use serde_json::Value;
 
@@ -16,25 +16,12 @@ const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi
 
 #[test]
 fn plan_then_verify_and_tamper() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = fs::canonicalize(tmp.path()).unwrap();
+    let w = crate::world();
+    let root = w.root.clone();
+    let w = w.with_home(&root).with_agent(root.join("pi"));
     let repo = root.join("repo");
     fs::create_dir_all(&repo).unwrap();
-    let git = |args: &[&str]| {
-        let out = bh_test_support::git_command()
-            .args(args)
-            .current_dir(&repo)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", &root)
-            .env("GIT_AUTHOR_NAME", "U")
-            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-            .env("GIT_COMMITTER_NAME", "U")
-            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
+    let git = |args: &[&str]| w.git(&repo, args);
     git(&["init", "-q", "-b", "main"]);
     fs::write(repo.join("a.txt"), "a\n").unwrap();
     git(&["add", "-A"]);
@@ -49,9 +36,8 @@ fn plan_then_verify_and_tamper() {
     // `scripted/demo`: a script file named `demo` next to the plan.
     fs::write(root.join("demo"), "{\"text\": \"Done.\"}\n").unwrap();
     let plan = root.join("plan.json");
-    let out = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&root)
+    let out = w
+        .bh(&root)
         .args([
             "--json",
             "exec",
@@ -87,9 +73,8 @@ fn plan_then_verify_and_tamper() {
     );
     assert_eq!(git(&["for-each-ref"]), refs_before);
     // refuses to overwrite
-    let again = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&root)
+    let again = w
+        .bh(&root)
         .args([
             "exec",
             "plan",
@@ -115,9 +100,7 @@ fn plan_then_verify_and_tamper() {
     assert_eq!(again.status.code(), Some(3));
     // the executor's own name runs the same program
     let verify = |name: &str| {
-        let bin = assert_cmd::cargo::cargo_bin(name);
-        Command::new(bin)
-            .current_dir(&root)
+        w.command(assert_cmd::cargo::cargo_bin(name))
             .args(if name == "bh" { vec!["exec"] } else { vec![] })
             .args(["--json", "verify", "--plan"])
             .arg(&plan)
@@ -144,19 +127,19 @@ type UserState = (String, String, Vec<u8>, Vec<(String, Vec<u8>)>);
 
 /// A repository with one commit, a real Pi session beside it, and `bh`.
 struct Exec {
-    _tmp: tempfile::TempDir,
+    w: World,
     root: std::path::PathBuf,
     repo: std::path::PathBuf,
 }
 
 impl Exec {
     fn new() -> Exec {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
+        let w = crate::world();
+        let root = w.root.clone();
         let repo = root.join("repo");
         fs::create_dir_all(&repo).unwrap();
         let e = Exec {
-            _tmp: tmp,
+            w: w.with_home(&root).with_agent(root.join("pi")),
             root,
             repo,
         };
@@ -174,33 +157,12 @@ impl Exec {
     }
 
     fn git(&self, args: &[&str]) -> String {
-        let out = bh_test_support::git_command()
-            .args(args)
-            .current_dir(&self.repo)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", &self.root)
-            .env("GIT_AUTHOR_NAME", "U")
-            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-            .env("GIT_COMMITTER_NAME", "U")
-            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        self.w.git(&self.repo, args)
     }
 
     /// `bh` in the temp folder with its own HOME, state dir and Pi agent dir.
     fn bh_cmd(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.root)
-            .env("HOME", &self.root)
-            .env("BH_STATE_DIR", self.root.join("state"))
-            .env("PI_CODING_AGENT_DIR", self.root.join("pi"));
-        cmd
+        self.w.bh(&self.root)
     }
 
     fn bh(&self, args: &[&str]) -> std::process::Output {

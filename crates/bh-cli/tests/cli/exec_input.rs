@@ -7,38 +7,26 @@
 
 use fs_err as fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use assert_cmd::prelude::*;
+use bh_test_support::cli::World;
 use serde_json::Value;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: World,
     root: PathBuf,
 }
 
 impl Env {
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
+        let w = crate::world();
+        let root = w.root.clone();
+        let w = w.with_home(&root).with_agent(root.join("pi"));
         let repo = root.join("repo");
         fs::create_dir_all(&repo).unwrap();
-        let git = |args: &[&str]| {
-            let out = bh_test_support::git_command()
-                .args(args)
-                .current_dir(&repo)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("HOME", &root)
-                .env("GIT_AUTHOR_NAME", "U")
-                .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-                .env("GIT_COMMITTER_NAME", "U")
-                .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-                .output()
-                .unwrap();
-            assert!(out.status.success());
-        };
+        let git = |args: &[&str]| w.git(&repo, args);
         git(&["init", "-q", "-b", "main"]);
         fs::write(repo.join("a.txt"), "a\n").unwrap();
         git(&["add", "-A"]);
@@ -49,21 +37,11 @@ impl Env {
         )
         .unwrap();
         fs::write(root.join("turns.jsonl"), "{\"text\": \"Done.\"}\n").unwrap();
-        Env { _tmp: tmp, root }
+        Env { w, root }
     }
 
     fn bh(&self, args: &[&str]) -> Output {
-        Command::cargo_bin("bh")
-            .unwrap()
-            .current_dir(&self.root)
-            .env("HOME", &self.root)
-            .env_remove("BH_CONFIG")
-            .env_remove("XDG_CONFIG_HOME")
-            .env("BH_STATE_DIR", self.root.join("state"))
-            .env("PI_CODING_AGENT_DIR", self.root.join("pi"))
-            .args(args)
-            .output()
-            .unwrap()
+        self.w.bh(&self.root).args(args).output().unwrap()
     }
 
     /// `bh exec plan` of the fixture with `extra` (prompt, model…).
@@ -228,14 +206,7 @@ fn a_session_that_is_not_a_regular_file_is_refused_without_waiting() {
     let fifo = e.root.join("s.fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     for session in [fifo.to_str().unwrap(), "/dev/zero"] {
-        let o = assert_cmd::Command::cargo_bin("bh")
-            .unwrap()
-            .current_dir(&e.root)
-            .env("HOME", &e.root)
-            .env_remove("BH_CONFIG")
-            .env_remove("XDG_CONFIG_HOME")
-            .env("BH_STATE_DIR", e.root.join("state"))
-            .env("PI_CODING_AGENT_DIR", e.root.join("pi"))
+        let o = assert_cmd::Command::from_std(e.w.bh(&e.root))
             .args(["exec", "plan", "--repo", "repo", "--base", "main"])
             .args(["--session", session, "--entry", "188efa0e"])
             .args(["--prompt", "go on", "--model", "scripted/turns.jsonl"])

@@ -213,17 +213,14 @@ fn a_slurm_job_array_runs_the_plans_and_resubmits_the_transient_one() {
     fs::write(&job, &script).unwrap();
     let sbatch = |extra: &[&str]| {
         // A clean environment: the key reaches the tasks through --export=ALL.
-        Command::new("sbatch")
+        // (The recipe names its state dir itself.)
+        w.cli
+            .command("sbatch")
             .arg("--wait")
             .args(extra)
             .arg(&job)
-            .current_dir(&w.root)
-            .env_clear()
-            .envs(std::env::vars().filter(|(k, _)| k == "PATH"))
-            .env("HOME", &w.root)
+            .env_remove("BH_STATE_DIR")
             .env("OPENAI_API_KEY", KEY)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("PI_CODING_AGENT_DIR", w.root.join("pi"))
             .env("SLURM_CONF", &cluster.conf)
             .output()
             .unwrap()

@@ -9,62 +9,42 @@
 
 use fs_err as fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use assert_cmd::prelude::*;
+use bh_test_support::cli::World;
 use serde_json::Value;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: World,
     root: PathBuf,
-}
-
-fn git_in(dir: &Path, home: &Path, args: &[&str]) -> String {
-    let out = bh_test_support::git_command()
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", home)
-        .env("GIT_AUTHOR_NAME", "U")
-        .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-        .env("GIT_COMMITTER_NAME", "U")
-        .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 impl Env {
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
+        let w = crate::world();
+        let root = w.root.clone();
+        let w = w.with_home(&root);
         let repo = root.join("repo");
         fs::create_dir_all(&repo).unwrap();
-        git_in(&repo, &root, &["init", "-q", "-b", "main"]);
+        w.git(&repo, &["init", "-q", "-b", "main"]);
         fs::write(repo.join("a.txt"), "a\n").unwrap();
-        git_in(&repo, &root, &["add", "-A"]);
-        git_in(&repo, &root, &["commit", "-q", "-m", "base"]);
+        w.git(&repo, &["add", "-A"]);
+        w.git(&repo, &["commit", "-q", "-m", "base"]);
         fs::copy(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE),
             root.join("s.jsonl"),
         )
         .unwrap();
         fs::write(root.join("turns.jsonl"), "{\"text\": \"Done.\"}\n").unwrap();
-        Env { _tmp: tmp, root }
+        Env { w, root }
     }
 
     /// `bh` with the state directory `state` (under the root).
     fn bh_in(&self, state: &str, args: &[&str]) -> Output {
-        Command::cargo_bin("bh")
-            .unwrap()
-            .current_dir(&self.root)
-            .env("HOME", &self.root)
-            .env_remove("BH_CONFIG")
-            .env_remove("XDG_CONFIG_HOME")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
+        self.w
+            .bh(&self.root)
             .env("BH_STATE_DIR", self.root.join(state))
             .args(args)
             .output()
@@ -152,7 +132,7 @@ fn a_re_digested_plan_with_a_rewritten_output_ref_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(key.permissions().mode() & 0o777, 0o600);
     let mut plan = e.read_plan();
-    let head = git_in(&e.root.join("repo"), &e.root, &["rev-parse", "HEAD"]);
+    let head = e.w.git(e.root.join("repo"), &["rev-parse", "HEAD"]);
     plan["output_ref"] = format!("refs/replace/{head}").into();
     e.write_redigested(plan);
     let o = e.verify("state", &[]);
@@ -172,12 +152,8 @@ fn a_re_digested_plan_with_a_rewritten_output_ref_is_refused() {
     let o = e.bh(&["exec", "run", "--plan", "plan.json", "--yes"]);
     assert_eq!(o.status.code(), Some(26), "{}", err(&o));
     assert_eq!(
-        git_in(&e.root.join("repo"), &e.root, &["for-each-ref"]),
-        git_in(
-            &e.root.join("repo"),
-            &e.root,
-            &["for-each-ref", "refs/heads/"]
-        )
+        e.w.git(e.root.join("repo"), &["for-each-ref"]),
+        e.w.git(e.root.join("repo"), &["for-each-ref", "refs/heads/"])
     );
 }
 
@@ -211,21 +187,18 @@ fn a_plan_moved_to_another_repositorys_worktree_is_refused() {
     let e = Env::new();
     let repo = e.root.join("repo");
     let wt = e.root.join("wt");
-    git_in(
+    e.w.git(
         &repo,
-        &e.root,
         &["worktree", "add", "-q", "--detach", wt.to_str().unwrap()],
     );
     ok(&e.plan_with("wt", &[]));
     ok(&e.verify("state", &[]));
-    git_in(
+    e.w.git(
         &repo,
-        &e.root,
         &["worktree", "remove", "--force", wt.to_str().unwrap()],
     );
     let other = e.root.join("other");
-    git_in(
-        &e.root,
+    e.w.git(
         &e.root,
         &[
             "clone",
@@ -234,20 +207,19 @@ fn a_plan_moved_to_another_repositorys_worktree_is_refused() {
             other.to_str().unwrap(),
         ],
     );
-    git_in(
+    e.w.git(
         &other,
-        &e.root,
         &["worktree", "add", "-q", "--detach", wt.to_str().unwrap()],
     );
     let o = e.bh(&["exec", "run", "--plan", "plan.json", "--yes"]);
     assert_eq!(o.status.code(), Some(27), "{}", err(&o));
     assert!(err(&o).contains("repo.common_dir"), "{}", err(&o));
     assert_eq!(
-        git_in(&other, &e.root, &["for-each-ref", "refs/better-harness/"]),
+        e.w.git(&other, &["for-each-ref", "refs/better-harness/"]),
         ""
     );
     assert_eq!(
-        git_in(&other, &e.root, &["worktree", "list", "--porcelain"])
+        e.w.git(&other, &["worktree", "list", "--porcelain"])
             .matches("worktree ")
             .count(),
         2,

@@ -6,28 +6,28 @@
 
 use fs_err as fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use assert_cmd::prelude::*;
+use bh_test_support::cli::World;
 use serde_json::Value;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
 const WRITE_HELLO: &str = "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"hello.txt\", \"content\": \"hello <b>\\n\"}}]}\n{\"text\": \"Done <script>fetch('http://127.0.0.1:9/')</script>\"}\n";
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: World,
     root: PathBuf,
     repo: PathBuf,
 }
 
 impl Env {
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
+        let w = crate::world();
+        let root = w.root.clone();
         let repo = root.join("repo");
         fs::create_dir_all(&repo).unwrap();
         let e = Env {
-            _tmp: tmp,
+            w: w.with_home(&root).with_agent(root.join("pi")),
             root,
             repo,
         };
@@ -44,31 +44,11 @@ impl Env {
     }
 
     fn git(&self, args: &[&str]) -> String {
-        let out = bh_test_support::git_command()
-            .args(args)
-            .current_dir(&self.repo)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", &self.root)
-            .env("GIT_AUTHOR_NAME", "U")
-            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-            .env("GIT_COMMITTER_NAME", "U")
-            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        self.w.git(&self.repo, args)
     }
 
     fn bh(&self, args: &[&str]) -> Output {
-        Command::cargo_bin("bh")
-            .unwrap()
-            .current_dir(&self.root)
-            .env("HOME", &self.root)
-            .env("BH_STATE_DIR", self.root.join("state"))
-            .env("PI_CODING_AGENT_DIR", self.root.join("pi"))
-            .args(args)
-            .output()
-            .unwrap()
+        self.w.bh(&self.root).args(args).output().unwrap()
     }
 
     fn json(&self, args: &[&str]) -> (i32, Value) {

@@ -12,6 +12,18 @@ mod env;
 #[path = "support/pi_rpc.rs"]
 mod pi_rpc;
 
+/// A hermetic world for the built `bh` (`bh_test_support::cli`: cleared
+/// environment, its own HOME, XDG, state and agent dirs, no API keys).
+fn world() -> bh_test_support::cli::World {
+    bh_test_support::cli::World::new(env!("CARGO_BIN_EXE_bh"))
+}
+
+/// The same on a folder the test owns (a `TestRepo`'s root: HOME is its
+/// `home`).
+fn world_at(root: &std::path::Path) -> bh_test_support::cli::World {
+    bh_test_support::cli::World::at(root, env!("CARGO_BIN_EXE_bh"))
+}
+
 mod agent;
 mod agent_tty;
 mod checkpoint;
@@ -29,6 +41,7 @@ mod exec_input;
 mod exec_slurm;
 mod exec_trust;
 mod exec_views;
+mod harness;
 mod pi_extension;
 mod pi_extension_cmds;
 mod pi_extension_tui;

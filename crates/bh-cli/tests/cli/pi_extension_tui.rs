@@ -49,7 +49,7 @@ fn undo_hint_on_screen(release: PiRelease) {
     // The same session in Pi's TUI.
     let (mut cmd, _) = run.pi_cmd(Vec::new());
     cmd.arg("--session").arg(&file);
-    let mut tui = Tui::spawn(&cmd);
+    let mut tui = Tui::spawn_cleared(&cmd);
     tui.wait_for("all done");
     tui.settle(Duration::from_millis(500));
     tui.keys(&format!("/test-tree {first_user}"));

@@ -7,9 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use assert_cmd::prelude::*;
+use bh_test_support::cli::World;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
 
@@ -22,40 +22,37 @@ fn script_bin() -> Option<&'static str> {
 }
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: World,
     root: PathBuf,
 }
 
 impl Env {
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs_err::canonicalize(tmp.path()).unwrap();
-        Env { _tmp: tmp, root }
+        let w = crate::world();
+        let root = w.root.clone();
+        Env {
+            w: w.with_home(&root).with_agent(root.join("pi")),
+            root,
+        }
     }
 
-    fn envs(&self, cmd: &mut Command) {
-        cmd.current_dir(&self.root)
-            .env("HOME", &self.root)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", self.root.join("state"))
-            .env("PI_CODING_AGENT_DIR", self.root.join("pi"))
-            .env("TERM", "xterm")
-            .env_remove("XDG_STATE_HOME")
-            .stdin(Stdio::null());
+    /// `program` in the world, with a terminal that does colour.
+    fn command(&self, program: &Path) -> Command {
+        let mut cmd = self.w.command(program);
+        cmd.env("TERM", "xterm");
+        cmd
     }
 
     /// `bh ARGS` on a pseudo-terminal: everything it showed (stdout and
     /// stderr share the terminal).
     fn on_tty(&self, args: &[&str]) -> String {
-        let bh = assert_cmd::cargo::cargo_bin("bh");
-        let line = std::iter::once(bh.display().to_string())
+        let line = std::iter::once(self.w.bin().display().to_string())
             .chain(args.iter().map(|a| (*a).to_owned()))
             .map(|a| format!("'{a}'"))
             .collect::<Vec<_>>()
             .join(" ");
-        let mut cmd = Command::new(script_bin().unwrap());
+        let mut cmd = self.command(Path::new(script_bin().unwrap()));
         cmd.arg("-qfec").arg(line).arg("/dev/null");
-        self.envs(&mut cmd);
         let out = cmd.output().unwrap();
         let screen = bh_test_support::strip_sgr(&String::from_utf8_lossy(&out.stdout));
         assert!(out.status.success(), "{screen}");
@@ -64,9 +61,8 @@ impl Env {
 
     /// `bh ARGS` with stdout and stderr pipes.
     fn piped(&self, args: &[&str]) -> (String, String) {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
+        let mut cmd = self.command(self.w.bin());
         cmd.args(args);
-        self.envs(&mut cmd);
         let out = cmd.output().unwrap();
         let (stdout, stderr) = (
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -77,19 +73,7 @@ impl Env {
     }
 
     fn git(&self, dir: &Path, args: &[&str]) {
-        let ok = bh_test_support::git_command()
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", &self.root)
-            .env("GIT_AUTHOR_NAME", "U")
-            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-            .env("GIT_COMMITTER_NAME", "U")
-            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
+        self.w.git(dir, args);
     }
 }
 

@@ -6,11 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-use assert_cmd::prelude::*;
 use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 #[path = "rewind/pi.rs"]
 mod pi;
@@ -24,26 +22,10 @@ const SCRIPT: &str = r#"
 "#;
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: bh_test_support::cli::World,
     root: PathBuf,
     repo: PathBuf,
     session: PathBuf,
-}
-
-fn git(repo: &Path, args: &[&str]) {
-    let ok = bh_test_support::git_command()
-        .current_dir(repo)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "git {args:?}");
 }
 
 impl Env {
@@ -56,19 +38,18 @@ impl Env {
 
     /// A repository, and a session of two prompts answered by `script`.
     fn with_script(script_text: &str) -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs_err::canonicalize(tmp.path()).unwrap();
+        let w = crate::world();
+        let root = w.root.clone();
         let repo = root.join("repo");
         fs_err::create_dir_all(&repo).unwrap();
-        fs_err::create_dir_all(root.join("home")).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
+        w.git(&repo, &["init", "-q", "-b", "main"]);
         fs_err::write(repo.join("README.md"), "hello\n").unwrap();
-        git(&repo, &["add", "."]);
-        git(&repo, &["commit", "-q", "-m", "init"]);
+        w.git(&repo, &["add", "."]);
+        w.git(&repo, &["commit", "-q", "-m", "init"]);
         fs_err::write(root.join("script.jsonl"), script_text).unwrap();
         let session = root.join("s.jsonl");
         let env = Env {
-            _tmp: tmp,
+            w,
             root,
             repo,
             session,
@@ -86,17 +67,7 @@ impl Env {
     }
 
     fn bh(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.repo)
-            .env("HOME", self.root.join("home"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", self.root.join("state"))
-            .env("PI_CODING_AGENT_DIR", self.root.join("agent"))
-            .env_remove("XDG_STATE_HOME")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(Stdio::null());
-        cmd
+        self.w.bh(&self.repo)
     }
 
     fn read(&self, rel: &str) -> String {
@@ -186,7 +157,7 @@ fn a_session_of_another_project_is_refused() {
     let env = Env::new();
     let other = env.root.join("other");
     fs_err::create_dir_all(&other).unwrap();
-    git(&other, &["init", "-q", "-b", "main"]);
+    env.w.git(&other, &["init", "-q", "-b", "main"]);
     let first = env.users()[0].clone();
     let out = env
         .bh()

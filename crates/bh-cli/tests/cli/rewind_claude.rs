@@ -13,14 +13,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use assert_cmd::prelude::*;
 use serde_json::Value;
 
 const PRE: &str = include_str!("../fixtures/claude-code/pre_tool_use.json");
 const POST: &str = include_str!("../fixtures/claude-code/post_tool_use.json");
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: bh_test_support::cli::World,
     root: PathBuf,
     project: PathBuf,
 }
@@ -28,30 +27,18 @@ struct Env {
 impl Env {
     /// A plain folder (no Git) with a subfolder.
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs_err::canonicalize(tmp.path()).unwrap();
+        let w = crate::world();
+        let root = w.root.clone();
         let project = root.join("proj");
         fs_err::create_dir_all(project.join("sub")).unwrap();
-        fs_err::create_dir_all(root.join("home")).unwrap();
         fs_err::write(project.join("top.txt"), "top0\n").unwrap();
         fs_err::write(project.join("sub/inner.txt"), "inner0\n").unwrap();
-        Env {
-            _tmp: tmp,
-            root,
-            project,
-        }
+        Env { w, root, project }
     }
 
     fn bh(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.project)
-            .env("HOME", self.root.join("home"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", self.root.join("state"))
-            .env("BH_CHECKPOINT_NO_SERVER", "1")
-            .env_remove("XDG_STATE_HOME")
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .stdin(Stdio::null());
+        let mut cmd = self.w.bh(&self.project);
+        cmd.env("BH_CHECKPOINT_NO_SERVER", "1");
         cmd
     }
 
@@ -204,22 +191,6 @@ fn a_skipped_checkpoint_says_so_in_a_system_message_and_is_counted() {
 
 const TRANSCRIPT: &str = include_str!("../fixtures/claude-code/transcript.jsonl");
 
-fn git(repo: &Path, args: &[&str]) {
-    let ok = bh_test_support::git_command()
-        .current_dir(repo)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "git {args:?}");
-}
-
 /// The scenario through the hook path: Claude Code's Edit changes
 /// `a`, its Bash creates `b` and deletes `c`; a commit outside changes `d`,
 /// the user deletes `e`; `bh rewind --claude` to the prompt before them.
@@ -227,12 +198,12 @@ fn git(repo: &Path, args: &[&str]) {
 fn rewind_claude_lists_prompts_and_rewinds_only_the_sessions_calls() {
     let env = Env::new();
     let p = &env.project;
-    git(p, &["init", "-q", "-b", "main"]);
+    env.w.git(p, &["init", "-q", "-b", "main"]);
     for f in ["a", "c", "d", "e"] {
         fs_err::write(p.join(f), format!("{f}0\n")).unwrap();
     }
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "init"]);
+    env.w.git(p, &["add", "."]);
+    env.w.git(p, &["commit", "-q", "-m", "init"]);
     let transcript = TRANSCRIPT
         .replace("@CWD@", &p.display().to_string())
         .replace("@SESSION@", "sess-cc")
@@ -247,7 +218,8 @@ fn rewind_claude_lists_prompts_and_rewinds_only_the_sessions_calls() {
     fs_err::remove_file(p.join("c")).unwrap();
     env.hook(POST, "Bash", "toolu_B", p);
     fs_err::write(p.join("d"), "d1\n").unwrap();
-    git(p, &["commit", "-q", "-am", "outside change to d"]);
+    env.w
+        .git(p, &["commit", "-q", "-am", "outside change to d"]);
     fs_err::remove_file(p.join("e")).unwrap();
 
     let run = |args: &[&str]| {

@@ -10,9 +10,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use assert_cmd::prelude::*;
 use serde_json::Value;
 
 const SCRIPT: &str = r#"
@@ -22,26 +21,10 @@ const SCRIPT: &str = r#"
 "#;
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: bh_test_support::cli::World,
     root: PathBuf,
     repo: PathBuf,
     session: PathBuf,
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = bh_test_support::git_command()
-        .current_dir(repo)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 impl Env {
@@ -54,7 +37,8 @@ impl Env {
         assert!(!env.repo.join("c").exists());
         // Outside the session.
         fs_err::write(env.repo.join("d"), "d1\n").unwrap();
-        git(&env.repo, &["commit", "-q", "-am", "outside change to d"]);
+        env.w
+            .git_stdout(&env.repo, &["commit", "-q", "-am", "outside change to d"]);
         fs_err::remove_file(env.repo.join("e")).unwrap();
         env
     }
@@ -62,21 +46,20 @@ impl Env {
     /// The repository (a, c, d, e committed) and one prompt answered by
     /// `script`.
     fn with_script(script: &str) -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs_err::canonicalize(tmp.path()).unwrap();
+        let w = crate::world();
+        let root = w.root.clone();
         let repo = root.join("repo");
         fs_err::create_dir_all(&repo).unwrap();
-        fs_err::create_dir_all(root.join("home")).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
+        w.git(&repo, &["init", "-q", "-b", "main"]);
         for f in ["a", "c", "d", "e"] {
             fs_err::write(repo.join(f), format!("{f}0\n")).unwrap();
         }
-        git(&repo, &["add", "."]);
-        git(&repo, &["commit", "-q", "-m", "init"]);
+        w.git(&repo, &["add", "."]);
+        w.git(&repo, &["commit", "-q", "-m", "init"]);
         fs_err::write(root.join("script.jsonl"), script).unwrap();
         let env = Env {
             session: root.join("s.jsonl"),
-            _tmp: tmp,
+            w,
             root,
             repo,
         };
@@ -94,17 +77,7 @@ impl Env {
     }
 
     fn bh(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.repo)
-            .env("HOME", self.root.join("home"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", self.root.join("state"))
-            .env("PI_CODING_AGENT_DIR", self.root.join("agent"))
-            .env_remove("XDG_STATE_HOME")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(Stdio::null());
-        cmd
+        self.w.bh(&self.repo)
     }
 
     fn read(&self, rel: &str) -> String {
@@ -325,11 +298,11 @@ fn a_rewind_moves_the_sessions_commits_back_and_undo_returns() {
 {"text": "done"}
 "#;
     let env = Env::with_script(COMMITS);
-    let log = |r: &str| git(&env.repo, &["log", "--format=%s", r]);
+    let log = |r: &str| env.w.git_stdout(&env.repo, &["log", "--format=%s", r]);
     assert_eq!(log("main"), "agent: a1\ninit\n");
     assert_eq!(log("feature"), "agent: f\nagent: a1\ninit\n");
     assert_eq!(
-        git(&env.repo, &["symbolic-ref", "HEAD"]),
+        env.w.git_stdout(&env.repo, &["symbolic-ref", "HEAD"]),
         "refs/heads/feature\n"
     );
     let before = env.digest();
@@ -347,19 +320,25 @@ fn a_rewind_moves_the_sessions_commits_back_and_undo_returns() {
     let (code, _, err) = env.to_first(&[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(log("main"), "init\n");
-    assert!(git(&env.repo, &["branch", "--list", "feature"]).is_empty());
+    assert!(
+        env.w
+            .git_stdout(&env.repo, &["branch", "--list", "feature"])
+            .is_empty()
+    );
     assert_eq!(
-        git(&env.repo, &["symbolic-ref", "HEAD"]),
+        env.w.git_stdout(&env.repo, &["symbolic-ref", "HEAD"]),
         "refs/heads/main\n"
     );
     assert_eq!(env.read("a"), "a0\n");
     assert_eq!(env.read("f"), "<gone>");
     assert_eq!(
-        git(&env.repo, &["status", "--porcelain"]),
+        env.w.git_stdout(&env.repo, &["status", "--porcelain"]),
         "",
         "index and files agree"
     );
-    let reflog = git(&env.repo, &["reflog", "show", "--format=%gs", "main"]);
+    let reflog = env
+        .w
+        .git_stdout(&env.repo, &["reflog", "show", "--format=%gs", "main"]);
     assert!(reflog.starts_with("bh: rewind"), "{reflog}");
 
     let (code, _, err) = env.rewind(&["--undo"]);
@@ -367,13 +346,14 @@ fn a_rewind_moves_the_sessions_commits_back_and_undo_returns() {
     assert_eq!(log("main"), "agent: a1\ninit\n");
     assert_eq!(log("feature"), "agent: f\nagent: a1\ninit\n");
     assert_eq!(
-        git(&env.repo, &["symbolic-ref", "HEAD"]),
+        env.w.git_stdout(&env.repo, &["symbolic-ref", "HEAD"]),
         "refs/heads/feature\n"
     );
     assert_eq!(env.read("f"), "f\n");
 
     // Someone moves main after the session: a conflict, then --force.
-    git(&env.repo, &["branch", "-f", "main", "feature"]);
+    env.w
+        .git_stdout(&env.repo, &["branch", "-f", "main", "feature"]);
     let (code, doc, err) = env.to_first(&[]);
     assert_eq!(code, 3, "{err}");
     let conflicts = doc["plan"]["conflicts"].as_array().unwrap();

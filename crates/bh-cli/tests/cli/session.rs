@@ -24,24 +24,22 @@ fn scenario(name: &str) -> PathBuf {
 }
 
 struct Env {
-    state: tempfile::TempDir,
-    agent: tempfile::TempDir,
+    w: bh_test_support::cli::World,
+    agent: PathBuf,
 }
 
 impl Env {
     fn new() -> Env {
+        let w = crate::world();
+        fs_err::create_dir_all(&w.state).unwrap();
+        fs_err::create_dir_all(&w.agent).unwrap();
         Env {
-            state: tempfile::tempdir().unwrap(),
-            agent: tempfile::tempdir().unwrap(),
+            agent: w.agent.clone(),
+            w,
         }
     }
     fn bh(&self) -> Command {
-        let mut c = Command::cargo_bin("bh").unwrap();
-        c.arg("--state-dir")
-            .arg(self.state.path())
-            .env("PI_CODING_AGENT_DIR", self.agent.path())
-            .env_remove("BH_STATE_DIR");
-        c
+        Command::from_std(self.w.bh(&self.w.root))
     }
 }
 
@@ -486,7 +484,10 @@ fn fork_forms_and_refusals() {
         .replace('/', "-");
     assert_eq!(
         p.parent().unwrap(),
-        env.agent.path().join("sessions").join(format!("--{enc}--"))
+        env.agent
+            .as_path()
+            .join("sessions")
+            .join(format!("--{enc}--"))
     );
     env.bh()
         .args(["session", "validate"])
@@ -548,7 +549,11 @@ fn ls_lists_newest_first() {
         .unwrap()
         .trim_start_matches('/')
         .replace('/', "-");
-    let dir = env.agent.path().join("sessions").join(format!("--{enc}--"));
+    let dir = env
+        .agent
+        .as_path()
+        .join("sessions")
+        .join(format!("--{enc}--"));
     fs_err::create_dir_all(&dir).unwrap();
     let old = scenario("s01-plain-text");
     let new = scenario("s07-extension-entries");
@@ -624,7 +629,11 @@ fn show_by_id_prints_the_file_it_resolved_to() {
         .unwrap()
         .trim_start_matches('/')
         .replace('/', "-");
-    let dir = env.agent.path().join("sessions").join(format!("--{enc}--"));
+    let dir = env
+        .agent
+        .as_path()
+        .join("sessions")
+        .join(format!("--{enc}--"));
     fs_err::create_dir_all(&dir).unwrap();
     let src = scenario("s01-plain-text");
     let copy = dir.join(src.file_name().unwrap());

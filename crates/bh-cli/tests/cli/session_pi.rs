@@ -19,6 +19,7 @@ use assert_cmd::Command;
 use bh_protocol::message::{
     AssistantMessage, Content, ContentBlock, ToolResultMessage, Usage, UserMessage,
 };
+use bh_test_support::cli::World;
 use serde_json::{Value, json};
 
 fn fixtures() -> PathBuf {
@@ -65,21 +66,20 @@ struct PiReport {
     messages: Vec<Value>,
 }
 
-fn pi_env(cmd: &mut Proc, tmp: &Path) {
-    cmd.current_dir(tmp)
-        .env("PI_CODING_AGENT_DIR", tmp.join("agent"))
-        .env("HOME", tmp)
-        .env("PI_OFFLINE", "1")
-        .env("PI_TELEMETRY", "0")
-        .env("PI_SKIP_VERSION_CHECK", "1")
-        .env("NO_COLOR", "1")
-        .env_remove("PI_CODING_AGENT_SESSION_DIR");
+/// `node` in `w`, Pi kept quiet and offline (HOME and the agent folder are
+/// the world's).
+fn pi_command(w: &World, node: &Path) -> Proc {
+    let mut cmd = w.command(node);
+    cmd.envs(bh_test_support::pi::QUIET_ENV);
+    cmd
 }
 
 /// Ask Pi about a copy of `file` (Pi may append to or migrate what it opens).
 fn pi_check(node: &Path, cli: &Path, file: &Path) -> PiReport {
-    let tmp = tempfile::tempdir().unwrap();
-    fs_err::create_dir_all(tmp.path().join("agent")).unwrap();
+    let w = crate::world();
+    let root = w.root.clone();
+    let w = w.with_home(&root);
+    fs_err::create_dir_all(&w.agent).unwrap();
     let mut report = PiReport {
         export_rc: None,
         export_output: String::new(),
@@ -91,12 +91,11 @@ fn pi_check(node: &Path, cli: &Path, file: &Path) -> PiReport {
     };
 
     // 1. pi --export
-    let exp = tmp.path().join("export.jsonl");
+    let exp = root.join("export.jsonl");
     fs_err::copy(file, &exp).unwrap();
-    let html = tmp.path().join("out.html");
-    let mut cmd = Proc::new(node);
+    let html = root.join("out.html");
+    let mut cmd = pi_command(&w, node);
     cmd.arg(cli).arg("--export").arg(&exp).arg(&html);
-    pi_env(&mut cmd, tmp.path());
     let out = cmd.output().unwrap();
     report.export_rc = out.status.code();
     report.export_output = format!(
@@ -116,16 +115,15 @@ fn pi_check(node: &Path, cli: &Path, file: &Path) -> PiReport {
     }
 
     // 2. RPC get_messages (stdin stays open until the answers are in).
-    let rpcf = tmp.path().join("rpc.jsonl");
+    let rpcf = root.join("rpc.jsonl");
     fs_err::copy(file, &rpcf).unwrap();
-    let mut cmd = Proc::new(node);
+    let mut cmd = pi_command(&w, node);
     cmd.arg(cli)
         .args(["--mode", "rpc", "--no-extensions", "--session"])
         .arg(&rpcf)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    pi_env(&mut cmd, tmp.path());
     let mut child = cmd.spawn().unwrap();
     let pid = child.id();
     let done = Arc::new(AtomicBool::new(false));
@@ -186,11 +184,8 @@ fn pi_check(node: &Path, cli: &Path, file: &Path) -> PiReport {
 }
 
 fn bh_json(args: &[&std::ffi::OsStr]) -> Value {
-    let state = tempfile::tempdir().unwrap();
-    let out = Command::cargo_bin("bh")
-        .unwrap()
-        .arg("--state-dir")
-        .arg(state.path())
+    let w = crate::world();
+    let out = Command::from_std(w.bh(&w.root))
         .arg("--json")
         .args(args)
         .output()
@@ -242,11 +237,8 @@ fn assert_pi_agrees(node: &Path, cli: &Path, file: &Path, what: &str) -> Result<
 }
 
 fn fork(src: &Path, out: &Path, cwd: &Path, extra: &[&str]) -> PathBuf {
-    let state = tempfile::tempdir().unwrap();
-    let o = Command::cargo_bin("bh")
-        .unwrap()
-        .arg("--state-dir")
-        .arg(state.path())
+    let w = crate::world();
+    let o = Command::from_std(w.bh(&w.root))
         .args(["session", "fork"])
         .args(extra)
         .arg("--cwd")
@@ -457,23 +449,13 @@ fn real_pi_loads_the_executor_fork() {
     let Some((node, cli)) = legacy_pi() else {
         return;
     };
-    let work = tempfile::tempdir().unwrap();
-    let root = fs_err::canonicalize(work.path()).unwrap();
+    let w = crate::world();
+    let root = w.root.clone();
+    let w = w.with_home(&root);
     let repo = root.join("repo");
     fs_err::create_dir_all(&repo).unwrap();
     let git = |args: &[&str]| {
-        let out = bh_test_support::git_command()
-            .args(args)
-            .current_dir(&repo)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", &root)
-            .env("GIT_AUTHOR_NAME", "U")
-            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-            .env("GIT_COMMITTER_NAME", "U")
-            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-            .output()
-            .unwrap();
-        assert!(out.status.success());
+        w.git(&repo, args);
     };
     git(&["init", "-q"]);
     fs_err::write(repo.join("a.txt"), "a\n").unwrap();
@@ -490,13 +472,7 @@ fn real_pi_loads_the_executor_fork() {
     .unwrap();
     let model = format!("scripted/{}", root.join("turns.jsonl").display());
     let bh = |args: &[&str]| {
-        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bh"))
-            .current_dir(&root)
-            .env("HOME", &root)
-            .env("BH_STATE_DIR", root.join("state"))
-            .args(args)
-            .output()
-            .unwrap();
+        let out = w.bh(&root).args(args).output().unwrap();
         assert!(
             out.status.success(),
             "{}",

@@ -23,11 +23,15 @@ fn scenario(name: &str) -> PathBuf {
     files.remove(0)
 }
 
+/// `bh` in the world around `state` (its folder: HOME is `home` beside
+/// it), with `state` as its state dir.
+fn bh_with_state(state: &Path) -> Command {
+    let w = crate::world_at(state.parent().unwrap()).with_state(state);
+    Command::from_std(w.bh(&w.root))
+}
+
 fn export(state: &Path, session: &Path, out: &Path) {
-    let o = Command::cargo_bin("bh")
-        .unwrap()
-        .arg("--state-dir")
-        .arg(state)
+    let o = bh_with_state(state)
         .args(["session", "export", "--html"])
         .arg(session)
         .arg("--out")
@@ -373,11 +377,7 @@ fn export_refuses_to_overwrite_and_to_write_into_a_directory() {
     let state = tmp.path().join("state");
     let out = tmp.path().join("r.html");
     fs_err::write(&out, "mine").unwrap();
-    let bh = || {
-        let mut c = Command::cargo_bin("bh").unwrap();
-        c.arg("--state-dir").arg(&state);
-        c
-    };
+    let bh = || bh_with_state(&state);
     let o = bh()
         .args(["session", "export"])
         .arg(scenario("s01-plain-text"))
@@ -422,11 +422,7 @@ fn session_show_html_is_the_export() {
     let exported = tmp.path().join("e.html");
     export(&state, &scenario("s02-tools-json-mode"), &exported);
     let shown = tmp.path().join("s.html");
-    let bh = || {
-        let mut c = Command::cargo_bin("bh").unwrap();
-        c.arg("--state-dir").arg(&state);
-        c
-    };
+    let bh = || bh_with_state(&state);
     let o = bh()
         .args(["session", "show"])
         .arg(scenario("s02-tools-json-mode"))
@@ -471,14 +467,9 @@ fn a_bh_agent_sessions_calls_carry_their_checkpoint_badges() {
         "{\"toolCalls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"b.txt\", \"content\": \"b\\n\"}}]}\n{\"text\": \"done\"}\n",
     )
     .unwrap();
-    let state = t.root.join("state");
-    let agent_dir = t.root.join("agent");
-    let o = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&t.dir)
-        .env("HOME", &t.home)
-        .env("BH_STATE_DIR", &state)
-        .env("PI_CODING_AGENT_DIR", &agent_dir)
+    let w = crate::world_at(&t.root);
+    let agent_dir = w.agent.clone();
+    let o = Command::from_std(w.bh(&t.dir))
         .args(["--json", "agent", "--script"])
         .arg(&script)
         .args(["-p", "go"])

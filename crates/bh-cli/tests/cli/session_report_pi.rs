@@ -9,36 +9,19 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command as StdCommand, Stdio};
+use std::process::Stdio;
 
 use assert_cmd::Command;
+use bh_test_support::cli::World;
 use serde_json::{Value, json};
 
 const SID: &str = "0199aaaa-1111-7000-8000-00000000beef";
 
-fn bh(state: &Path) -> Command {
-    let mut c = Command::cargo_bin("bh").unwrap();
-    c.arg("--state-dir").arg(state);
-    c
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let o = StdCommand::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
 /// Asks a checkpoint server (as Pi's extension does) for a snapshot before
 /// the `tool` call of `entry`; returns the checkpoint's short id.
-fn snapshot(state: &Path, project: &Path, tool: &str, entry: &str) -> String {
-    let mut child = StdCommand::new(env!("CARGO_BIN_EXE_bh"))
-        .arg("--state-dir")
-        .arg(state)
+fn snapshot(w: &World, project: &Path, tool: &str, entry: &str) -> String {
+    let mut child = w
+        .bh(&w.root)
         .args(["checkpoint", "serve", "--project"])
         .arg(project)
         .stdin(Stdio::piped())
@@ -235,23 +218,23 @@ console.log(JSON.stringify(out));
 /// A project with two checkpoints taken as Pi's extension takes them, the
 /// session in it, and its report: (report, before the edit, before the write).
 fn exported(root: &Path) -> (PathBuf, String, String) {
-    let state = root.join("state");
+    let w = crate::world_at(root);
     let project = root.join("project");
     fs_err::create_dir_all(&project).unwrap();
     fs_err::write(project.join("a.txt"), "hello\n").unwrap();
-    git(&project, &["init", "-q"]);
-    git(&project, &["add", "."]);
-    git(&project, &["commit", "-qm", "init"]);
+    w.git(&project, &["init", "-q"]);
+    w.git(&project, &["add", "."]);
+    w.git(&project, &["commit", "-qm", "init"]);
     // Checkpoints as Pi's extension takes them: before the edit, and (the
     // edit done) before the write; none before the bash call.
-    let before_edit = snapshot(&state, &project, "edit", "a0000002");
+    let before_edit = snapshot(&w, &project, "edit", "a0000002");
     fs_err::write(project.join("a.txt"), "hello world\n").unwrap();
-    let before_write = snapshot(&state, &project, "write", "a0000003");
+    let before_write = snapshot(&w, &project, "write", "a0000003");
     assert_ne!(before_edit, before_write);
 
     let file = session(root, &project);
     let out = root.join("report.html");
-    let o = bh(&state)
+    let o = Command::from_std(w.bh(&w.root))
         .args(["session", "export", "--html"])
         .arg(&file)
         .arg("--out")

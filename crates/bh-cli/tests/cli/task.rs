@@ -6,7 +6,6 @@ use fs_err as fs;
 use std::path::PathBuf;
 use std::process::Command;
 
-use assert_cmd::prelude::*;
 use bh_test_support::TestRepo;
 use serde_json::Value;
 
@@ -14,6 +13,7 @@ use serde_json::Value;
 /// a state folder for bh.
 struct Env {
     t: TestRepo,
+    w: bh_test_support::cli::World,
     repo: PathBuf,
     state: PathBuf,
 }
@@ -32,23 +32,25 @@ impl Env {
         t.write("README.md", "# readme\n");
         t.write(".gitignore", "target/\n");
         t.commit_all("base");
+        let w = crate::world_at(&t.root);
         Env {
             repo: t.dir.clone(),
-            state: t.root.join("state"),
+            state: w.state.clone(),
+            w,
             t,
         }
     }
 
+    /// `bh` in the repository, in this test's world.
+    fn bh(&self) -> Command {
+        self.w.bh(&self.repo)
+    }
+
     /// `bh --json task run <flags> -- sh -c SCRIPT`; returns (exit code, JSON).
     fn task(&self, flags: &[&str], script: &str) -> (i32, Value) {
-        let out = Command::cargo_bin("bh")
-            .unwrap()
-            .current_dir(&self.repo)
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &self.state)
+        let out = self
+            .bh()
             .env("SOURCE", &self.repo)
-            .env_remove("BH_TASK_SESSION")
             .args(["--json", "task", "run"])
             .args(flags)
             .args(["--env", "SOURCE", "--", "sh", "-c", script])
@@ -168,12 +170,8 @@ fn uncommitted_work_protected_files_and_links_are_rejected() {
 #[test]
 fn failures_and_timeouts_have_their_own_outcomes() {
     let env = Env::new();
-    let out = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&env.repo)
-        .env("HOME", &env.home)
-        .env("BH_STATE_DIR", &env.state)
-        .env_remove("BH_TASK_SESSION")
+    let out = env
+        .bh()
         .args([
             "--json",
             "task",
@@ -282,11 +280,8 @@ fn preflight_refuses_dirty_sources_and_nested_sessions() {
     assert_eq!(code, 0, "{doc}");
     fs::remove_file(env.repo.join("stray.txt")).unwrap();
     // nested: marker set, and a worker starting a task from inside its worktree
-    let out = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&env.repo)
-        .env("HOME", &env.home)
-        .env("BH_STATE_DIR", &env.state)
+    let out = env
+        .bh()
         .env("BH_TASK_SESSION", "1")
         .args(["--json", "task", "run", "--module", "src", "--", "true"])
         .output()
@@ -298,7 +293,7 @@ fn preflight_refuses_dirty_sources_and_nested_sessions() {
     let bin = env.state.join("bin");
     fs::create_dir_all(&bin).unwrap();
     let bh = bin.join("bh");
-    fs::copy(assert_cmd::cargo::cargo_bin("bh"), &bh).unwrap();
+    fs::copy(env.w.bin(), &bh).unwrap();
     let (code, doc) = env.task(
         &["--module", "src"],
         &format!(
@@ -340,19 +335,15 @@ fn show_reads_the_recorded_state() {
         dir.ends_with(t["id"].as_str().unwrap()),
         "the folder is named after the task"
     );
-    let out = Command::cargo_bin("bh")
-        .unwrap()
-        .args(["task", "show", dir])
-        .output()
-        .unwrap();
+    let out = env.bh().args(["task", "show", dir]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("failed") && text.contains("exited with code 4"),
         "{text}"
     );
-    let out = Command::cargo_bin("bh")
-        .unwrap()
+    let out = env
+        .bh()
         .args(["task", "show", "/no/such/task"])
         .output()
         .unwrap();
@@ -416,12 +407,8 @@ fn moving_the_worktree_or_hiding_work_is_caught() {
 #[test]
 fn an_interrupted_task_keeps_its_worktree() {
     let env = Env::new();
-    let child = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&env.repo)
-        .env("HOME", &env.home)
-        .env("BH_STATE_DIR", &env.state)
-        .env_remove("BH_TASK_SESSION")
+    let child = env
+        .bh()
         .args([
             "--json", "task", "run", "--module", "src", "--", "sleep", "30",
         ])

@@ -10,12 +10,12 @@ use fs_err as fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use assert_cmd::prelude::*;
 use bh_test_support::TestRepo;
 use serde_json::Value;
 
 struct Env {
     t: TestRepo,
+    w: bh_test_support::cli::World,
     state: PathBuf,
 }
 
@@ -26,24 +26,16 @@ impl Env {
         t.write("README.md", "# readme\n");
         t.write(".gitignore", "*.secret\n");
         t.commit_all("base");
+        let w = crate::world_at(&t.root);
         Env {
-            state: t.root.join("state"),
+            state: w.state.clone(),
+            w,
             t,
         }
     }
 
     fn bh(&self, args: &[&str]) -> Output {
-        Command::cargo_bin("bh")
-            .unwrap()
-            .current_dir(&self.t.dir)
-            .env("HOME", &self.t.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &self.state)
-            .env_remove("BH_TASK_SESSION")
-            .env_remove("XDG_CONFIG_HOME")
-            .args(args)
-            .output()
-            .unwrap()
+        self.w.bh(&self.t.dir).args(args).output().unwrap()
     }
 
     /// `bh [--json] task run <flags> -- sh -c SCRIPT`.
@@ -144,17 +136,13 @@ fn undeletable(as_nobody: bool, immutable: bool) {
     let out = if as_nobody {
         // A copy of bh nobody can reach, on files nobody owns.
         let bin = env.t.root.join("bh");
-        fs::copy(assert_cmd::cargo::cargo_bin("bh"), &bin).unwrap();
+        fs::copy(env.w.bin(), &bin).unwrap();
         chown_r(&env.t.root);
-        Command::new("setpriv")
+        env.w
+            .command("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(&bin)
             .current_dir(&env.t.dir)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &env.t.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &env.state)
             .args(["--json", "task", "run"])
             .args(flags)
             .args(["--", "sh", "-c", &script])
@@ -390,14 +378,10 @@ fn a_program_under_tmp_is_named_with_what_to_do() {
         std::env::var("PATH").unwrap_or_default()
     );
     let run = |cmd: &[&str], extra: &[&str]| -> (i32, Value) {
-        let out = Command::cargo_bin("bh")
-            .unwrap()
-            .current_dir(&env.t.dir)
-            .env("HOME", &env.t.home)
+        let out = env
+            .w
+            .bh(&env.t.dir)
             .env("PATH", &path)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &env.state)
-            .env_remove("BH_TASK_SESSION")
             .args(["--json", "task", "run", "--module", "src"])
             .args(extra)
             .arg("--")

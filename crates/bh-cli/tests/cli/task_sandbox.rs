@@ -9,15 +9,13 @@ use fs_err as fs;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use assert_cmd::prelude::*;
 use bh_test_support::TestRepo;
 use serde_json::Value;
 
 struct Env {
     t: TestRepo,
-    state: PathBuf,
+    w: bh_test_support::cli::World,
     /// Where a planted command would leave its mark.
     pwned: PathBuf,
 }
@@ -28,25 +26,21 @@ impl Env {
         t.write("src/lib.rs", "pub fn a() {}\n");
         t.write("README.md", "# readme\n");
         t.commit_all("base");
+        let w = crate::world_at(&t.root);
         Env {
-            state: t.root.join("state"),
             pwned: t.root.join("pwned"),
+            w,
             t,
         }
     }
 
     fn task(&self, flags: &[&str], script: &str) -> (i32, Value) {
-        let out = Command::cargo_bin("bh")
-            .unwrap()
-            .current_dir(&self.t.dir)
-            .env("HOME", &self.t.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &self.state)
+        let out = self
+            .w
+            .bh(&self.t.dir)
             .env("SOURCE", &self.t.dir)
             .env("REAL_HOME", &self.t.home)
             .env("PWNED", &self.pwned)
-            .env_remove("BH_TASK_SESSION")
-            .env_remove("XDG_CONFIG_HOME")
             .args(["--json", "task", "run"])
             .args(flags)
             .args(["--env", "SOURCE", "--env", "REAL_HOME", "--env", "PWNED"])
@@ -368,12 +362,9 @@ fn host_unix_sockets_only_with_allow_unix_socket() {
 fn kill_9_of_bh_leaves_no_worker_process() {
     let env = Env::new();
     let marker = format!("{}.{}", std::process::id(), 4242);
-    let mut bh = Command::cargo_bin("bh")
-        .unwrap()
-        .current_dir(&env.t.dir)
-        .env("HOME", &env.t.home)
-        .env("BH_STATE_DIR", &env.state)
-        .env_remove("BH_TASK_SESSION")
+    let mut bh = env
+        .w
+        .bh(&env.t.dir)
         .args(["--json", "task", "run", "--module", "src", "--", "sh", "-c"])
         .arg(format!(
             "setsid sh -c 'exec 0<&- 1>&- 2>&-; while true; do sleep {marker}; done' & sleep {marker}"

@@ -6,14 +6,14 @@
 
 use fs_err as fs;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use assert_cmd::prelude::*;
 use bh_test_support::TestRepo;
 use serde_json::Value;
 
 struct Env {
     t: TestRepo,
+    w: bh_test_support::cli::World,
     state: PathBuf,
 }
 
@@ -22,23 +22,17 @@ impl Env {
         let t = TestRepo::new();
         t.write("src/lib.rs", "pub fn a() {}\n");
         t.commit_all("base");
+        // HOME is the root here (not the repository's `home`).
+        let w = crate::world_at(&t.root).with_home(&t.root);
         Env {
-            state: t.root.join("state"),
+            state: w.state.clone(),
+            w,
             t,
         }
     }
 
     fn bh(&self, args: &[&str]) -> Output {
-        Command::cargo_bin("bh")
-            .unwrap()
-            .current_dir(&self.t.dir)
-            .env("HOME", &self.t.root)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &self.state)
-            .env_remove("BH_TASK_SESSION")
-            .args(args)
-            .output()
-            .unwrap()
+        self.w.bh(&self.t.dir).args(args).output().unwrap()
     }
 
     /// `bh [--json] task run --module src [flags] -- sh -c SCRIPT`.
@@ -236,12 +230,13 @@ fn outcomes_say_what_to_do_next() {
     );
     assert!(out.contains("or run the task with --promote"), "{out}");
     // The command as printed brings the result onto the branch.
-    let ran = Command::new("sh")
+    let ran = env
+        .w
+        .command("sh")
         .arg("-c")
         .arg(command)
         .current_dir(&env.t.dir)
         .env("HOME", &env.t.home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .unwrap();
     assert!(

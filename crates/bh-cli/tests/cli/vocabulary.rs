@@ -10,30 +10,13 @@ use fs_err as fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use assert_cmd::prelude::*;
 use serde_json::Value;
 
 struct Env {
-    _tmp: tempfile::TempDir,
+    w: bh_test_support::cli::World,
     root: PathBuf,
     project: PathBuf,
-    state: PathBuf,
     agent_dir: PathBuf,
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = bh_test_support::git_command()
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
 fn text(out: &Output) -> String {
@@ -55,38 +38,26 @@ impl Env {
     /// `root/p`: a repository with `sub/file` committed; `root/out`: a
     /// directory outside it.
     fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
+        let w = crate::world();
+        let root = w.root.clone();
         let project = root.join("p");
         fs::create_dir_all(project.join("sub")).unwrap();
         fs::create_dir_all(root.join("out")).unwrap();
-        fs::create_dir_all(root.join("home")).unwrap();
-        git(&project, &["init", "-q", "-b", "main"]);
+        w.git(&project, &["init", "-q", "-b", "main"]);
         fs::write(project.join("sub/file"), "one\n").unwrap();
         fs::write(project.join("top"), "top\n").unwrap();
-        git(&project, &["add", "."]);
-        git(&project, &["commit", "-q", "-m", "init"]);
+        w.git(&project, &["add", "."]);
+        w.git(&project, &["commit", "-q", "-m", "init"]);
         Env {
-            state: root.join("state"),
-            agent_dir: root.join("agent"),
+            agent_dir: w.agent.clone(),
             project,
             root,
-            _tmp: tmp,
+            w,
         }
     }
 
     fn bh_in(&self, dir: &Path) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(dir)
-            .env("HOME", self.root.join("home"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("BH_STATE_DIR", &self.state)
-            .env("PI_CODING_AGENT_DIR", &self.agent_dir)
-            .env_remove("XDG_STATE_HOME")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(std::process::Stdio::null());
-        cmd
+        self.w.bh(dir)
     }
 
     fn run_in(&self, dir: &Path, args: &[&str]) -> Output {

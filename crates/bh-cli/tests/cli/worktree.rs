@@ -8,7 +8,6 @@ use fs_err as fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use assert_cmd::cargo::CommandCargoExt;
 use bh_test_support::TestRepo;
 use serde_json::{Value, json};
 
@@ -16,8 +15,8 @@ use serde_json::{Value, json};
 /// folder for bh.
 struct Env {
     t: TestRepo,
+    w: bh_test_support::cli::World,
     repo: PathBuf,
-    state: PathBuf,
 }
 
 impl std::ops::Deref for Env {
@@ -34,9 +33,10 @@ impl Env {
         t.write(".gitignore", ".env\ntarget/\n");
         t.commit_all("base");
         t.write(".env", "SECRET=1\n");
+        let w = crate::world_at(&t.root);
         Env {
             repo: t.dir.clone(),
-            state: t.root.join("state"),
+            w,
             t,
         }
     }
@@ -50,13 +50,7 @@ impl Env {
     }
 
     fn bh(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.repo)
-            .env("HOME", &self.home)
-            .env("BH_STATE_DIR", &self.state)
-            .env("PI_CODING_AGENT_DIR", self.agent())
-            .env("GIT_CONFIG_NOSYSTEM", "1");
-        cmd
+        self.w.bh(&self.repo)
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -460,17 +454,13 @@ fn create_shows_progress_on_a_terminal_only() {
         eprintln!("skipped the terminal part: util-linux `script` (a pseudo-terminal) is missing");
         return;
     };
-    let bh = assert_cmd::cargo::cargo_bin("bh");
-    let out = Command::new(script)
+    let out = env
+        .w
+        .command(script)
         .arg("-qec")
-        .arg(format!("{} worktree create loud", bh.display()))
+        .arg(format!("{} worktree create loud", env.w.bin().display()))
         .arg("/dev/null")
         .current_dir(&env.repo)
-        .env("HOME", &env.home)
-        .env("BH_STATE_DIR", &env.state)
-        .env("PI_CODING_AGENT_DIR", env.agent())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");

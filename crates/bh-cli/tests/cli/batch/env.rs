@@ -11,7 +11,6 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use assert_cmd::prelude::*;
 use serde_json::{Value, json};
 
 pub const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
@@ -20,7 +19,9 @@ pub const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-m
 pub const KEY: &str = "sk-batch-secret-0123456789";
 
 pub struct World {
-    _tmp: tempfile::TempDir,
+    /// The hermetic environment (`bh_test_support::cli`): HOME is `root`,
+    /// the state dir `root/state`, Pi's agent dir `root/pi`.
+    pub cli: bh_test_support::cli::World,
     pub root: PathBuf,
     pub repo: PathBuf,
     pub plans: PathBuf,
@@ -31,8 +32,9 @@ pub struct World {
 
 impl World {
     pub fn new() -> World {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
+        let cli = crate::world();
+        let root = cli.root.clone();
+        let cli = cli.with_home(&root).with_agent(root.join("pi"));
         let repo = root.join("repo");
         let plans = root.join("plans");
         fs::create_dir_all(&repo).unwrap();
@@ -41,7 +43,7 @@ impl World {
         let flag = fail.clone();
         let base_url = bh_test_support::mock_openai::serve_by(move |body| respond(body, &flag));
         let w = World {
-            _tmp: tmp,
+            cli,
             root,
             repo,
             plans,
@@ -65,34 +67,13 @@ impl World {
     }
 
     pub fn git_in(&self, dir: &Path, args: &[&str]) -> String {
-        let out = bh_test_support::git_command()
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", &self.root)
-            .env("GIT_AUTHOR_NAME", "U")
-            .env("GIT_AUTHOR_EMAIL", "u@example.invalid")
-            .env("GIT_COMMITTER_NAME", "U")
-            .env("GIT_COMMITTER_EMAIL", "u@example.invalid")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        self.cli.git(dir, args)
     }
 
     /// `bh` with this world's HOME, state dir and provider key.
     pub fn bh(&self) -> Command {
-        let mut cmd = Command::cargo_bin("bh").unwrap();
-        cmd.current_dir(&self.root)
-            .env("HOME", &self.root)
-            .env("BH_STATE_DIR", self.root.join("state"))
-            .env("PI_CODING_AGENT_DIR", self.root.join("pi"))
-            .env("OPENAI_API_KEY", KEY)
-            .env("GIT_CONFIG_NOSYSTEM", "1");
+        let mut cmd = self.cli.bh(&self.root);
+        cmd.env("OPENAI_API_KEY", KEY);
         cmd
     }
 
@@ -155,11 +136,9 @@ impl World {
     }
 
     pub fn read_ref(&self, name: &str) -> Option<String> {
-        let out = bh_test_support::git_command()
-            .args(["rev-parse", "--verify", "--quiet", name])
-            .current_dir(&self.repo)
-            .output()
-            .unwrap();
+        let out = self
+            .cli
+            .git_output(&self.repo, &["rev-parse", "--verify", "--quiet", name]);
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())

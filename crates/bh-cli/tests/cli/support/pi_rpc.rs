@@ -13,6 +13,7 @@ use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 
 use bh_test_support::TestRepo;
+use bh_test_support::cli::World;
 use bh_test_support::mock_openai::{Seen, chunk, serve, usage};
 use bh_test_support::pi::{PiRelease, RealPi, real_pi};
 use serde_json::{Value, json};
@@ -54,6 +55,9 @@ export default function (pi: any) {
 "#;
 
 pub struct Run {
+    /// The hermetic environment of Pi and `bh`: HOME is `scratch`, Pi's
+    /// agent folder `scratch/agent`, the state dir `state`.
+    pub w: World,
     /// `bh` as the extension finds it (`BH_BIN`).
     pub bh_bin: PathBuf,
     pub pi: RealPi,
@@ -138,7 +142,12 @@ impl Run {
         let tmp = repo.root.join("tmp");
         fs::create_dir_all(scratch.join("agent")).unwrap();
         fs::create_dir_all(&tmp).unwrap();
+        let w = crate::world_at(&repo.root)
+            .with_home(&scratch)
+            .with_agent(scratch.join("agent"))
+            .with_state(&state);
         Some(Run {
+            w,
             tmp,
             bh_bin: PathBuf::from(env!("CARGO_BIN_EXE_bh")),
             pi,
@@ -168,7 +177,7 @@ impl Run {
         .unwrap();
         let driver = self.scratch.join("tree-driver.ts");
         fs::write(&driver, TREE_DRIVER).unwrap();
-        let mut cmd: Command = self.pi.command(&self.scratch);
+        let mut cmd: Command = self.pi.command_in(&self.w);
         cmd.current_dir(&self.repo.dir)
             .args(["--model", "mock/m", "--thinking", "off"])
             .args([
@@ -182,9 +191,7 @@ impl Run {
             .arg("-e")
             .arg(&driver)
             .env("BH_BIN", &self.bh_bin)
-            .env("BH_STATE_DIR", &self.state)
             .env("TMPDIR", &self.tmp)
-            .env_remove("BH_PI_REWIND")
             .env("GIT_CONFIG_GLOBAL", self.repo.home.join(".gitconfig"));
         (cmd, seen)
     }
@@ -216,19 +223,14 @@ impl Run {
     }
 
     pub fn bh(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_bh"));
-        c.env("BH_STATE_DIR", &self.state)
-            .env("PI_CODING_AGENT_DIR", self.scratch.join("agent"))
-            .env("HOME", &self.scratch)
-            .current_dir(&self.repo.dir);
-        c
+        self.w.bh(&self.repo.dir)
     }
 
     pub fn checkpoints(&self) -> Vec<Value> {
-        let out = Command::new(env!("CARGO_BIN_EXE_bh"))
+        let out = self
+            .bh()
             .args(["--json", "checkpoint", "list", "--project"])
             .arg(&self.repo.dir)
-            .env("BH_STATE_DIR", &self.state)
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
