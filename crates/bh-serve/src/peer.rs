@@ -5,7 +5,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::sys::socket::{
+    getsockopt,
+    sockopt::{PeerCredentials, PeerPidfd},
+};
 
 use crate::error::{Result, ServeError};
 
@@ -32,6 +35,11 @@ pub(crate) fn refusal(stream: &UnixStream) -> Option<String> {
         ));
     }
     let pid = cred.pid();
+    // The facts below are read from `/proc/<pid>` after the pid: a peer that
+    // exits and whose pid is reused in between would lend them another
+    // process's. Its pidfd (SO_PEERPIDFD, Linux 6.5) pins the process: once
+    // they are read, it must still be alive under that pid.
+    let pinned = getsockopt(stream, PeerPidfd).ok();
     if pid <= 0 {
         return Some(
             "the peer's process is not visible to this server (another PID namespace)".into(),
@@ -72,7 +80,27 @@ pub(crate) fn refusal(stream: &UnixStream) -> Option<String> {
             "the peer (pid {pid}) runs under a seccomp filter and this server does not"
         ));
     }
+    if let Some(pidfd) = &pinned
+        && pidfd_pid(pidfd) != Some(pid)
+    {
+        return Some(format!(
+            "the peer (pid {pid}) exited while it was checked; its pid may be another process's now"
+        ));
+    }
     None
+}
+
+/// The pid a pidfd names now (`Pid:` of its fdinfo): `None` once the
+/// process is gone (the kernel shows -1) or when it cannot be read.
+pub(crate) fn pidfd_pid(pidfd: &OwnedFd) -> Option<i32> {
+    let info = fs_err::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
+    let pid: i32 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("Pid:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    (pid > 0).then_some(pid)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -136,4 +164,50 @@ pub(crate) fn address(path: &Path) -> Result<Address> {
         path: short,
         _dir: Some(fd),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::unix::net::UnixListener;
+    use std::process::{Command, Stdio};
+
+    use super::*;
+
+    #[test]
+    fn a_peer_on_this_side_is_served_and_its_pidfd_names_it() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        assert_eq!(refusal(&a), None);
+        let pidfd = getsockopt(&a, PeerPidfd).unwrap();
+        assert_eq!(pidfd_pid(&pidfd), Some(std::process::id() as i32));
+    }
+
+    #[test]
+    fn a_pinned_peer_that_exited_no_longer_names_its_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let listener = UnixListener::bind(&path).unwrap();
+        // A peer that connects, says so, and waits to be killed.
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(
+                "import socket,sys,time\n\
+                 s=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n\
+                 s.send(b'x')\ntime.sleep(60)",
+            )
+            .arg(&path)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut byte = [0u8; 1];
+        stream.read_exact(&mut byte).unwrap();
+        let pidfd = getsockopt(&stream, PeerPidfd).unwrap();
+        let pid = child.id() as i32;
+        assert_eq!(pidfd_pid(&pidfd), Some(pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Reaped: the pid is free for reuse, and the pidfd says so.
+        assert_eq!(pidfd_pid(&pidfd), None);
+    }
 }
