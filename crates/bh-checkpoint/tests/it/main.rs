@@ -53,6 +53,108 @@ impl Fx {
         )
         .unwrap()
     }
+
+    /// The store with a file-size cap of `max` bytes.
+    fn store_capped(&self, max: u64) -> Store {
+        let mut options = StoreOptions::new(self.root.join("state"));
+        options.max_file_size = max;
+        Store::open(&self.runner, &self.project, &options).unwrap()
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.root.join("state")
+    }
+
+    fn write(&self, rel: &str, text: impl AsRef<[u8]>) {
+        let path = self.project.join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.project.join(rel)).unwrap()
+    }
+
+    /// Plain git in `dir`, as the user runs it (their `$HOME`).
+    fn git_in(&self, dir: &Path, args: &[&str]) -> String {
+        let out = bh_test_support::git_command()
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", self.home())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        self.git_in(&self.project, args)
+    }
+
+    /// `git fsck --strict` of the store's shadow repository passes.
+    fn fsck(&self, store: &Store) {
+        let out = bh_test_support::git_command()
+            .arg("--git-dir")
+            .arg(store.dir().join("git"))
+            .args(["fsck", "--strict", "--no-dangling"])
+            .env("HOME", self.home())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "fsck: {out:?}");
+    }
+}
+
+/// A project that is a git repository with one commit (two files).
+fn git_fx() -> Fx {
+    let f = fx();
+    f.write("src/main.rs", "fn main() {}\n");
+    f.write("README.md", "# readme\n");
+    f.git(&["init", "-q"]);
+    f.git(&["add", "-A"]);
+    f.git(&["commit", "-q", "-m", "initial"]);
+    f
+}
+
+/// `(status, path)` of each change.
+fn changes(entries: &[bh_checkpoint::DiffEntry]) -> Vec<(String, String)> {
+    entries
+        .iter()
+        .map(|e| (e.status.clone(), e.path.clone()))
+        .collect()
+}
+
+/// Every file under `dir` (relative path → bytes, plus a marker for links/modes).
+fn tree_state(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    fn walk(base: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, String>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+            let meta = fs::symlink_metadata(&p).unwrap();
+            if meta.is_symlink() {
+                let to = fs::read_link(&p).unwrap();
+                out.insert(rel, format!("link:{}", to.display()));
+            } else if meta.is_dir() {
+                walk(base, &p, out);
+            } else {
+                let bytes = fs::read(&p).unwrap();
+                let mode = meta.permissions().mode() & 0o777;
+                out.insert(rel, format!("{mode:o}:{}", String::from_utf8_lossy(&bytes)));
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
 }
 
 fn req(tool: &str) -> SnapshotRequest {
@@ -333,8 +435,13 @@ fn restore_replaces_files_folders_and_symlinks_in_every_mode() {
     }
 }
 
+mod concurrency;
 mod gc_race;
 mod live;
+mod prune;
+mod restore;
+mod storage;
+mod trust;
 
 #[test]
 fn seeding_is_reported_only_when_the_shadow_is_seeded() {

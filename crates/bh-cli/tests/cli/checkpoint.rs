@@ -1,4 +1,9 @@
-//! `bh checkpoint` through the CLI, on real repositories with real git.
+//! `bh checkpoint` through the CLI, on real repositories with real git: that
+//! each command parses, its exit codes, its human and `--json` output, and
+//! what only the CLI does (paths relative to the current directory, the hook,
+//! the environment it gives git). What the store does — restore safety,
+//! prune, concurrency, filters, trust — is tested through the library in
+//! `crates/bh-checkpoint/tests/it/`.
 //!
 //! Over 600 lines: one test binary per command family (each binary is a separate link); tests are independent.
 
@@ -206,11 +211,8 @@ fn store_is_private_and_outside_the_project() {
     assert!(store.starts_with(env.state.join("checkpoints")));
     let name = store.file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.starts_with("project-"), "{name}");
-    assert_eq!(
-        fs::metadata(&store).unwrap().permissions().mode() & 0o777,
-        0o700
-    );
-    // open to others: refused, and nothing is changed
+    // (its mode, and what is refused: bh-checkpoint/tests/it/trust.rs)
+    // open to others: exit 3, the message says why
     fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
     let err = env.json_err(&["checkpoint", "snapshot"], 3);
     assert_eq!(err["error"]["kind"], "refused");
@@ -315,21 +317,17 @@ fn nix_is_root() -> bool {
 }
 
 #[test]
-fn user_git_dir_is_byte_identical_after_every_command() {
+fn user_git_dir_is_byte_identical_after_the_commands() {
     let env = Env::git_project();
     env.write("staged.txt", "staged\n");
     env.git(&["add", "staged.txt"]);
     env.write("untracked.txt", "u\n");
     env.write("src/main.rs", "fn main() { changed() }\n");
     let before = tree_state(&env.project.join(".git"));
-    let id = env.snapshot_id();
-    env.write("new.txt", "n\n");
+    // what the store does to it: bh-checkpoint/tests/it/trust.rs; here the
+    // commands' own paths (the hook, list's read-only open)
     env.snapshot();
     env.json(&["checkpoint", "list"]);
-    env.json(&["checkpoint", "diff", &id]);
-    env.json(&["checkpoint", "restore", &id, "src/main.rs"]);
-    env.json(&["checkpoint", "restore", &id, "--exact"]);
-    env.json(&["checkpoint", "prune", "--keep", "2"]);
     let mut hook = env.bh();
     hook.args(["checkpoint", "hook", "claude-code"]);
     let out = with_stdin(
@@ -368,265 +366,83 @@ fn inherited_git_index_file_does_not_touch_the_users_index() {
     assert!(!env.git(&["status", "--porcelain"]).contains("A  new.txt"));
 }
 
+/// The user's git configuration (their `$HOME`) reaches the store the CLI
+/// opens: a global ignore file applies, a global clean filter never runs.
+/// (What a snapshot stores, byte for byte: bh-checkpoint/tests/it/storage.rs.)
 #[test]
-fn bytes_are_stored_exactly_despite_filters_and_attributes() {
+fn the_users_global_git_config_reaches_the_store() {
     let env = Env::git_project();
-    // A global clean filter that would rewrite content (and leave a trace).
     let trace = env.root.join("filter-ran");
-    fs::write(
-        env.home.join(".gitconfig"),
-        format!(
-            "[filter \"evil\"]\n\tclean = sh -c 'touch {0}; echo SECRET'\n\tsmudge = sh -c 'touch {0}; echo SMUDGED'\n[core]\n\tautocrlf = true\n",
-            trace.display()
-        ),
-    )
-    .unwrap();
-    env.write(
-        ".gitattributes",
-        "*.dat filter=evil\n*.txt text eol=crlf\n*.id ident\n",
-    );
-    let crlf = "line1\r\nline2\nline3\r\n";
-    env.write("data.dat", "raw data\n");
-    env.write("mixed.txt", crlf);
-    env.write("file.id", "$Id$\n");
-    let id = env.snapshot_id();
-    assert!(!trace.exists(), "a clean filter ran");
-    fs::remove_file(env.project.join("data.dat")).unwrap();
-    fs::remove_file(env.project.join("mixed.txt")).unwrap();
-    fs::remove_file(env.project.join("file.id")).unwrap();
-    env.json(&["checkpoint", "restore", &id]);
-    assert!(!trace.exists(), "a smudge filter ran");
-    assert_eq!(env.read("data.dat"), "raw data\n");
-    assert_eq!(env.read("mixed.txt"), crlf);
-    assert_eq!(env.read("file.id"), "$Id$\n");
-}
-
-#[test]
-fn committed_files_with_conversions_are_stored_raw_when_seeding() {
-    // The user's own index holds *converted* blobs; seeding must not trust them.
-    let env = Env::new();
-    env.write(".gitattributes", "*.txt text eol=lf\n");
-    env.write("a.txt", "one\r\ntwo\r\n");
-    env.git(&["init", "-q"]);
-    env.git(&["add", "-A"]);
-    env.git(&["commit", "-q", "-m", "i"]);
-    let id = env.snapshot_id();
-    fs::remove_file(env.project.join("a.txt")).unwrap();
-    env.json(&["checkpoint", "restore", &id, "a.txt"]);
-    assert_eq!(env.read("a.txt"), "one\r\ntwo\r\n");
-}
-
-#[test]
-fn ignore_rules_of_the_user_apply() {
-    let env = Env::git_project();
-    env.write(".gitignore", "*.log\n");
-    env.write("app.log", "log\n");
-    fs::write(env.project.join(".git/info/exclude"), "secret.env\n").unwrap();
-    env.write("secret.env", "KEY=1\n");
     let global_ignore = env.home.join("global-ignore");
     fs::write(&global_ignore, "*.tmp\n").unwrap();
     fs::write(
         env.home.join(".gitconfig"),
-        format!("[core]\n\texcludesFile = {}\n", global_ignore.display()),
+        format!(
+            "[core]\n\texcludesFile = {}\n[filter \"evil\"]\n\tclean = sh -c 'touch {}; echo SECRET'\n",
+            global_ignore.display(),
+            trace.display()
+        ),
     )
     .unwrap();
+    env.write(".gitattributes", "*.dat filter=evil\n");
+    env.write("data.dat", "raw data\n");
     env.write("scratch.tmp", "t\n");
-    env.write("kept.txt", "k\n");
     let snap = env.snapshot();
-    let changed: Vec<&str> = snap["changed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["path"].as_str().unwrap())
-        .collect();
-    assert!(changed.contains(&"kept.txt"), "{changed:?}");
-    for ignored in ["app.log", "secret.env", "scratch.tmp"] {
-        assert!(
-            !changed.contains(&ignored),
-            "{ignored} captured: {changed:?}"
-        );
-    }
+    let changed = pairs(&snap["changed"], "status", "path");
+    assert!(changed.iter().any(|(_, p)| p == "data.dat"), "{changed:?}");
+    assert!(
+        !changed.iter().any(|(_, p)| p == "scratch.tmp"),
+        "{changed:?}"
+    );
+    assert!(!trace.exists(), "a clean filter ran");
 }
 
+/// `--max-file-size` parses; what a snapshot skips is in `--json` as
+/// `{path, reason}` (and counted on the checkpoint), a warning on stderr in
+/// the human output, and the exit code stays 0. (Which files are skipped,
+/// and that restores leave them alone: bh-checkpoint/tests/it/storage.rs.)
 #[test]
-fn symlinks_and_exec_bits_round_trip() {
-    let env = Env::new();
-    env.write("script.sh", "#!/bin/sh\necho hi\n");
-    fs::set_permissions(
-        env.project.join("script.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
-    env.write("target.txt", "t\n");
-    symlink("target.txt", env.project.join("link")).unwrap();
-    symlink("/etc/hostname", env.project.join("outside-link")).unwrap();
-    symlink("missing", env.project.join("dangling")).unwrap();
-    let before = tree_state(&env.project);
-    let id = env.snapshot_id();
-    fs::remove_file(env.project.join("link")).unwrap();
-    fs::remove_file(env.project.join("dangling")).unwrap();
-    fs::remove_file(env.project.join("outside-link")).unwrap();
-    fs::set_permissions(
-        env.project.join("script.sh"),
-        std::fs::Permissions::from_mode(0o644),
-    )
-    .unwrap();
-    env.write("link", "now a file\n");
-    env.json(&["checkpoint", "restore", &id]);
-    assert_eq!(tree_state(&env.project), before);
-}
-
-#[test]
-fn nested_repos_unreadable_and_large_files_never_fail_a_snapshot() {
+fn snapshot_reports_what_it_skips() {
     let env = Env::git_project();
-    // an empty nested repository (no commit) and one with a commit
-    env.w
-        .git_command({
-            let d = env.project.join("empty-nested");
-            fs::create_dir_all(&d).unwrap();
-            d
-        })
-        .args(["init", "-q"])
-        .status()
-        .unwrap();
-    env.write("full-nested/f.txt", "x\n");
-    let nested = env.project.join("full-nested");
-    for args in [
-        &["init", "-q"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.name=a",
-            "-c",
-            "user.email=a@b",
-            "commit",
-            "-qm",
-            "x",
-        ],
-    ] {
-        assert!(
-            env.w
-                .git_command(&nested)
-                .args(args)
-                .status()
-                .unwrap()
-                .success()
-        );
-    }
     env.write("big.bin", &"x".repeat(3000));
-    env.write("fine.txt", "fine\n");
     let out = env.json(&["checkpoint", "snapshot", "--max-file-size", "2KiB"]);
     let snap = &out["snapshot"];
-    assert_eq!(snap["created"], true);
     let skipped = pairs(&snap["skipped"], "path", "reason");
-    assert!(
-        skipped
-            .iter()
-            .any(|(p, r)| p == "empty-nested" && r.contains("nested")),
-        "{skipped:?}"
-    );
-    assert!(
-        skipped
-            .iter()
-            .any(|(p, r)| p == "full-nested" && r.contains("nested")),
-        "{skipped:?}"
-    );
     assert!(
         skipped
             .iter()
             .any(|(p, r)| p == "big.bin" && r.contains("size cap")),
         "{skipped:?}"
     );
-    let changed = snap["changed"].to_string();
-    assert!(changed.contains("fine.txt"));
-    assert!(!changed.contains("big.bin"));
-    // the nested repository itself is untouched
-    assert!(nested.join(".git/HEAD").exists());
-    // an exact restore never deletes what was skipped
-    let id = snap["checkpoint"]["id"].as_str().unwrap().to_owned();
-    env.json(&["checkpoint", "restore", &id, "--exact"]);
-    assert!(env.project.join("big.bin").exists());
-    assert!(nested.join("f.txt").exists());
-}
-
-#[test]
-fn unreadable_file_is_skipped_and_recorded() {
-    let env = Env::git_project();
-    env.write("secret.txt", "s\n");
-    env.write("ok.txt", "ok\n");
-    fs::set_permissions(
-        env.project.join("secret.txt"),
-        std::fs::Permissions::from_mode(0o000),
-    )
-    .unwrap();
-    let mut cmd = if nix_is_root() {
-        // root reads everything: run bh as nobody, on files nobody owns, from a
-        // copy of the binary nobody can reach (the build folder may be private).
-        let bin = env.root.join("bh");
-        fs::copy(env.w.bin(), &bin).unwrap();
-        for dir in [&env.root, &env.project, &env.home] {
-            chown_r(dir);
-        }
-        let mut c = env.w.command("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&bin)
-            .current_dir(&env.project);
-        c
-    } else {
-        env.bh()
-    };
-    // git refuses repositories owned by someone else unless told otherwise
-    fs::write(env.home.join(".gitconfig"), "[safe]\n\tdirectory = *\n").unwrap();
-    if nix_is_root() {
-        chown_r(&env.home);
-    }
-    let out = cmd
-        .args(["--json", "checkpoint", "snapshot"])
+    assert_eq!(snap["checkpoint"]["skipped"], 1, "{snap}");
+    env.write("README.md", "# changed\n");
+    let out = env
+        .bh()
+        .args(["checkpoint", "snapshot", "--max-file-size", "2KiB"])
         .output()
         .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("bh: warning: not captured: big.bin ("),
+        "{stderr}"
     );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let skipped = doc["snapshot"]["skipped"].to_string();
-    assert!(
-        skipped.contains("secret.txt") && skipped.contains("unreadable"),
-        "{skipped}"
-    );
-    assert!(doc["snapshot"]["changed"].to_string().contains("ok.txt"));
 }
 
-fn chown_r(dir: &Path) {
-    std::os::unix::fs::lchown(dir, Some(65534), Some(65534)).unwrap();
-    if fs::symlink_metadata(dir).unwrap().is_dir() {
-        for e in fs::read_dir(dir).unwrap() {
-            chown_r(&e.unwrap().path());
-        }
-    }
-}
-
+/// Restore's paths are relative to the current directory; `--json` names
+/// what was restored, deleted and kept, the mode and the safety checkpoint;
+/// the human output lists them, notes kept files and prints an undo command
+/// that works. (What additive and exact restores do:
+/// bh-checkpoint/tests/it/restore.rs.)
 #[test]
-fn restore_is_additive_by_default_and_exact_on_request() {
+fn restore_output_and_paths_relative_to_the_current_directory() {
     let env = Env::new();
     env.write("a.txt", "a1\n");
     env.write("dir/b.txt", "b1\n");
-    env.write("dir/c.txt", "c1\n");
     let id = env.snapshot_id();
     env.write("a.txt", "a2\n");
     env.write("dir/b.txt", "b2\n");
-    fs::remove_file(env.project.join("dir/c.txt")).unwrap();
-    env.write("dir/new.txt", "new\n");
     env.write("other-new.txt", "new\n");
-
-    // path-scoped restore: only dir/b.txt
-    let out = env.json(&["checkpoint", "restore", &id, "dir/b.txt"]);
-    assert_eq!(out["restore"]["restored"], serde_json::json!(["dir/b.txt"]));
-    assert_eq!(env.read("dir/b.txt"), "b1\n");
-    assert_eq!(env.read("a.txt"), "a2\n");
-    assert!(!env.project.join("dir/c.txt").exists());
 
     // a directory, from inside it (paths are relative to the current directory)
     // (a plain folder: name the project, or the subfolder would be its own project)
@@ -649,37 +465,58 @@ fn restore_is_additive_by_default_and_exact_on_request() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(env.read("dir/c.txt"), "c1\n");
-    assert!(
-        env.project.join("dir/new.txt").exists(),
-        "additive keeps new files"
-    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["restore"]["restored"], serde_json::json!(["dir/b.txt"]));
+    assert_eq!(env.read("dir/b.txt"), "b1\n");
     assert_eq!(env.read("a.txt"), "a2\n");
 
-    // no path = everything, still additive
+    // no path = everything, additive: `--json` fields
     let out = env.json(&["checkpoint", "restore", &id]);
-    assert_eq!(env.read("a.txt"), "a1\n");
-    assert!(env.project.join("other-new.txt").exists());
-    assert!(out["restore"]["kept"].to_string().contains("other-new.txt"));
+    let r = &out["restore"];
+    assert_eq!(r["restored"], serde_json::json!(["a.txt"]), "{out}");
+    assert_eq!(r["deleted"], serde_json::json!([]), "{out}");
+    assert_eq!(r["kept"], serde_json::json!(["other-new.txt"]), "{out}");
+    assert_eq!(r["mode"], "additive", "{out}");
+    assert_eq!(r["checkpoint"]["id"], id.as_str(), "{out}");
+    assert!(r["safety"]["id"].is_string(), "{out}");
+    assert!(out["project"].is_string(), "{out}");
 
-    // exact removes files created since, but never ignored ones
-    env.write(".gitignore", "*.log\n");
-    env.write("debug.log", "keep me\n");
-    let out = env.json(&["checkpoint", "restore", &id, "--exact"]);
-    let deleted = out["restore"]["deleted"].to_string();
+    // the human output, --exact
+    env.write("a.txt", "a3\n");
+    let out = env
+        .bh()
+        .args(["checkpoint", "restore", &id, "--exact"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("restored a.txt\n"), "{text}");
+    assert!(text.contains("deleted  other-new.txt\n"), "{text}");
+    let prefix = format!("restored checkpoint {id}: 1 written, 1 deleted; undo with: ");
+    let undo = text
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no undo command: {text}"));
+    let words: Vec<&str> = undo.split_whitespace().collect();
+    assert_eq!(words[..3], ["bh", "checkpoint", "restore"], "{undo}");
+    assert_eq!(words[4], "--exact", "{undo}");
+    // the undo command works
+    let out = env.bh().args(&words[1..]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(env.read("a.txt"), "a3\n");
+    assert!(env.project.join("other-new.txt").exists());
+    // additive from there: a note on stderr about the kept file
+    let out = env
+        .bh()
+        .args(["checkpoint", "restore", &id])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        deleted.contains("other-new.txt") && deleted.contains("dir/new.txt"),
-        "{deleted}"
+        stderr.contains("kept 1 file created since the checkpoint (use --exact to remove them)"),
+        "{stderr}"
     );
-    assert!(!env.project.join("other-new.txt").exists());
-    assert!(!env.project.join(".gitignore").exists());
-    assert_eq!(env.read("debug.log"), "keep me\n");
-
-    // every restore is undoable: the safety checkpoint brings the state back
-    let safety = out["restore"]["safety"]["id"].as_str().unwrap().to_owned();
-    env.json(&["checkpoint", "restore", &safety, "--exact"]);
-    assert!(env.project.join("other-new.txt").exists());
-    assert!(env.project.join(".gitignore").exists());
 }
 
 #[test]
@@ -702,6 +539,7 @@ fn restore_refuses_bad_input() {
             .unwrap()
             .contains("outside the project")
     );
+    assert_eq!(err["error"]["kind"], "refused");
     let err = env.json_err(&["checkpoint", "restore", &id, "no-such-file"], 4);
     assert!(
         err["error"]["message"]
@@ -709,6 +547,7 @@ fn restore_refuses_bad_input() {
             .unwrap()
             .contains("not in checkpoint")
     );
+    assert_eq!(err["error"]["kind"], "not_found");
     let err = env.json_err(&["checkpoint", "restore", "deadbeef"], 4);
     assert!(
         err["error"]["message"]
@@ -720,36 +559,21 @@ fn restore_refuses_bad_input() {
     let err = env.json_err(&["checkpoint", "restore", "zz"], 2);
     assert_eq!(err["error"]["kind"], "usage");
     let err = env.json_err(&["checkpoint", "prune", "--older-than", "3 fortnights"], 2);
-    let _ = err;
-}
-
-#[test]
-fn restore_never_destroys_what_no_checkpoint_holds() {
-    let env = Env::new();
-    env.write("thing", "was a file\n");
-    let id = env.snapshot_id();
-    fs::remove_file(env.project.join("thing")).unwrap();
-    // now a directory holding an ignored file the store cannot have
+    assert_eq!(err["error"]["kind"], "usage");
+    // a restore that would replace a directory holding files no checkpoint
+    // holds: refused (exit 3), naming them
+    fs::remove_file(env.project.join("a.txt")).unwrap();
     env.write(".gitignore", "*.secret\n");
-    env.write("thing/data.secret", "precious\n");
-    let err = env.json_err(&["checkpoint", "restore", &id, "thing"], 3);
+    env.write("a.txt/data.secret", "precious\n");
+    let err = env.json_err(&["checkpoint", "restore", &id, "a.txt"], 3);
+    assert_eq!(err["error"]["kind"], "refused");
     assert!(
         err["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("thing/data.secret"),
+            .contains("a.txt/data.secret"),
         "{err}"
     );
-    assert_eq!(env.read("thing/data.secret"), "precious\n");
-    // a directory whose files are all captured can be replaced (undoable)
-    fs::remove_file(env.project.join("thing/data.secret")).unwrap();
-    env.write("thing/plain.txt", "captured\n");
-    let out = env.json(&["checkpoint", "restore", &id, "thing"]);
-    assert_eq!(env.read("thing"), "was a file\n");
-    let safety = out["restore"]["safety"]["id"].as_str().unwrap().to_owned();
-    fs::remove_file(env.project.join("thing")).unwrap();
-    env.json(&["checkpoint", "restore", &safety, "thing/plain.txt"]);
-    assert_eq!(env.read("thing/plain.txt"), "captured\n");
 }
 
 #[test]
@@ -786,132 +610,62 @@ fn diff_against_the_current_tree() {
         .unwrap();
     let stat = String::from_utf8_lossy(&stat.stdout);
     assert!(stat.contains("3 files changed"), "{stat}");
-    // diff creates no checkpoint
-    assert_eq!(
-        env.json(&["checkpoint", "list"])["checkpoints"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    let capped = env.json(&["checkpoint", "diff", &id, "--max-file-size", "4KiB"]);
+    assert_eq!(capped["diff"]["entries"], out["diff"]["entries"]);
 }
 
+/// `prune` needs a policy (exit 2); `--keep` and `--older-than` parse;
+/// `--json` reports what was removed and kept and the sizes, the human
+/// output one line; `list` names each checkpoint's kind. (What is pruned:
+/// bh-checkpoint/tests/it/prune.rs.)
 #[test]
-fn prune_by_count_and_age_then_repack() {
+fn prune_output_and_checkpoint_kinds() {
     let env = Env::new();
-    for i in 0..5 {
+    let mut ids = Vec::new();
+    for i in 0..3 {
         env.write("f.txt", &format!("v{i}\n"));
-        env.snapshot();
+        ids.push(env.snapshot_id());
     }
+    env.write("f.txt", "unsaved\n");
+    env.json(&["checkpoint", "restore", &ids[0]]);
+    let list = env.json(&["checkpoint", "list"]);
+    let kinds: Vec<&str> = list["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["pre-restore", "snapshot", "snapshot", "snapshot"]);
     let usage = env.bh().args(["checkpoint", "prune"]).output().unwrap();
     assert_eq!(usage.status.code(), Some(2));
+    let err = env.json_err(&["checkpoint", "prune"], 2);
+    assert_eq!(err["error"]["kind"], "usage");
     let out = env.json(&["checkpoint", "prune", "--keep", "2"]);
-    assert_eq!(out["prune"]["removed"].as_array().unwrap().len(), 3);
-    let list = env.json(&["checkpoint", "list"]);
-    let cps = list["checkpoints"].as_array().unwrap();
-    assert_eq!(cps.len(), 2);
-    // the newest survive and stay restorable
-    let id = cps[1]["id"].as_str().unwrap().to_owned();
-    env.json(&["checkpoint", "restore", &id]);
-    assert_eq!(env.read("f.txt"), "v3\n");
+    let p = &out["prune"];
+    assert_eq!(p["removed"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(p["removed"][0]["id"], ids[0].as_str(), "{out}");
+    assert_eq!(p["kept"], 3, "{out}");
+    assert!(p["size_before"].as_u64().unwrap() > 0, "{out}");
+    assert!(p["size_after"].is_u64(), "{out}");
     let out = env.json(&["checkpoint", "prune", "--older-than", "1h"]);
-    assert_eq!(out["prune"]["removed"].as_array().unwrap().len(), 0);
-    let out = env.json(&["checkpoint", "prune", "--keep", "0"]);
-    assert!(!out["prune"]["removed"].as_array().unwrap().is_empty());
+    assert_eq!(out["prune"]["removed"], serde_json::json!([]));
+    let out = env
+        .bh()
+        .args(["checkpoint", "prune", "--keep", "0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("removed 3 checkpoints, kept 0; store "),
+        "{text}"
+    );
     assert!(
         env.json(&["checkpoint", "list"])["checkpoints"]
             .as_array()
             .unwrap()
             .is_empty()
     );
-    // and snapshots work again afterwards
-    assert_eq!(env.snapshot()["created"], true);
-    fsck(&env);
-}
-
-fn fsck(env: &Env) {
-    let store = env.store_dir();
-    let out = env
-        .w
-        .git_command(&env.root)
-        .args([
-            "--git-dir",
-            store.join("git").to_str().unwrap(),
-            "fsck",
-            "--strict",
-            "--no-dangling",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "fsck: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-#[test]
-fn eight_concurrent_processes_lose_nothing() {
-    let env = Env::git_project();
-    for i in 0..200 {
-        env.write(&format!("files/{i}.txt"), &format!("{i}\n"));
-    }
-    let mut children = Vec::new();
-    for p in 0..8 {
-        for round in 0..3 {
-            env.write(&format!("proc{p}/round{round}.txt"), "x\n");
-        }
-        let mut cmd = env.bh();
-        cmd.args([
-            "--json",
-            "checkpoint",
-            "snapshot",
-            "--tool",
-            &format!("p{p}"),
-        ]);
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        children.push(cmd.spawn().unwrap());
-    }
-    for c in children {
-        let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    // a final snapshot captures everything; all checkpoints are consistent
-    env.snapshot();
-    let list = env.json(&["checkpoint", "list"]);
-    let cps = list["checkpoints"].as_array().unwrap();
-    let mut seqs: Vec<u64> = cps.iter().map(|c| c["seq"].as_u64().unwrap()).collect();
-    seqs.dedup();
-    assert_eq!(seqs.len(), cps.len(), "sequence numbers are unique");
-    fsck(&env);
-    let latest = cps[0]["id"].as_str().unwrap().to_owned();
-    fs::remove_dir_all(env.project.join("files")).unwrap();
-    env.json(&["checkpoint", "restore", &latest]);
-    assert_eq!(env.read("files/199.txt"), "199\n");
-}
-
-#[test]
-fn killed_snapshot_never_blocks_the_next() {
-    let env = Env::new();
-    for i in 0..3000 {
-        env.write(&format!("d{}/f{i}.txt", i % 30), &format!("{i}\n"));
-    }
-    for delay in [5u64, 40, 120] {
-        let mut child = env.bh().args(["checkpoint", "snapshot"]).spawn().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(delay));
-        let _ = child.kill();
-        let _ = child.wait();
-        env.write("after-kill.txt", &format!("{delay}\n"));
-        let snap = env.snapshot();
-        assert_eq!(snap["created"], true);
-    }
-    fsck(&env);
 }
 
 #[test]
@@ -949,24 +703,6 @@ fn non_git_project_and_project_resolution() {
             .unwrap()
             .contains("/no/such/dir")
     );
-}
-
-#[test]
-fn checkpoints_survive_the_user_rewriting_history_and_gc() {
-    let env = Env::git_project();
-    env.write("data/keep.txt", "precious\n");
-    env.git(&["add", "-A"]);
-    env.git(&["commit", "-q", "-m", "second"]);
-    env.git(&["gc", "-q"]); // everything packed: the seed hard-links the pack
-    let id = env.snapshot_id();
-    // rewrite history: drop the commit and collect everything unreachable
-    env.git(&["reset", "-q", "--hard", "HEAD~1"]);
-    env.git(&["reflog", "expire", "--expire=now", "--all"]);
-    env.git(&["gc", "-q", "--prune=now"]);
-    assert!(!env.project.join("data/keep.txt").exists());
-    env.json(&["checkpoint", "restore", &id]);
-    assert_eq!(env.read("data/keep.txt"), "precious\n");
-    fsck(&env);
 }
 
 #[test]
@@ -1062,85 +798,6 @@ fn demo_keep_prints_an_inspect_command_that_works() {
     fs::remove_dir_all(kept).unwrap();
 }
 
-#[test]
-fn many_new_files_round_trip_byte_for_byte() {
-    // Enough new files to take the parallel pre-hash path, plus one file above
-    // the streaming threshold and some binary and empty files.
-    let env = Env::new();
-    for i in 0..700 {
-        env.write(
-            &format!("tree/{}/{i}.txt", i % 13),
-            &"line\n".repeat(i % 40),
-        );
-    }
-    let mut binary: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
-    binary.extend_from_slice(b"\0\r\n\xff");
-    fs::write(env.project.join("blob.bin"), &binary).unwrap();
-    let big: Vec<u8> = (0..9_500_000u32).map(|i| (i % 251) as u8).collect();
-    fs::write(env.project.join("big.dat"), &big).unwrap();
-    let before = tree_state(&env.project);
-    let snap = env.snapshot();
-    assert_eq!(snap["changed"].as_array().unwrap().len(), 702);
-    let id = snap["checkpoint"]["id"].as_str().unwrap().to_owned();
-    fs::remove_dir_all(env.project.join("tree")).unwrap();
-    fs::write(env.project.join("big.dat"), b"truncated").unwrap();
-    fs::remove_file(env.project.join("blob.bin")).unwrap();
-    env.json(&["checkpoint", "restore", &id]);
-    assert_eq!(tree_state(&env.project), before);
-    assert_eq!(fs::read(env.project.join("big.dat")).unwrap(), big);
-    fsck(&env);
-}
-
-#[test]
-fn files_changed_match_the_trees() {
-    // The change list a snapshot records must be exactly the difference
-    // between the previous checkpoint's tree and the new one.
-    let env = Env::git_project();
-    env.write("keep.txt", "k\n");
-    env.write("mod.txt", "1\n");
-    env.write("del.txt", "d\n");
-    env.write("to-link.txt", "l\n");
-    env.write("to-dir", "file\n");
-    env.write("exec.sh", "#!/bin/sh\n");
-    env.write("grows.bin", "small\n");
-    let a = env.snapshot()["checkpoint"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let b0 = env.snapshot();
-    assert_eq!(b0["created"], false);
-    env.write("mod.txt", "2\n");
-    fs::remove_file(env.project.join("del.txt")).unwrap();
-    fs::remove_file(env.project.join("to-link.txt")).unwrap();
-    symlink("keep.txt", env.project.join("to-link.txt")).unwrap();
-    fs::remove_file(env.project.join("to-dir")).unwrap();
-    env.write("to-dir/inner.txt", "i\n");
-    fs::set_permissions(
-        env.project.join("exec.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
-    env.write("grows.bin", &"x".repeat(5000));
-    env.write("added.txt", "a\n");
-    let snap = env.json(&["checkpoint", "snapshot", "--max-file-size", "4KiB"])["snapshot"].clone();
-    let recorded = pairs(&snap["changed"], "status", "path");
-    let diff = env.json(&["checkpoint", "diff", &a, "--max-file-size", "4KiB"]);
-    let truth = pairs(&diff["diff"]["entries"], "status", "path");
-    assert_eq!(recorded, truth);
-    assert!(
-        truth.contains(&("D".into(), "grows.bin".into())),
-        "{truth:?}"
-    );
-    assert!(
-        truth.contains(&("T".into(), "to-link.txt".into())),
-        "{truth:?}"
-    );
-    assert_eq!(
-        snap["checkpoint"]["files_changed"].as_u64().unwrap() as usize,
-        truth.len()
-    );
-}
-
 // ---- issue 12: a trusted store, exact skip records, hostile path bytes ----
 
 impl Env {
@@ -1158,31 +815,6 @@ impl Env {
             w,
         }
     }
-}
-
-#[test]
-fn a_250_character_skipped_path_is_never_deleted_by_an_exact_restore() {
-    let env = Env::git_project();
-    let long = format!("{}.bin", "l".repeat(246));
-    assert_eq!(long.len(), 250);
-    env.write(&long, &"x".repeat(3000));
-    env.write("fine.txt", "fine\n");
-    let out = env.json(&["checkpoint", "snapshot", "--max-file-size", "2KiB"]);
-    let snap = &out["snapshot"];
-    let skipped = pairs(&snap["skipped"], "path", "reason");
-    assert!(skipped.iter().any(|(p, _)| *p == long), "{skipped:?}");
-    let id = snap["checkpoint"]["id"].as_str().unwrap().to_owned();
-    // restored with the default cap, the safety checkpoint captures the file,
-    // so it shows as "created since": only the skip record protects it
-    let out = env.json(&["checkpoint", "restore", &id, "--exact"]);
-    assert!(
-        env.project.join(&long).exists(),
-        "the skipped file was deleted: {out}"
-    );
-    assert!(
-        !out["restore"]["deleted"].to_string().contains("lll"),
-        "{out}"
-    );
 }
 
 /// Snapshot, list, diff and restore in a project whose own path holds a
@@ -1250,7 +882,7 @@ fn a_project_path_with_a_newline_tab_and_invalid_utf8_works() {
     assert_eq!(from_sub["store"], list["store"]);
 }
 
-/// Every way the folders above a store can be handed to someone else.
+/// The folders above a store handed to someone else: exit code 3.
 #[test]
 fn a_state_directory_another_user_can_change_is_refused() {
     if !nix_is_root() {
@@ -1271,30 +903,12 @@ fn a_state_directory_another_user_can_change_is_refused() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    // the state root owned by another user (they could rename `checkpoints`
-    // away and put a look-alike store in its place)
+    // (each way: bh-checkpoint/tests/it/trust.rs; here the exit code, for
+    // a store that exists and for one that does not yet)
     let env = Env::git_project();
     env.snapshot();
     std::os::unix::fs::chown(&env.state, Some(65534), Some(65534)).unwrap();
     refused(&env, "state root owned by uid 65534");
-    // `checkpoints/` owned by another user
-    let env = Env::git_project();
-    env.snapshot();
-    std::os::unix::fs::chown(env.state.join("checkpoints"), Some(65534), Some(65534)).unwrap();
-    refused(&env, "checkpoints/ owned by uid 65534");
-    // group- or world-writable on the way
-    let env = Env::git_project();
-    env.snapshot();
-    fs::set_permissions(&env.state, std::fs::Permissions::from_mode(0o777)).unwrap();
-    refused(&env, "state root mode 777");
-    let env = Env::git_project();
-    env.snapshot();
-    fs::set_permissions(
-        env.state.join("checkpoints"),
-        std::fs::Permissions::from_mode(0o770),
-    )
-    .unwrap();
-    refused(&env, "checkpoints/ mode 770");
     // a symlink on the way (even to a folder the user owns)
     let env = Env::git_project();
     let elsewhere = env.root.join("elsewhere");
@@ -1305,97 +919,6 @@ fn a_state_directory_another_user_can_change_is_refused() {
     refused(&env, "checkpoints/ is a symlink");
     // and nothing was made through it
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
-}
-
-/// While `restore --exact` runs, another process keeps exchanging the
-/// directory `sub` with a symlink to a folder outside the project: nothing
-/// may be written or deleted outside, whatever the interleaving.
-#[test]
-fn a_directory_swapped_for_a_symlink_during_restore_never_leads_outside() {
-    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let env = Env::new();
-    let outside = env.root.join("outside");
-    fs::create_dir_all(&outside).unwrap();
-    let decoys: Vec<String> = (0..50).map(|i| format!("new{i:03}")).collect();
-    for d in &decoys {
-        fs::write(outside.join(d), "decoy\n").unwrap();
-    }
-    let sub = env.project.join("sub");
-    for i in 0..200 {
-        env.write(&format!("sub/f{i:03}"), &format!("content {i}\n"));
-    }
-    let id = env.snapshot_id();
-    symlink(&outside, env.project.join("swap")).unwrap();
-    let outside_state = || {
-        let mut names: Vec<String> = fs::read_dir(&outside)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
-    for round in 0..12 {
-        // The round's start: `sub` the real folder, `swap` the symlink to
-        // `outside`. The last round's restore may have removed either one
-        // (`swap` is not in the checkpoint, and --exact deletes what is not).
-        let swap = env.project.join("swap");
-        let kind = |p: &std::path::Path| fs::symlink_metadata(p).ok().map(|m| m.is_symlink());
-        if kind(&sub) == Some(true) {
-            fs::remove_file(&sub).unwrap();
-        }
-        if kind(&sub).is_none() {
-            if kind(&swap) == Some(false) {
-                fs::rename(&swap, &sub).unwrap();
-            } else {
-                fs::create_dir(&sub).unwrap();
-            }
-        }
-        match kind(&swap) {
-            Some(true) => {}
-            Some(false) => fs::remove_dir_all(&swap).unwrap(),
-            None => {}
-        }
-        if kind(&swap).is_none() {
-            symlink(&outside, &swap).unwrap();
-        }
-        // the state to restore from: the checkpoint's files gone, new ones made
-        for e in fs::read_dir(&sub).unwrap() {
-            fs::remove_file(e.unwrap().path()).unwrap();
-        }
-        for d in &decoys {
-            fs::write(sub.join(d), "made since\n").unwrap();
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let swapper = {
-            let stop = stop.clone();
-            let (a, b) = (sub.clone(), env.project.join("swap"));
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = renameat2(AT_FDCWD, &a, AT_FDCWD, &b, RenameFlags::RENAME_EXCHANGE);
-                }
-            })
-        };
-        let out = env
-            .bh()
-            .args(["--json", "checkpoint", "restore", &id, "--exact"])
-            .output()
-            .unwrap();
-        stop.store(true, Ordering::Relaxed);
-        swapper.join().unwrap();
-        let now = outside_state();
-        assert_eq!(
-            now,
-            decoys,
-            "round {round}: the folder outside the project changed ({}{})",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for d in &decoys {
-            assert_eq!(fs::read_to_string(outside.join(d)).unwrap(), "decoy\n");
-        }
-    }
 }
 
 #[test]
@@ -1464,62 +987,6 @@ fn walk_names(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
-}
-
-#[test]
-fn prune_keep_counts_snapshots_and_undo_points_go_with_them() {
-    let env = Env::git_project();
-    let mut ids = Vec::new();
-    for i in 0..4 {
-        env.write("f.txt", &format!("v{i}\n"));
-        ids.push(env.snapshot_id());
-    }
-    // Three restores of an old snapshot from unsaved states: three undo points,
-    // newer than every snapshot.
-    for i in 0..3 {
-        env.write("f.txt", &format!("unsaved {i}\n"));
-        env.json(&["checkpoint", "restore", &ids[0]]);
-    }
-    let list = env.json(&["checkpoint", "list"]);
-    let kinds: Vec<&str> = list["checkpoints"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["kind"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        kinds,
-        [
-            "pre-restore",
-            "pre-restore",
-            "pre-restore",
-            "snapshot",
-            "snapshot",
-            "snapshot",
-            "snapshot"
-        ]
-    );
-    // --keep 2 keeps two snapshots (not the three undo points alone), and
-    // the undo points newer than them.
-    let out = env.json(&["checkpoint", "prune", "--keep", "2"]);
-    assert_eq!(out["prune"]["removed"].as_array().unwrap().len(), 2);
-    let list = env.json(&["checkpoint", "list"]);
-    let left: Vec<&str> = list["checkpoints"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["kind"] == "snapshot")
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(left, [ids[3].as_str(), ids[2].as_str()]);
-    // Pruning everything gives the space back (the shadow index no longer
-    // holds the last state's blobs), and snapshots work again afterwards.
-    let before = list["store_size"].as_u64().unwrap();
-    let out = env.json(&["checkpoint", "prune", "--keep", "0"]);
-    let after = out["prune"]["size_after"].as_u64().unwrap();
-    assert!(after < before / 2, "store {before} -> {after} bytes");
-    assert_eq!(env.snapshot()["created"], true);
-    fsck(&env);
 }
 
 #[test]
