@@ -344,22 +344,7 @@ impl Store {
     /// Paths where the work tree differs from the shadow's index or last
     /// checkpoint, by a `git status` that writes nothing.
     fn status_paths(&self) -> Result<Vec<Vec<u8>>> {
-        let out = self
-            .shadow()
-            .cmd([
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--untracked-files=all",
-                "--no-renames",
-                "--ignore-submodules=all",
-            ])
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .run()?;
-        let entries = parse::status_v2(&out.stdout).map_err(|detail| CheckpointError::Corrupt {
-            store: self.dir.clone(),
-            detail: format!("cannot parse git status: {detail}"),
-        })?;
+        let entries = self.shadow_status(false)?;
         Ok(entries
             .into_iter()
             .filter_map(|e| match e {

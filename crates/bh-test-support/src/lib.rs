@@ -22,6 +22,7 @@ pub mod mock_http;
 pub mod mock_openai;
 pub mod pi;
 pub mod tui;
+pub mod worktree_repo;
 
 /// Plain `git` for a test's or a benchmark's own fixtures, with no inherited
 /// `GIT_*` variable: tests run from a hook, `git rebase -x` or `git bisect run`

@@ -1,5 +1,5 @@
 //! One staging pass of a snapshot: `git status` of the shadow index
-//! ([`Store::status_entries`]), each path sorted into what to stage, remove
+//! ([`Store::shadow_status`]), each path sorted into what to stage, remove
 //! or skip ([`Store::sort_entries`], [`Store::verdict`]), then the index
 //! updated ([`Store::apply`]).
 
@@ -52,25 +52,27 @@ impl Store {
 
     fn stage_pass(&self, check_readable: bool, progress: OnProgress<'_>) -> Result<Pass> {
         progress(SnapshotProgress::Scanning);
-        let entries = self.status_entries()?;
+        let entries = self.shadow_status(true)?;
         let sorted = self.sort_entries(&entries, check_readable);
         self.apply(sorted, progress)
     }
 
     /// The shadow index's status against the project, every untracked file
-    /// listed, no renames, submodules left out.
-    fn status_entries(&self) -> Result<Vec<StatusEntry>> {
-        let status = self
-            .shadow()
-            .cmd([
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--untracked-files=all",
-                "--no-renames",
-                "--ignore-submodules=all",
-            ])
-            .run()?;
+    /// listed, no renames, submodules left out. `refresh_index: false` runs
+    /// it with `GIT_OPTIONAL_LOCKS=0`, writing nothing (a rewind plan).
+    pub(crate) fn shadow_status(&self, refresh_index: bool) -> Result<Vec<StatusEntry>> {
+        let mut cmd = self.shadow().cmd([
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules=all",
+        ]);
+        if !refresh_index {
+            cmd = cmd.env("GIT_OPTIONAL_LOCKS", "0");
+        }
+        let status = cmd.run()?;
         parse::status_v2(&status.stdout).map_err(|detail| CheckpointError::Corrupt {
             store: self.dir.clone(),
             detail: format!("cannot parse git status: {detail}"),

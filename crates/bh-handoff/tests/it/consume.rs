@@ -4,15 +4,6 @@
 
 use super::*;
 
-fn verdicts(target: &Path) -> usize {
-    Session::load(target)
-        .unwrap()
-        .entries()
-        .iter()
-        .filter(|e| e.custom_type.as_deref() == Some(VERIFICATION_TYPE))
-        .count()
-}
-
 /// Every `<target>.handoff*` sibling's name suffix, sorted.
 fn records(target: &Path) -> Vec<String> {
     let name = target.file_name().unwrap().to_str().unwrap().to_owned();

@@ -5,99 +5,35 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use fs_err as fs;
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+
+use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Barrier};
 
 use bh_checkpoint::{RestoreMode, Store, StoreOptions};
-use bh_git::GitRunner;
+use bh_test_support::worktree_repo::{WorktreeRepo, write};
 use bh_worktree::{
     CreateOptions, DisposeOptions, Stage, State, WorktreeError, check_dispose, create, dispose,
     list,
 };
 use serde_json::json;
 
-struct Fx {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    repo: PathBuf,
-    home: PathBuf,
+/// The shared repository ([`bh_test_support::worktree_repo`]) and this
+/// crate's own helpers.
+struct Fx(WorktreeRepo);
+
+impl std::ops::Deref for Fx {
+    type Target = WorktreeRepo;
+    fn deref(&self) -> &WorktreeRepo {
+        &self.0
+    }
 }
 
 fn fx() -> Fx {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let repo = root.join("repo");
-    let home = root.join("home");
-    fs::create_dir_all(&repo).unwrap();
-    fs::create_dir_all(&home).unwrap();
-    let f = Fx {
-        _tmp: tmp,
-        root,
-        repo,
-        home,
-    };
-    f.git(&["init", "-q", "-b", "main"]);
-    f.write(".gitignore", ".env\n.env.*\n!.env.example\ntarget/\n");
-    f.write(".env.example", "EXAMPLE=1\n");
-    f.write("src/lib.rs", "pub fn a() {}\n");
-    f.commit("base");
-    f.write(".env", "SECRET=1\n");
-    f.write(".env.production", "PROD=1\n");
-    f.write(".env.local", "LOCAL=1\n");
-    f
+    Fx(WorktreeRepo::new())
 }
 
 impl Fx {
-    fn git_in(&self, dir: &Path, args: &[&str]) -> String {
-        let out = bh_test_support::git_command()
-            .args(args)
-            .current_dir(dir)
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "W")
-            .env("GIT_AUTHOR_EMAIL", "w@example.invalid")
-            .env("GIT_COMMITTER_NAME", "W")
-            .env("GIT_COMMITTER_EMAIL", "w@example.invalid")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        self.git_in(&self.repo, args)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        write(&self.repo.join(rel), text);
-    }
-
-    fn commit(&self, msg: &str) -> String {
-        commit_in(self, &self.repo, msg)
-    }
-
-    fn runner(&self) -> GitRunner {
-        let env: Vec<(OsString, OsString)> = vec![
-            ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
-            ("HOME".into(), self.home.clone().into_os_string()),
-        ];
-        GitRunner::new("git", env)
-    }
-
-    fn wt(&self, name: &str) -> PathBuf {
-        self.root.join("repo.worktrees").join(name)
-    }
-
-    fn state(&self) -> PathBuf {
-        self.root.join("state")
-    }
-
     fn create_opts(&self, name: &str) -> CreateOptions {
         CreateOptions {
             name: name.into(),
@@ -115,10 +51,6 @@ impl Fx {
             state_dir: self.state(),
             max_file_size: 1 << 20,
         }
-    }
-
-    fn config(&self, toml: &str) {
-        self.write(".better-harness/worktree.toml", toml);
     }
 
     fn receipt(&self, name: &str) -> serde_json::Value {
@@ -148,15 +80,8 @@ impl Fx {
     }
 }
 
-fn write(p: &Path, text: &str) {
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, text).unwrap();
-}
-
 fn commit_in(f: &Fx, dir: &Path, msg: &str) -> String {
-    f.git_in(dir, &["add", "-A"]);
-    f.git_in(dir, &["commit", "-q", "--allow-empty", "-m", msg]);
-    f.git_in(dir, &["rev-parse", "HEAD"])
+    f.commit_in(dir, msg)
 }
 
 // ---------------------------------------------------------------- create
