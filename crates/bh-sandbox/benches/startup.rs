@@ -37,6 +37,7 @@ fn main() {
         network: true,
         hidden: Vec::new(),
         allow_sockets: Vec::new(),
+        deny_unix_sockets: false,
         overlays: Vec::new(),
     };
     let no_net = Policy {

@@ -73,6 +73,12 @@ pub struct Policy {
     /// module). Each must exist and be a socket; one inside a hidden folder
     /// is carried through its cover.
     pub allow_sockets: Vec<PathBuf>,
+    /// No Unix socket at all: `socket(AF_UNIX, …)` fails with `EACCES`
+    /// (seccomp; `socketpair` still works), so no host server is reached,
+    /// even one that binds its socket after the command started (which the
+    /// covers cannot see and Landlock below ABI 9 cannot scope). The
+    /// command's own Unix sockets fail too: the peers' trade, on request.
+    pub deny_unix_sockets: bool,
     /// Folders the command sees writable while the real one stays untouched:
     /// an overlay mount (the real folder its read-only lower layer, writes
     /// into `upper`), mounted first, so binds of the paths around it carry
@@ -120,6 +126,9 @@ pub struct Report {
     /// The host sockets allowed ([`Policy::allow_sockets`], canonical).
     #[serde(default)]
     pub sockets_allowed: Vec<PathBuf>,
+    /// Every Unix socket refused ([`Policy::deny_unix_sockets`]).
+    #[serde(default)]
+    pub unix_sockets_denied: bool,
     pub not_enforced: Vec<String>,
 }
 
@@ -227,7 +236,7 @@ impl Sandbox {
         let abi = landlock_abi()?;
         let roots = prepare::Roots::resolve(policy, cwd)?;
         let mut not_enforced = Vec::new();
-        if abi < 9 {
+        if abi < 9 && !policy.deny_unix_sockets {
             not_enforced.push(
                 "pathname Unix sockets a host server binds after the start (Landlock ABI < 9; those bound at the start are covered)".to_owned(),
             );

@@ -248,6 +248,7 @@ pub(crate) fn report(
         links_pinned: roots.links.clone(),
         sockets_covered: roots.sockets.covered.len(),
         sockets_allowed: roots.sockets.allowed.clone(),
+        unix_sockets_denied: policy.deny_unix_sockets,
         not_enforced,
     }
 }
@@ -303,7 +304,7 @@ pub(crate) fn plan(
             .collect(),
         cwd: c(&roots.cwd),
         landlock: Some(landlock),
-        seccomp: seccomp::program(),
+        seccomp: seccomp::program(policy.deny_unix_sockets),
         parent: nix::unistd::getpid().as_raw(),
         step_wr,
     }

@@ -154,6 +154,7 @@ fn a_writable_root_inside_a_read_only_folder_stays_writable() {
         network: true,
         hidden: Vec::new(),
         allow_sockets: Vec::new(),
+        deny_unix_sockets: false,
         overlays: Vec::new(),
     };
     let r = run(

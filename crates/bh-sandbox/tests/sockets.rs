@@ -27,6 +27,13 @@ fn probe() {
     let Ok(paths) = std::env::var("BH_PROBE") else {
         return;
     };
+    if let Ok(go) = std::env::var("BH_PROBE_WAIT") {
+        // The host binds its server after the start, then says go.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !Path::new(&go).exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
     for p in paths.lines() {
         match UnixStream::connect(p) {
             Ok(_) => println!("reached {p}"),
@@ -34,9 +41,11 @@ fn probe() {
         }
     }
     if let Ok(own) = std::env::var("BH_PROBE_OWN") {
-        let l = UnixListener::bind(&own).unwrap();
-        let ok = UnixStream::connect(&own).is_ok() && l.accept().is_ok();
+        let ok = UnixListener::bind(&own)
+            .is_ok_and(|l| UnixStream::connect(&own).is_ok() && l.accept().is_ok());
         println!("own socket {}", if ok { "works" } else { "fails" });
+        let pair = UnixStream::pair().is_ok();
+        println!("socketpair {}", if pair { "works" } else { "fails" });
     }
     if let Ok(w) = std::env::var("BH_PROBE_WRITE") {
         match fs_err::write(&w, "x") {
@@ -47,6 +56,11 @@ fn probe() {
 }
 
 fn probe_in(policy: &Policy, dir: &Path, env: &[(&str, String)]) -> String {
+    finish(spawn_probe(policy, dir, env))
+}
+
+/// The probe started (its sandbox made, the host's sockets listed).
+fn spawn_probe(policy: &Policy, dir: &Path, env: &[(&str, String)]) -> bh_sandbox::Confined {
     let sb = Sandbox::new(policy, dir).unwrap();
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--ignored", "--exact", "probe", "--nocapture", "-q"])
@@ -57,7 +71,11 @@ fn probe_in(policy: &Policy, dir: &Path, env: &[(&str, String)]) -> String {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut c = sb.spawn(cmd).unwrap();
+    sb.spawn(cmd).unwrap()
+}
+
+/// The probe's stdout and stderr, once it has ended.
+fn finish(mut c: bh_sandbox::Confined) -> String {
     let mut out = String::new();
     c.child_mut()
         .stdout
@@ -120,6 +138,7 @@ fn the_same_holds_for_a_non_root_user() {
     .unwrap();
     let names = [
         "host_sockets_are_covered_unless_allowed",
+        "a_server_bound_after_the_start_is_out_of_reach_with_deny_unix_sockets",
         "an_allowed_socket_inside_a_hidden_folder_is_carried_through_its_cover",
         "an_allowed_socket_under_tmp_is_carried_onto_the_private_tmp",
     ];
@@ -293,4 +312,82 @@ fn allowing_what_is_not_a_socket_is_refused_naming_it() {
             "{e}"
         );
     }
+}
+
+/// X5 of the side-by-side table: a host server that binds its socket after
+/// the command started is not in the covers' listing, and Landlock below
+/// ABI 9 cannot scope pathname sockets (the report says so). With
+/// `deny_unix_sockets` the command cannot make a Unix socket at all, so
+/// that server is never reached; `socketpair` still works, the command's
+/// own listening socket does not (the trade, said in its docs).
+#[test]
+fn a_server_bound_after_the_start_is_out_of_reach_with_deny_unix_sockets() {
+    let (_t, p) = project();
+    let out_dir = outside();
+    let late = out_dir.path().join("late.sock");
+    let go = out_dir.path().join("go");
+    let env = [
+        ("BH_PROBE", late.display().to_string()),
+        ("BH_PROBE_WAIT", go.display().to_string()),
+        ("BH_PROBE_OWN", p.join("own.sock").display().to_string()),
+    ];
+    let plain = policy(&p);
+    let report = Sandbox::new(&plain, &p).unwrap().report().clone();
+    let abi_9 = report.landlock_abi >= 9;
+    assert!(
+        abi_9
+            || report
+                .not_enforced
+                .iter()
+                .any(|n| n.contains("binds after the start")),
+        "below ABI 9 the report must say what the covers miss: {:?}",
+        report.not_enforced
+    );
+
+    if !abi_9 {
+        // The attack itself, without the option: the late server is
+        // reached (the hole `not_enforced` names; the test would pass
+        // vacuously if it were not).
+        let c = spawn_probe(&plain, &p, &env);
+        let server = listen(&late);
+        fs_err::write(&go, "").unwrap();
+        let out = finish(c);
+        assert!(
+            out.contains(&format!("reached {}", late.display())),
+            "{out}"
+        );
+        assert!(out.contains("own socket works"), "{out}");
+        drop(server);
+        fs_err::remove_file(&late).unwrap();
+        fs_err::remove_file(&go).unwrap();
+    }
+    let denied = Policy {
+        deny_unix_sockets: true,
+        ..plain
+    };
+    let c = spawn_probe(&denied, &p, &env);
+    let server = listen(&late);
+    fs_err::write(&go, "").unwrap();
+    let out = finish(c);
+    assert!(
+        out.contains(&format!("blocked {}", late.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains("Permission denied"),
+        "EACCES, not another error: {out}"
+    );
+    never_reached(&server, "a server bound after the start");
+    assert!(out.contains("socketpair works"), "{out}");
+    assert!(out.contains("own socket fails"), "{out}");
+    let report = Sandbox::new(&denied, &p).unwrap().report().clone();
+    assert!(report.unix_sockets_denied);
+    assert!(
+        !report
+            .not_enforced
+            .iter()
+            .any(|n| n.contains("binds after the start")),
+        "with every Unix socket refused nothing is left open there: {:?}",
+        report.not_enforced
+    );
 }

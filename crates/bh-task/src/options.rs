@@ -78,4 +78,7 @@ pub struct SandboxOptions {
     /// `--allow-unix-socket PATH`: host sockets the worker may connect to
     /// (every other one is covered; `bh_sandbox::Policy::allow_sockets`).
     pub allow_sockets: Vec<PathBuf>,
+    /// `--no-unix-sockets`: the worker may make no Unix socket at all
+    /// (`bh_sandbox::Policy::deny_unix_sockets`).
+    pub deny_unix_sockets: bool,
 }

@@ -268,6 +268,7 @@ fn sandbox_of(
         network: s.network,
         hidden: s.hidden.clone(),
         allow_sockets: s.allow_sockets.clone(),
+        deny_unix_sockets: s.deny_unix_sockets,
         overlays: Vec::new(),
     };
     Ok(Some(bh_sandbox::Sandbox::new(&policy, dir)?))

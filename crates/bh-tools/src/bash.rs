@@ -257,6 +257,7 @@ fn sandbox_for(
         network: sb.network,
         hidden: sb.hidden.clone(),
         allow_sockets: sb.allow_sockets.clone(),
+        deny_unix_sockets: sb.deny_unix_sockets,
         overlays: Vec::new(),
     };
     let cannot = |e: &dyn std::fmt::Display| format!("Cannot sandbox bash: {e}");

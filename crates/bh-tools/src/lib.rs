@@ -308,6 +308,9 @@ pub struct BashSandbox {
     /// Host Unix sockets bash may connect to (`--allow-unix-socket`); every
     /// other one is covered (`bh_sandbox::Policy::allow_sockets`).
     pub allow_sockets: Vec<PathBuf>,
+    /// `--no-unix-sockets`: bash may make no Unix socket at all
+    /// (`bh_sandbox::Policy::deny_unix_sockets`).
+    pub deny_unix_sockets: bool,
     /// Commits from the sandbox (`workspace-write` only): where each
     /// command's overlay of the root's git dir is made (a folder of the
     /// harness's, not under the root). The command then sees a writable git
@@ -325,6 +328,7 @@ impl Default for BashSandbox {
             network: true,
             hidden: Vec::new(),
             allow_sockets: Vec::new(),
+            deny_unix_sockets: false,
             git_overlays: None,
         }
     }

@@ -106,6 +106,7 @@ fn say_sandbox(
             "writable": writable,
             "network": sandbox.network,
             "unix_sockets_allowed": sandbox.allow_sockets,
+            "unix_sockets_denied": sandbox.deny_unix_sockets,
             "withheld_env": withheld,
         }));
         return;
@@ -119,7 +120,9 @@ fn say_sandbox(
     if mode == bh_tools::SandboxMode::Off {
         errln!("sandbox: off (bash runs with your full authority)");
     } else {
-        let sockets = if sandbox.allow_sockets.is_empty() {
+        let sockets = if sandbox.deny_unix_sockets {
+            "; no Unix socket at all (--no-unix-sockets)".to_owned()
+        } else if sandbox.allow_sockets.is_empty() {
             String::new()
         } else {
             let allowed: Vec<String> = sandbox

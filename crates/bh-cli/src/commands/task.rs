@@ -67,7 +67,9 @@ pub(super) fn print_report(report: &TaskReport) -> std::io::Result<()> {
             sb.landlock_abi,
             if sb.network { "on" } else { "off" },
             sb.sockets_covered,
-            if sb.sockets_allowed.is_empty() {
+            if sb.unix_sockets_denied {
+                ", no Unix socket at all (--no-unix-sockets)".to_owned()
+            } else if sb.sockets_allowed.is_empty() {
                 String::new()
             } else {
                 let allowed: Vec<String> = sb.sockets_allowed.iter().map(|p| path(p)).collect();

@@ -2136,25 +2136,34 @@ fn bash_reaches_only_the_unix_sockets_it_is_allowed() {
                 .as_str()
                 .unwrap()
                 .to_owned(),
-            sandbox["unix_sockets_allowed"].clone(),
+            sandbox.clone(),
         )
     };
-    let (text, allowed) = agent(&[]);
+    let (text, sandbox) = agent(&[]);
     assert_eq!(text, "blocked-editor.sock\nblocked-dev.sock\nblocked-bus\n");
-    assert_eq!(allowed, serde_json::json!([]));
+    assert_eq!(sandbox["unix_sockets_allowed"], serde_json::json!([]));
+    assert_eq!(sandbox["unix_sockets_denied"], false);
     for l in &listeners {
         assert!(l.accept().is_err(), "a connection reached a server");
     }
-    let (text, allowed) = agent(&[
+    let (text, sandbox) = agent(&[
         "--allow-unix-socket".as_ref(),
         editor.as_os_str(),
         "--allow-unix-socket".as_ref(),
         bus.as_os_str(),
     ]);
     assert_eq!(text, "reached-editor.sock\nblocked-dev.sock\nreached-bus\n");
+    let allowed = &sandbox["unix_sockets_allowed"];
     assert_eq!(allowed.as_array().unwrap().len(), 2, "{allowed}");
     assert!(listeners[0].accept().is_ok() && listeners[2].accept().is_ok());
     assert!(listeners[1].accept().is_err(), "the dev server was reached");
+    // --no-unix-sockets: bash can make no Unix socket at all.
+    let (text, sandbox) = agent(&["--no-unix-sockets".as_ref()]);
+    assert_eq!(text, "blocked-editor.sock\nblocked-dev.sock\nblocked-bus\n");
+    assert_eq!(sandbox["unix_sockets_denied"], true);
+    for l in &listeners {
+        assert!(l.accept().is_err(), "a connection reached a server");
+    }
     // Allowing what is no socket is refused, naming it.
     let out = env
         .bh()

@@ -357,6 +357,77 @@ fn host_unix_sockets_only_with_allow_unix_socket() {
     assert!(l.accept().is_ok());
 }
 
+/// X5: `--no-unix-sockets` keeps the worker off a server that binds its
+/// socket after the worker started (which no cover can know of): the
+/// worker cannot make a Unix socket at all, the report says so, and the
+/// option cannot be combined with `--allow-unix-socket`.
+#[test]
+fn no_unix_sockets_keeps_the_worker_off_a_server_bound_after_the_start() {
+    let env = Env::new();
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let sock = outside.path().join("late.sock");
+    let go = outside.path().join("go");
+    // The worker waits for the host's go, then connects.
+    let probe = format!(
+        "while [ ! -e {go} ]; do sleep 0.05; done; python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{sock}\")'",
+        go = go.display(),
+        sock = sock.display()
+    );
+    let child = env
+        .w
+        .bh(&env.t.dir)
+        .args([
+            "--json",
+            "task",
+            "run",
+            "--module",
+            "src",
+            "--no-unix-sockets",
+        ])
+        .args(["--", "sh", "-c", &probe])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bound once the worker runs inside its sandbox (its `sh` is seen),
+    // so the covers' listing cannot have had it.
+    let marker = go.display().to_string();
+    let running = || {
+        fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                c.starts_with(b"sh\0") && String::from_utf8_lossy(&c).contains(&marker)
+            })
+        })
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !running() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(running(), "the worker never started");
+    let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    l.set_nonblocking(true).unwrap();
+    fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = doc.get("task").cloned().unwrap_or(doc);
+    assert_eq!(out.status.code(), Some(9), "{doc}");
+    assert_eq!(doc["sandbox"]["unix_sockets_denied"], true, "{doc}");
+    assert!(l.accept().is_err(), "the worker reached the late server");
+
+    let out = env
+        .w
+        .bh(&env.t.dir)
+        .args(["task", "run", "--no-unix-sockets", "--allow-unix-socket"])
+        .arg(&sock)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot be used with"),
+        "{out:?}"
+    );
+}
+
 /// 4: `kill -9` of bh takes the worker and everything it forked.
 #[test]
 fn kill_9_of_bh_leaves_no_worker_process() {

@@ -37,6 +37,7 @@ pub fn policy(p: &Path) -> Policy {
         network: true,
         hidden: Vec::new(),
         allow_sockets: Vec::new(),
+        deny_unix_sockets: false,
         overlays: Vec::new(),
     }
 }

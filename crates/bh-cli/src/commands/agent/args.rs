@@ -85,6 +85,12 @@ pub struct AgentArgs {
     /// ssh agent, docker, an editor would act for it).
     #[arg(long = "allow-unix-socket", value_name = "PATH")]
     pub(super) allow_unix_socket: Vec<PathBuf>,
+    /// Let the bash tool make no Unix socket at all (`socket(AF_UNIX)`
+    /// fails with EACCES; socketpair works): no host server is reached, even
+    /// one that binds after the command started, but the command's own Unix
+    /// sockets fail too.
+    #[arg(long, conflicts_with = "allow_unix_socket")]
+    pub(super) no_unix_sockets: bool,
     /// Cut the bash tool off the network (a network namespace of its own).
     #[arg(long)]
     pub(super) no_network: bool,
@@ -169,6 +175,7 @@ impl AgentArgs {
                 .chain(self.deny_read.iter().map(|d| ctx.abs(d)))
                 .collect(),
             allow_sockets,
+            deny_unix_sockets: self.no_unix_sockets,
             // Commits from the sandbox: the git dir overlaid, the broker
             // carries over what the agent may change (bh-tools git_broker).
             git_overlays: Some(ctx.state_dir.join("bash-git")),

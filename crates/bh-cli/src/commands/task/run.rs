@@ -83,6 +83,11 @@ pub struct Args {
     /// default every socket the host's servers have bound is covered.
     #[arg(long = "allow-unix-socket", value_name = "PATH")]
     allow_unix_socket: Vec<PathBuf>,
+    /// Let the worker make no Unix socket at all (`socket(AF_UNIX)` fails
+    /// with EACCES; socketpair works): no host server is reached, even one
+    /// that binds after the worker started, but its own Unix sockets fail too.
+    #[arg(long, conflicts_with = "allow_unix_socket")]
+    no_unix_sockets: bool,
     /// Cut the worker's network (a network namespace of its own).
     #[arg(long)]
     no_network: bool,
@@ -152,6 +157,7 @@ pub(super) fn run(ctx: &Ctx, args: Args) -> Result<(), CliError> {
         allow_read,
         deny_read,
         allow_unix_socket,
+        no_unix_sockets,
         no_network,
         no_sandbox,
         quiet,
@@ -219,6 +225,7 @@ pub(super) fn run(ctx: &Ctx, args: Args) -> Result<(), CliError> {
                 .chain(deny_read.iter().map(|d| ctx.cwd.join(d)))
                 .collect(),
             allow_sockets,
+            deny_unix_sockets: no_unix_sockets,
         }),
         config_files: git_config_files(ctx),
         echo: (!quiet)
