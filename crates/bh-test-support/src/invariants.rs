@@ -110,6 +110,8 @@ pub fn anthropic_violation(body: &Value) -> Option<String> {
 /// What is wrong with a request to `path` (the wire is told by its path);
 /// `None` for paths of neither wire.
 pub fn violation(path: &str, body: &Value) -> Option<String> {
+    // `/v1/messages?beta=true` (Claude Code) is the messages path too.
+    let path = path.split('?').next().unwrap_or(path);
     if path.ends_with("/chat/completions") {
         openai_violation(body)
     } else if path.ends_with("/v1/messages") || path.ends_with("/messages") {
