@@ -5,7 +5,7 @@
 //! each cause the message does not already say on a `caused by:` line.
 
 use bh_checkpoint::{CheckpointError, ErrorClass};
-use bh_exec::{BatchError, ExecError};
+use bh_exec::{BatchError, ExecError, RunResult, RunState, SettleError, StopReason, Verdict};
 use bh_handoff::HandoffError;
 use bh_runtime::{RewindError, RuntimeError};
 use bh_serve::ServeError;
@@ -163,6 +163,41 @@ pub(crate) fn batch_error(err: BatchError) -> CliError {
     match code {
         Some(c) => e.with_exit_code(c),
         None => e,
+    }
+}
+
+/// The exit-code kind of an execution that ran but did not commit.
+pub(crate) fn failure_kind(result: &RunResult) -> Option<ErrorKind> {
+    match (result.state, result.stop_reason) {
+        (RunState::Committed | RunState::NoChanges, _) => None,
+        (RunState::Failed, _) => Some(ErrorKind::WorkerFailed),
+        (RunState::Aborted, StopReason::Cancelled) => Some(ErrorKind::Interrupted),
+        (RunState::Aborted, _) => Some(ErrorKind::Limit),
+    }
+}
+
+/// Why plan I of a batch did not settle: a transient failure exits 75 (the
+/// engine retries), a permanent one by what stopped the run.
+pub(crate) fn settle_error(err: SettleError) -> CliError {
+    match err {
+        SettleError::Batch(b) => batch_error(b),
+        SettleError::Exec(e) => exec_error(e),
+        SettleError::Failed {
+            verdict: Verdict::Transient,
+            ..
+        } => CliError::new(ErrorKind::WorkerFailed, err.to_string())
+            .with_exit_code(exec_code::TEMPFAIL),
+        SettleError::Failed { ref result, .. } => CliError::new(
+            failure_kind(result).unwrap_or(ErrorKind::WorkerFailed),
+            err.to_string(),
+        ),
+        SettleError::RefVanished { .. } => CliError::new(ErrorKind::Internal, err.to_string()),
+    }
+}
+
+impl From<SettleError> for CliError {
+    fn from(err: SettleError) -> CliError {
+        settle_error(err)
     }
 }
 

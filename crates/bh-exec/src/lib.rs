@@ -41,6 +41,7 @@ mod plan;
 mod publish;
 mod receipt;
 mod run;
+mod settle;
 mod verify;
 mod work;
 
@@ -68,5 +69,6 @@ pub use receipt::{
 pub use run::{
     RunProgress, RunResult, RunSetup, RunState, StopReason, run_plan, run_plan_with_progress,
 };
+pub use settle::{SettleError, Settled, settle};
 pub use verify::{Trust, check_steering, read_plan, verify_plan};
 pub use work::WorkMode;

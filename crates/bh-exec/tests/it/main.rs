@@ -16,6 +16,7 @@ mod differential;
 mod hardening;
 mod run;
 mod run_hardening;
+mod settle;
 
 const FIXTURE: &str = "../bh-session/tests/fixtures/pi-0.73.1/s04-continue-multi-run/2026-11-30T10-09-12-513Z_01a22bee-1340-7689-b93e-a75d86f1286e.jsonl";
 

@@ -9,15 +9,14 @@
 use std::path::{Path, PathBuf};
 
 use bh_exec::{
-    BatchError, ExecError, Manifest, Plan, Receipt, ReceiptState, RefHolds, RunResult, Trust,
-    Verdict,
+    BatchError, ExecError, Manifest, Receipt, ReceiptState, RefHolds, RunResult, Settled, Trust,
 };
 use bh_git::Scope;
 use serde_json::json;
 
 use crate::command_error::{batch_error, exec_error};
 use crate::context::Ctx;
-use crate::error::{CliError, ErrorKind, exec_code, print_json};
+use crate::error::{CliError, exec_code, print_json};
 use crate::ui::outln;
 
 /// The contract of `exec run --plans … --index I`, in `--help`.
@@ -78,14 +77,6 @@ pub struct RunFlags<'a> {
     pub checkout: bool,
     pub trust_plan: bool,
     pub allow_invisible: bool,
-}
-
-/// What settled an index.
-struct Settled {
-    state: ReceiptState,
-    commit: Option<String>,
-    execution_id: Option<String>,
-    published: bool,
 }
 
 pub fn run(ctx: &Ctx, args: &IndexArgs, flags: &RunFlags<'_>) -> Result<(), CliError> {
@@ -178,7 +169,8 @@ pub fn run(ctx: &Ctx, args: &IndexArgs, flags: &RunFlags<'_>) -> Result<(), CliE
     }
 }
 
-/// Resolves, settles and runs plan `index`.
+/// Resolves plan `index` and settles it ([`bh_exec::settle`]: done
+/// already, skipped, or run here with this command's provider).
 fn settle(
     ctx: &Ctx,
     manifest: &Manifest,
@@ -194,35 +186,39 @@ fn settle(
     receipt.plan_sha256 = Some(plan.plan_sha256.clone());
     receipt.output_ref = Some(plan.output_ref.clone());
     receipt.model = plan.model.clone();
-    let remote = args.publish.as_deref();
     let repo = ctx.git().repo(&plan.repo.top_level, Scope::User);
-    if let Some(done) = already(&repo, &plan, remote)? {
-        return Ok(done);
+    let mut execution_id = None;
+    let settled = bh_exec::settle(&repo, &plan, args.publish.as_deref(), previous, || {
+        let result = run_here(ctx, &path, args, flags)?;
+        if let Ok(r) = &result {
+            execution_id = Some(r.execution_id.clone());
+        }
+        Ok::<_, CliError>(result)
+    });
+    if execution_id.is_some() {
+        receipt.execution_id = execution_id;
     }
-    // A run of this very plan that finished with no change leaves no ref:
-    // its receipt is the record, so a resumed batch does not run it again.
-    // (A receipt is not authenticated: the most an edited one can do is
-    // keep a plan from running, never stand for a commit.)
-    if let Some(r) = previous
-        && r.state == ReceiptState::NoChanges
-        && r.plan_sha256.as_deref() == Some(plan.plan_sha256.as_str())
-    {
-        return Ok(Settled {
-            state: ReceiptState::NoChanges,
-            commit: None,
-            execution_id: r.execution_id.clone(),
-            published: false,
-        });
-    }
+    settled
+}
+
+/// The plan verified (its MAC, and for a foreign plan its prompt) and run
+/// with this command's provider; the executor's own failures are returned
+/// inside, for [`bh_exec::settle`] to tell a lost race.
+fn run_here(
+    ctx: &Ctx,
+    path: &Path,
+    args: &IndexArgs,
+    flags: &RunFlags<'_>,
+) -> Result<Result<RunResult, ExecError>, CliError> {
     let key = bh_exec::PlanKey::open(&ctx.state_dir).map_err(exec_error)?;
     let trust = Trust {
         key: key.as_ref(),
         foreign: flags.trust_plan,
     };
-    let checked = match bh_exec::verify_plan(&ctx.git(), &path, trust) {
+    let checked = match bh_exec::verify_plan(&ctx.git(), path, trust) {
         Ok(p) => p,
-        // Created since we looked: whose is it?
-        Err(ExecError::RefExists { .. }) => return taken_or_done(&repo, &plan, remote),
+        // Created since we looked: `settle` asks whose it is.
+        Err(e @ ExecError::RefExists { .. }) => return Ok(Err(e)),
         Err(e) => return Err(exec_error(e)),
     };
     let own = key.as_ref().is_some_and(|k| k.id() == checked.mac.key_id);
@@ -234,9 +230,9 @@ fn settle(
         args.max_retries,
         ctx,
     )?;
-    let result = super::run_verified(
+    super::run_verified(
         ctx,
-        &path,
+        path,
         super::Verified {
             provider,
             keep_worktree: flags.keep_worktree,
@@ -245,17 +241,7 @@ fn settle(
             trust_plan: flags.trust_plan,
             plan_sha256: checked.plan_sha256.clone(),
         },
-    )?;
-    let result = match result {
-        Ok(r) => r,
-        Err(e) if lost_race(&e) => {
-            drop_kept_worktree(&repo, &e);
-            return taken_or_done(&repo, &plan, remote);
-        }
-        Err(e) => return Err(exec_error(e)),
-    };
-    receipt.execution_id = Some(result.execution_id.clone());
-    finished(&repo, &plan, remote, result)
+    )
 }
 
 /// Without --yes: what plan I is and whether it is done here; writes,
@@ -291,131 +277,6 @@ fn dry_run(
     };
     let checked = bh_exec::verify_plan(&ctx.git(), path, trust).map_err(exec_error)?;
     super::checks::dry_run(ctx, path, &checked, flags.checkout || flags.keep_worktree)
-}
-
-/// A run that returned: done (published when asked), or why not.
-fn finished(
-    repo: &bh_git::Repo,
-    plan: &Plan,
-    remote: Option<&str>,
-    result: RunResult,
-) -> Result<Settled, CliError> {
-    let message = || {
-        format!(
-            "execution {} {}: {}",
-            result.execution_id,
-            result.state,
-            result.reason.clone().unwrap_or_default()
-        )
-    };
-    match bh_exec::verdict(&result) {
-        Verdict::Transient => {
-            Err(CliError::new(ErrorKind::WorkerFailed, message())
-                .with_exit_code(exec_code::TEMPFAIL))
-        }
-        Verdict::Permanent => Err(CliError::new(
-            super::run::failure_kind(&result).unwrap_or(ErrorKind::WorkerFailed),
-            message(),
-        )),
-        Verdict::Done => {
-            let published = match (&result.commit, remote) {
-                (Some(c), Some(r)) => {
-                    bh_exec::publish(repo, r, plan, c).map_err(batch_error)?;
-                    true
-                }
-                _ => false,
-            };
-            Ok(Settled {
-                state: match result.commit {
-                    Some(_) => ReceiptState::Committed,
-                    None => ReceiptState::NoChanges,
-                },
-                commit: result.commit,
-                execution_id: Some(result.execution_id),
-                published,
-            })
-        }
-    }
-}
-
-/// Done already: the ref holds this plan's result here (then published,
-/// when asked) or on the remote. A ref holding anything else is taken.
-fn already(
-    repo: &bh_git::Repo,
-    plan: &Plan,
-    remote: Option<&str>,
-) -> Result<Option<Settled>, CliError> {
-    let done = |commit: String, published: bool| Settled {
-        state: ReceiptState::Done,
-        commit: Some(commit),
-        execution_id: None,
-        published,
-    };
-    match bh_exec::local_ref(repo, plan).map_err(|e| batch_error(e.into()))? {
-        RefHolds::ThisPlan(c) => {
-            if let Some(r) = remote {
-                bh_exec::publish(repo, r, plan, &c).map_err(batch_error)?;
-            }
-            return Ok(Some(done(c, remote.is_some())));
-        }
-        RefHolds::Other(c) => {
-            return Err(batch_error(BatchError::RefTaken {
-                name: plan.output_ref.clone(),
-                place: "here".to_owned(),
-                commit: c,
-            }));
-        }
-        RefHolds::Absent => {}
-    }
-    let Some(r) = remote else { return Ok(None) };
-    match bh_exec::remote_ref(repo, r, plan).map_err(batch_error)? {
-        RefHolds::ThisPlan(c) => Ok(Some(done(c, true))),
-        RefHolds::Other(c) => Err(batch_error(BatchError::RefTaken {
-            name: plan.output_ref.clone(),
-            place: format!("on {r}"),
-            commit: c,
-        })),
-        RefHolds::Absent => Ok(None),
-    }
-}
-
-/// After losing the create-only race: done when the winner made this
-/// plan's result, taken otherwise.
-fn taken_or_done(
-    repo: &bh_git::Repo,
-    plan: &Plan,
-    remote: Option<&str>,
-) -> Result<Settled, CliError> {
-    already(repo, plan, remote)?.ok_or_else(|| {
-        CliError::new(
-            ErrorKind::Internal,
-            format!("the output ref {} vanished during the run", plan.output_ref),
-        )
-    })
-}
-
-/// Whether the run lost the create-only race for its ref (another run of
-/// the same plan created it first).
-fn lost_race(err: &ExecError) -> bool {
-    match err {
-        ExecError::RefExists { .. } | ExecError::RefCreate { .. } => true,
-        ExecError::WorkKept { source, .. } | ExecError::TreeKept { source, .. } => {
-            lost_race(source)
-        }
-        _ => false,
-    }
-}
-
-/// The worktree a lost race kept: the plan's result is the winner's
-/// commit, so the duplicate's worktree goes (its commit object stays,
-/// unreferenced, for `git gc`).
-fn drop_kept_worktree(repo: &bh_git::Repo, err: &ExecError) {
-    if let ExecError::WorkKept { worktree, dir, .. } = err {
-        let _ = repo.worktree_unlock(worktree);
-        if repo.worktree_remove(worktree, true).is_ok() {
-            let _ = fs_err::remove_file(dir.join("kept"));
-        }
-    }
 }
 
 /// `text` with the value of every provider key of this environment (a

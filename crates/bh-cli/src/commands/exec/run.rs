@@ -3,13 +3,13 @@
 
 use std::path::PathBuf;
 
-use bh_exec::{RunResult, RunState, StopReason, Trust, verify_plan};
+use bh_exec::{Trust, verify_plan};
 use serde_json::json;
 
 use super::{checks, index, trust};
 use crate::command_error::exec_error;
 use crate::context::Ctx;
-use crate::error::{CliError, ErrorKind, print_json};
+use crate::error::{CliError, print_json};
 use crate::ui::outln;
 
 // The variant's doc comment in `ExecCmd` is the command's help.
@@ -98,7 +98,7 @@ pub(super) fn run(ctx: &Ctx, args: Args) -> Result<(), CliError> {
         },
     )?;
     let result = result.map_err(exec_error)?;
-    let failure = failure_kind(&result);
+    let failure = crate::command_error::failure_kind(&result);
     if ctx.json {
         let doc = json!({ "result": result });
         return match failure {
@@ -160,16 +160,6 @@ pub(super) fn run(ctx: &Ctx, args: Args) -> Result<(), CliError> {
                 result.reason.unwrap_or_default()
             ),
         )),
-    }
-}
-
-/// The exit-code kind of an execution that ran but did not commit.
-pub(super) fn failure_kind(result: &RunResult) -> Option<ErrorKind> {
-    match (result.state, result.stop_reason) {
-        (RunState::Committed | RunState::NoChanges, _) => None,
-        (RunState::Failed, _) => Some(ErrorKind::WorkerFailed),
-        (RunState::Aborted, StopReason::Cancelled) => Some(ErrorKind::Interrupted),
-        (RunState::Aborted, _) => Some(ErrorKind::Limit),
     }
 }
 
