@@ -39,7 +39,18 @@ pub(crate) fn refusal(stream: &UnixStream) -> Option<String> {
     // exits and whose pid is reused in between would lend them another
     // process's. Its pidfd (SO_PEERPIDFD, Linux 6.5) pins the process: once
     // they are read, it must still be alive under that pid.
-    let pinned = getsockopt(stream, PeerPidfd).ok();
+    // A kernel without it (before 6.5) answers ENOPROTOOPT: then unpinned,
+    // as before. Any other failure (ESRCH: the peer is gone already) is a
+    // refusal, or the race it closes would pass through this door.
+    let pinned = match getsockopt(stream, PeerPidfd) {
+        Ok(fd) => Some(fd),
+        Err(nix::errno::Errno::ENOPROTOOPT) => None,
+        Err(e) => {
+            return Some(format!(
+                "cannot pin the peer (pid {pid}) by its pidfd ({e}); it may have exited"
+            ));
+        }
+    };
     if pid <= 0 {
         return Some(
             "the peer's process is not visible to this server (another PID namespace)".into(),
@@ -209,5 +220,9 @@ mod tests {
         child.wait().unwrap();
         // Reaped: the pid is free for reuse, and the pidfd says so.
         assert_eq!(pidfd_pid(&pidfd), None);
+        // And a peer gone before it is pinned is refused, whatever its pid
+        // may name by now.
+        let why = refusal(&stream).expect("a gone peer is refused");
+        assert!(why.contains(&format!("pid {pid}")), "{why}");
     }
 }
