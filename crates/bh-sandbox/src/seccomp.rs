@@ -8,8 +8,9 @@
 //! `request_key`, `init_module`, `finit_module`, `delete_module`, `bpf`, and
 //! `ioctl` with `TIOCSTI` or `TIOCLINUX`. A foreign architecture (e.g. i386
 //! through `int 0x80`) kills the process; x32 system calls are denied. On
-//! request ([`crate::Policy::deny_unix_sockets`]) `socket(AF_UNIX, …)` fails
-//! with `EACCES`.
+//! request ([`crate::Policy::deny_unix_sockets`]) `socket(AF_UNIX, …)` and
+//! `io_uring_setup` (whose rings make sockets past this filter) fail with
+//! `EACCES`.
 
 use libc::sock_filter;
 
@@ -164,6 +165,14 @@ pub(crate) fn program(deny_unix_sockets: bool) -> Vec<sock_filter> {
     a.jump(BPF_JEQ_K, TIOCLINUX, Label::Deny, Label::Allow);
     a.label(Label::SocketCheck);
     if deny_unix_sockets {
+        // io_uring makes sockets and connects without the `socket(2)` and
+        // `connect(2)` calls this filter sees (IORING_OP_SOCKET): no rings.
+        a.jump(
+            BPF_JEQ_K,
+            libc::SYS_io_uring_setup as u32,
+            Label::DenyUnix,
+            Label::Next,
+        );
         a.jump(
             BPF_JEQ_K,
             libc::SYS_socket as u32,
@@ -240,6 +249,17 @@ mod tests {
                 }
                 (false, None) => {}
                 other => panic!("the AF_UNIX check is there only on request: {other:?}"),
+            }
+            let ring = p
+                .iter()
+                .position(|f| f.code == BPF_JEQ_K && f.k == libc::SYS_io_uring_setup as u32);
+            match (deny_unix, ring) {
+                (true, Some(i)) => assert_eq!(
+                    ret(target(&p, i, true)),
+                    Some(RET_ERRNO | libc::EACCES as u32)
+                ),
+                (false, None) => {}
+                other => panic!("io_uring is refused only with the Unix sockets: {other:?}"),
             }
         }
     }

@@ -6,7 +6,7 @@
 //! ignored); each effect is checked on the host (the listener never saw a
 //! connection).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
 
 use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -46,6 +46,15 @@ fn probe() {
         println!("own socket {}", if ok { "works" } else { "fails" });
         let pair = UnixStream::pair().is_ok();
         println!("socketpair {}", if pair { "works" } else { "fails" });
+        // An io_uring ring would make and connect sockets past the filter.
+        let mut params = [0u8; 120]; // struct io_uring_params
+        // SAFETY: io_uring_setup(2) with a zeroed params struct of its size.
+        let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
+        if fd >= 0 {
+            println!("io_uring works");
+        } else {
+            println!("io_uring fails ({})", std::io::Error::last_os_error());
+        }
     }
     if let Ok(w) = std::env::var("BH_PROBE_WRITE") {
         match fs_err::write(&w, "x") {
@@ -380,6 +389,10 @@ fn a_server_bound_after_the_start_is_out_of_reach_with_deny_unix_sockets() {
     never_reached(&server, "a server bound after the start");
     assert!(out.contains("socketpair works"), "{out}");
     assert!(out.contains("own socket fails"), "{out}");
+    assert!(
+        out.contains("io_uring fails (Permission denied"),
+        "no ring to make sockets with: {out}"
+    );
     let report = Sandbox::new(&denied, &p).unwrap().report().clone();
     assert!(report.unix_sockets_denied);
     assert!(
