@@ -56,6 +56,14 @@ pub(crate) fn describe(step: sys::Step) -> (&'static str, &'static str) {
             "install its seccomp filter",
             "the kernel may be built without seccomp",
         ),
+        Supervise => (
+            "set up the check of the command's connects (a seccomp listener handed to its init, a signalfd)",
+            "the kernel refused it",
+        ),
+        Stdio => (
+            "give the command its standard input and output",
+            "one of them is a Unix datagram socket, which could send to any host socket unchecked; give it a file, a pipe or a stream socket",
+        ),
     }
 }
 

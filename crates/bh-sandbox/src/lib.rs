@@ -1,18 +1,21 @@
 //! `bh-sandbox`: spawn one command under a kernel-enforced policy.
 //!
 //! The spawned child (the *intermediate*, the [`std::process::Child`] the
-//! caller holds) arms `PR_SET_PDEATHSIG`, unshares a mount and a PID namespace
-//! (a user namespace first when not root, a network namespace for
-//! `network: false`), makes mounts private, replaces `/tmp` with a fresh
-//! tmpfs (carrying over only the policy's own paths under `/tmp`), and
-//! re-binds every read-only path onto itself read-only — the holes that
-//! Landlock cannot make inside a writable root. It then forks the namespace's
-//! PID 1, a tiny init that forks the command, reaps every orphan while it
-//! runs and exits with the command's status; the kernel then kills whatever
-//! is left in the namespace. The command mounts the namespace's own `/proc`,
-//! re-enters its folder through the new mount table, and restricts itself
-//! with Landlock: read and execute everywhere, write only under the writable
-//! roots (and the private `/tmp`, and a few devices such as `/dev/null`).
+//! caller holds) arms `PR_SET_PDEATHSIG`, unshares a user, mount, PID, IPC
+//! and UTS namespace (a network namespace too for `network: false`), makes
+//! mounts private, replaces `/tmp` with a fresh tmpfs (carrying over only
+//! the policy's own paths under `/tmp`), re-binds every read-only path onto
+//! itself read-only — the holes that Landlock cannot make inside a writable
+//! root — and covers the hidden ones. It then forks the namespace's PID 1,
+//! a tiny init that mounts the namespace's own `/proc`, restricts itself
+//! with Landlock (read and execute everywhere, write only under the
+//! writable roots, the private `/tmp` and a few devices such as
+//! `/dev/null`) and forks the command, which inherits that domain. The
+//! command takes a session of its own, enters its folder, drops every
+//! capability and installs a seccomp filter; the init reaps every orphan
+//! while it runs, answers the command's connects ([`UnixSockets::Checked`])
+//! and exits with the command's status; the kernel then kills whatever is
+//! left in the namespace.
 //!
 //! Killing the intermediate (or the harness: death signal) kills the init,
 //! and with it every process of the command, whatever it forked or
@@ -68,16 +71,15 @@ pub struct Policy {
     /// folder is covered by an empty read-only tmpfs, an existing file by
     /// `/dev/null`. Missing ones are skipped (nothing to read).
     pub hidden: Vec<PathBuf>,
-    /// Host Unix sockets the command may still connect to: every other
-    /// pathname socket bound when it starts is covered (see the `sockets`
-    /// module). Each must exist and be a socket; one inside a hidden folder
-    /// is carried through its cover.
+    /// Host Unix sockets the command may still connect to: a connect to any
+    /// other host socket is refused (see [`UnixSockets`]). Each must exist
+    /// and be a socket; one inside a hidden folder is carried through its
+    /// cover.
     pub allow_sockets: Vec<PathBuf>,
     /// No Unix socket at all: `socket(AF_UNIX, …)` fails with `EACCES`
-    /// (seccomp; `socketpair` still works), so no host server is reached,
-    /// even one that binds its socket after the command started (which the
-    /// covers cannot see and Landlock below ABI 9 cannot scope). The
-    /// command's own Unix sockets fail too: the peers' trade, on request.
+    /// (seccomp; `socketpair` still works), so no host server is reached.
+    /// The command's own Unix sockets fail too: the peers' trade, on
+    /// request ([`UnixSockets::Denied`]).
     pub deny_unix_sockets: bool,
     /// Folders the command sees writable while the real one stays untouched:
     /// an overlay mount (the real folder its read-only lower layer, writes
@@ -98,6 +100,32 @@ pub struct Overlay {
     pub upper: PathBuf,
     /// An empty folder on the same file system as `upper`, for the kernel.
     pub work: PathBuf,
+}
+
+/// How the command is kept from the host's Unix socket servers (a server
+/// reached by `connect(2)` acts for the command with the server's own
+/// authority: docker, an ssh agent, a credential helper, an editor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnixSockets {
+    /// Every `connect(2)` is checked by the sandbox's init (seccomp user
+    /// notification) and made only to a socket a process of the sandbox
+    /// listens on, or an allowed one; any other fails with `EACCES`, those a
+    /// host server binds after the start included. Unix datagram sockets
+    /// (which reach a path by `sendto` without a connect) and `io_uring`
+    /// (which connects past the filter) are refused. The default.
+    Checked,
+    /// The fallback where the check cannot run (an old kernel): host
+    /// sockets bound at the start are covered by mounts; one bound later
+    /// is reachable (said in `not_enforced`).
+    Covered,
+    /// No Unix socket at all ([`Policy::deny_unix_sockets`]).
+    Denied,
+}
+
+/// Reports written before the check existed had the covers only.
+fn covered() -> UnixSockets {
+    UnixSockets::Covered
 }
 
 /// What is in force, and what the kernel could not enforce.
@@ -126,9 +154,13 @@ pub struct Report {
     /// The host sockets allowed ([`Policy::allow_sockets`], canonical).
     #[serde(default)]
     pub sockets_allowed: Vec<PathBuf>,
-    /// Every Unix socket refused ([`Policy::deny_unix_sockets`]).
+    /// Every Unix socket refused ([`Policy::deny_unix_sockets`]): the same
+    /// as `unix_sockets` being `denied`, kept for readers of older reports.
     #[serde(default)]
     pub unix_sockets_denied: bool,
+    /// How the host's Unix socket servers are kept out of reach.
+    #[serde(default = "covered")]
+    pub unix_sockets: UnixSockets,
     pub not_enforced: Vec<String>,
 }
 
@@ -234,13 +266,9 @@ impl Sandbox {
     /// starts (re-entered inside the sandbox).
     pub fn new(policy: &Policy, cwd: &Path) -> Result<Sandbox, SandboxError> {
         let abi = landlock_abi()?;
-        let roots = prepare::Roots::resolve(policy, cwd)?;
         let mut not_enforced = Vec::new();
-        if abi < 9 && !policy.deny_unix_sockets {
-            not_enforced.push(
-                "pathname Unix sockets a host server binds after the start (Landlock ABI < 9; those bound at the start are covered)".to_owned(),
-            );
-        }
+        let unix = prepare::unix_sockets(policy, &mut not_enforced);
+        let roots = prepare::Roots::resolve(policy, cwd, unix)?;
         let tmp = fs_err::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"));
         let tmp_binds = prepare::tmp_binds(policy, &roots, &tmp);
         let landlock = prepare::landlock(abi, policy, &roots, &tmp, &mut not_enforced);
@@ -251,8 +279,8 @@ impl Sandbox {
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
         )
         .map_err(SandboxError::Pipe)?;
-        let report = prepare::report(abi, policy, &roots, not_enforced);
-        let plan = prepare::plan(policy, &roots, tmp_binds, landlock, step_wr);
+        let report = prepare::report(abi, policy, &roots, unix, not_enforced);
+        let plan = prepare::plan(policy, &roots, unix, tmp_binds, landlock, step_wr);
         Ok(Sandbox {
             plan,
             step_rd,
@@ -295,6 +323,24 @@ impl Sandbox {
                 None => SandboxError::Spawn { program, source },
             }),
             Ok(mut child) => {
+                // The init's own steps (after the command was forked) are
+                // reported only through the step pipe.
+                if let Some(step) = step {
+                    if let Some(init) = init {
+                        let _ = nix::sys::signal::kill(
+                            Pid::from_raw(init),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let (step, hint) = describe(step);
+                    return Err(SandboxError::Setup {
+                        step,
+                        hint,
+                        source: io::Error::other("the sandbox's init gave up"),
+                    });
+                }
                 let Some(init) = init else {
                     let _ = child.kill();
                     let _ = child.wait();

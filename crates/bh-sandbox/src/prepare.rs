@@ -13,9 +13,27 @@ use crate::layout::{c, overlays, parents_below, tmp_size, tmp_skeleton};
 use crate::sockets::{self, HostSockets};
 use crate::{
     ABI1_ALL, DEVICES, EXECUTE, IOCTL_DEV, MAKE_BLOCK, MAKE_CHAR, Policy, READ_DIR, READ_FILE,
-    REFER, Report, SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SandboxError, TRUNCATE, WRITE_FILE,
-    protect, seccomp, sys,
+    REFER, Report, SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SandboxError, TRUNCATE, UnixSockets,
+    WRITE_FILE, protect, seccomp, sys,
 };
+
+/// How the host's Unix sockets are kept out of reach: refused on request,
+/// else checked by the init where the kernel allows it, else covered (and
+/// `not_enforced` says what that leaves open).
+pub(crate) fn unix_sockets(policy: &Policy, not_enforced: &mut Vec<String>) -> UnixSockets {
+    if policy.deny_unix_sockets {
+        return UnixSockets::Denied;
+    }
+    match sys::supervise::available() {
+        Ok(()) => UnixSockets::Checked,
+        Err(why) => {
+            not_enforced.push(format!(
+                "pathname Unix sockets a host server binds after the start ({why}; those bound at the start are covered)"
+            ));
+            UnixSockets::Covered
+        }
+    }
+}
 
 /// The policy's paths, canonical and checked against each other.
 pub(crate) struct Roots {
@@ -39,7 +57,11 @@ impl Roots {
     /// Resolves every path of `policy` (and `cwd`), refusing a grant through
     /// a link, a grant of a protected path, and a protected path the command
     /// could create unprotected.
-    pub(crate) fn resolve(policy: &Policy, cwd: &Path) -> Result<Roots, SandboxError> {
+    pub(crate) fn resolve(
+        policy: &Policy,
+        cwd: &Path,
+        unix: UnixSockets,
+    ) -> Result<Roots, SandboxError> {
         let resolve = |role: &'static str, p: &Path| {
             fs_err::canonicalize(p).map_err(|source| SandboxError::Path {
                 role,
@@ -81,7 +103,7 @@ impl Roots {
             }
         }
         let cwd = resolve("working folder", cwd)?;
-        let sockets = sockets::host_sockets(&policy.allow_sockets)?;
+        let sockets = sockets::host_sockets(&policy.allow_sockets, unix == UnixSockets::Covered)?;
         let hidden = hidden(policy, &sockets);
         Ok(Roots {
             writable,
@@ -234,6 +256,7 @@ pub(crate) fn report(
     abi: u32,
     policy: &Policy,
     roots: &Roots,
+    unix: UnixSockets,
     not_enforced: Vec<String>,
 ) -> Report {
     Report {
@@ -248,7 +271,8 @@ pub(crate) fn report(
         links_pinned: roots.links.clone(),
         sockets_covered: roots.sockets.covered.len(),
         sockets_allowed: roots.sockets.allowed.clone(),
-        unix_sockets_denied: policy.deny_unix_sockets,
+        unix_sockets_denied: unix == UnixSockets::Denied,
+        unix_sockets: unix,
         not_enforced,
     }
 }
@@ -257,6 +281,7 @@ pub(crate) fn report(
 pub(crate) fn plan(
     policy: &Policy,
     roots: &Roots,
+    unix: UnixSockets,
     tmp_binds: Vec<sys::Bind>,
     landlock: sys::Landlock,
     step_wr: OwnedFd,
@@ -304,7 +329,12 @@ pub(crate) fn plan(
             .collect(),
         cwd: c(&roots.cwd),
         landlock: Some(landlock),
-        seccomp: seccomp::program(policy.deny_unix_sockets),
+        seccomp: seccomp::program(unix),
+        unix,
+        check: (unix == UnixSockets::Checked).then(|| sys::supervise::Check {
+            allowed: roots.sockets.allowed_ids.clone(),
+            own_net: !policy.network,
+        }),
         parent: nix::unistd::getpid().as_raw(),
         step_wr,
     }

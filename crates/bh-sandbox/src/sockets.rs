@@ -1,18 +1,19 @@
-//! The host's pathname Unix sockets, covered by default.
+//! The host's pathname Unix sockets: the allowed ones resolved, and — where
+//! the init cannot check connects (`UnixSockets::Covered`) — the others
+//! listed to be covered.
 //!
 //! A `connect` to a Unix socket is stopped neither by read-only mounts nor
 //! by a network namespace, and Landlock below ABI 9 has no right for it: a
 //! confined command that reaches a server's socket (docker, an ssh or gpg
 //! agent, a credential helper, an editor) asks an unconfined process to act
-//! for it. So every pathname socket bound in the harness's network
-//! namespace when the command starts — the kernel lists them in
+//! for it. By default the sandbox's init checks every connect
+//! (`sys::supervise`), and needs from here only the allowed sockets'
+//! inodes. In the fallback every pathname socket bound in the harness's
+//! network namespace when the command starts — the kernel lists them in
 //! `/proc/net/unix` — is covered inside the command's mount namespace by a
 //! read-only `/dev/null` (a connect then finds no socket there), except the
-//! ones the policy allows ([`crate::Policy::allow_sockets`]). Sockets the
-//! command binds itself are new and work; a socket a host server binds
-//! after the command started is not covered (the kernel's own right for it
-//! would be Landlock's `RESOLVE_UNIX`; the hidden folders of the caller's
-//! policy still cover the usual places).
+//! ones the policy allows ([`crate::Policy::allow_sockets`]); a socket a
+//! host server binds after the command started is not covered there.
 //!
 //! An allowed socket inside a hidden folder is carried through the folder's
 //! cover (bound onto an empty file in it); one under a private `/tmp` is
@@ -20,7 +21,7 @@
 
 use std::collections::BTreeSet;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use crate::SandboxError;
@@ -35,12 +36,15 @@ pub(crate) struct HostSockets {
     pub covered: Vec<PathBuf>,
     /// Canonical paths of the sockets the policy allows.
     pub allowed: Vec<PathBuf>,
+    /// Their `(st_dev, st_ino)`, for the init's check.
+    pub allowed_ids: Vec<(u64, u64)>,
 }
 
 /// Resolves the policy's allowed sockets (each must exist and be a
-/// socket) and lists every other socket bound now.
-pub(crate) fn host_sockets(allow: &[PathBuf]) -> Result<HostSockets, SandboxError> {
+/// socket) and, with `cover`, lists every other socket bound now.
+pub(crate) fn host_sockets(allow: &[PathBuf], cover: bool) -> Result<HostSockets, SandboxError> {
     let mut allowed = Vec::new();
+    let mut allowed_ids = Vec::new();
     for p in allow {
         let bad = |why: String| SandboxError::Socket {
             path: p.display().to_string(),
@@ -52,10 +56,18 @@ pub(crate) fn host_sockets(allow: &[PathBuf]) -> Result<HostSockets, SandboxErro
         if !meta.file_type().is_socket() {
             return Err(bad(format!("is not a Unix socket ({})", real.display())));
         }
+        allowed_ids.push((meta.dev(), meta.ino()));
         allowed.push(real);
     }
     allowed.sort();
     allowed.dedup();
+    if !cover {
+        return Ok(HostSockets {
+            covered: Vec::new(),
+            allowed,
+            allowed_ids,
+        });
+    }
     // No table (a /proc without it): nothing is known to cover; the
     // caller's hidden folders still apply.
     let table = fs_err::read(TABLE).unwrap_or_default();
@@ -70,7 +82,11 @@ pub(crate) fn host_sockets(allow: &[PathBuf]) -> Result<HostSockets, SandboxErro
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    Ok(HostSockets { covered, allowed })
+    Ok(HostSockets {
+        covered,
+        allowed,
+        allowed_ids,
+    })
 }
 
 /// The absolute paths bound in a `/proc/net/unix` table (its lines are
@@ -151,7 +167,7 @@ mod tests {
     #[test]
     fn allowed_sockets_must_be_sockets() {
         let tmp = std::env::temp_dir();
-        let e = host_sockets(std::slice::from_ref(&tmp))
+        let e = host_sockets(std::slice::from_ref(&tmp), true)
             .err()
             .map(|e| e.to_string());
         assert!(
@@ -159,7 +175,7 @@ mod tests {
                 .is_some_and(|e| e.contains("is not a Unix socket")),
             "{e:?}"
         );
-        let e = host_sockets(&[tmp.join("no-such-socket-here")])
+        let e = host_sockets(&[tmp.join("no-such-socket-here")], false)
             .err()
             .map(|e| e.to_string());
         assert!(

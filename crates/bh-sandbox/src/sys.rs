@@ -9,8 +9,11 @@
 //! flag is prepared by the parent (see `crate::Sandbox::new`) as `CString`s
 //! and plain integers before the fork.
 //!
-//! Over 600 lines on purpose: the workspace rule keeps `unsafe` to one small
-//! audited module, and splitting the fork/exec path would spread it.
+//! The init and the command live in `sys/init.rs`, the init's connect check
+//! in `sys/supervise.rs` and `sys/diag.rs`: submodules of this one, under
+//! the same rules. Over 600 lines on purpose: the workspace rule keeps
+//! `unsafe` to this one audited module (and its submodules), and splitting
+//! the intermediate's mount steps further would spread it.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -20,6 +23,10 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use libc::{c_int, c_long, c_uint, c_void};
+
+mod diag;
+mod init;
+pub(crate) mod supervise;
 
 const OPEN_TREE_CLONE: c_uint = 1;
 const AT_RECURSIVE: c_uint = 0x8000;
@@ -35,19 +42,6 @@ struct MountAttr {
     attr_clr: u64,
     propagation: u64,
     userns_fd: u64,
-}
-
-#[repr(C)]
-struct RulesetAttr {
-    handled_access_fs: u64,
-    handled_access_net: u64,
-    scoped: u64,
-}
-
-#[repr(C, packed)]
-struct PathBeneathAttr {
-    allowed_access: u64,
-    parent_fd: i32,
 }
 
 /// The failing set-up step, written to the step pipe as a negative 4-byte
@@ -73,6 +67,8 @@ pub(crate) enum Step {
     Seccomp = 15,
     Hide = 16,
     Overlay = 17,
+    Supervise = 18,
+    Stdio = 19,
 }
 
 impl Step {
@@ -96,6 +92,8 @@ impl Step {
             Seccomp,
             Hide,
             Overlay,
+            Supervise,
+            Stdio,
         ]
         .into_iter()
         .find(|s| *s as i32 == b)
@@ -172,6 +170,10 @@ pub(crate) struct Plan {
     pub landlock: Option<Landlock>,
     /// The seccomp program (see `crate::seccomp`), installed last.
     pub seccomp: Vec<libc::sock_filter>,
+    /// How the command's Unix sockets are kept from the host's servers.
+    pub unix: crate::UnixSockets,
+    /// The init's connect check (`UnixSockets::Checked`).
+    pub check: Option<supervise::Check>,
     pub parent: libc::pid_t,
     pub step_wr: OwnedFd,
 }
@@ -416,7 +418,7 @@ fn intermediate(plan: &mut Plan) -> io::Result<()> {
         return Err(fail(step, Step::Fork));
     }
     if init == 0 {
-        return init_process(plan, life, status);
+        return init::init_process(plan, life, status);
     }
     // The intermediate: tell the parent the init's pid, then wait for it and
     // end the way it ended.
@@ -428,7 +430,7 @@ fn intermediate(plan: &mut Plan) -> io::Result<()> {
             libc::signal(sig, libc::SIG_IGN);
         }
         let keep = status[0];
-        close_all_but(keep, life[1]);
+        close_all_but(&[keep, life[1]]);
         let mut raw = [0u8; 4];
         let mut got = 0usize;
         while got < 4 {
@@ -641,24 +643,27 @@ fn hide_all(plan: &mut Plan) -> Result<(), Step> {
     Ok(())
 }
 
-/// Closes every fd except `x` and `y` (which may be equal).
-unsafe fn close_all_but(x: c_int, y: c_int) {
-    let (a, b) = if x <= y { (x, y) } else { (y, x) };
-    // SAFETY: close_range(2) on fd ranges of this process.
-    unsafe {
-        if a > 0 {
-            libc::syscall(libc::SYS_close_range, 0, (a - 1) as c_uint, 0);
-        }
-        if b > a + 1 {
-            libc::syscall(
-                libc::SYS_close_range,
-                (a + 1) as c_uint,
-                (b - 1) as c_uint,
-                0,
-            );
-        }
-        libc::syscall(libc::SYS_close_range, (b + 1) as c_uint, c_uint::MAX, 0);
+/// Closes every descriptor but those in `keep` (at most four; negative
+/// ones are none).
+unsafe fn close_all_but(keep: &[c_int]) {
+    let mut k = [c_int::MAX; 4];
+    for (slot, fd) in k.iter_mut().zip(keep.iter().filter(|fd| **fd >= 0)) {
+        *slot = *fd;
     }
+    k.sort_unstable();
+    let mut from: c_uint = 0;
+    for fd in k.into_iter().take_while(|fd| *fd != c_int::MAX) {
+        let fd = fd as c_uint;
+        // SAFETY: close_range(2) on descriptor ranges of this process.
+        unsafe {
+            if fd > from {
+                libc::syscall(libc::SYS_close_range, from, fd - 1, 0);
+            }
+        }
+        from = from.max(fd + 1);
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, c_uint::MAX, 0) };
 }
 
 /// Exits the way a process with wait status `st` ended.
@@ -679,248 +684,6 @@ fn mirror(st: c_int) -> ! {
         } else {
             127
         })
-    }
-}
-
-/// PID 1 of the new namespace: starts the command, reaps every orphan while
-/// it runs, and exits with the command's status — which makes the kernel kill
-/// everything left in the namespace.
-fn init_process(plan: &mut Plan, life: [c_int; 2], status: [c_int; 2]) -> io::Result<()> {
-    let step = plan.step_wr.as_raw_fd();
-    // SAFETY: raw syscalls on our own fds and stack buffers.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        libc::close(life[1]);
-        // The intermediate may have died before the death signal was armed:
-        // then the write end is gone and the pipe reports a hang-up.
-        let mut pfd = libc::pollfd {
-            fd: life[0],
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        if libc::poll(&mut pfd, 1, 0) > 0 && pfd.revents & libc::POLLHUP != 0 {
-            libc::_exit(137);
-        }
-        libc::close(status[0]);
-        let cmd = libc::fork();
-        if cmd < 0 {
-            let e = fail(step, Step::Fork);
-            let _ = e;
-            libc::_exit(127);
-        }
-        if cmd == 0 {
-            libc::close(status[1]);
-            libc::close(life[0]);
-            return command(plan);
-        }
-        let keep = status[1];
-        close_all_but(keep, keep);
-        // SIGTERM from the harness (`Confined::terminate`) goes to every
-        // process of the namespace: the command has a session of its own.
-        libc::signal(
-            libc::SIGTERM,
-            forward_term as *const () as libc::sighandler_t,
-        );
-        loop {
-            let mut st: c_int = 0;
-            let r = libc::waitpid(-1, &mut st, 0);
-            if r == cmd {
-                let b = st.to_ne_bytes();
-                libc::write(keep, b.as_ptr().cast(), b.len());
-                libc::_exit(if libc::WIFEXITED(st) {
-                    libc::WEXITSTATUS(st)
-                } else {
-                    128 + libc::WTERMSIG(st)
-                });
-            }
-            if r < 0 && errno() != libc::EINTR {
-                libc::_exit(127);
-            }
-        }
-    }
-}
-
-extern "C" fn forward_term(_: c_int) {
-    // SAFETY: kill(2) is async-signal-safe; -1 from the namespace's init
-    // reaches every other process of the namespace.
-    unsafe { libc::kill(-1, libc::SIGTERM) };
-}
-
-const CLOSE_RANGE_CLOEXEC: c_uint = 1 << 2;
-const SECBITS_LOCKED_NOROOT: c_long = 0xef;
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-/// Drops every capability: the bounding set (so that no exec regains one),
-/// the ambient set, then effective/permitted/inheritable, with the
-/// securebits that keep uid 0 from regaining them locked.
-unsafe fn drop_capabilities() -> bool {
-    // SAFETY: prctl/capset with integer arguments and stack structs.
-    unsafe {
-        for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno() != libc::EINVAL {
-                return false;
-            }
-        }
-        if libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        ) != 0
-            || libc::prctl(libc::PR_SET_SECUREBITS, SECBITS_LOCKED_NOROOT, 0, 0, 0) != 0
-        {
-            return false;
-        }
-        let mut head = CapHeader {
-            version: LINUX_CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let data = [CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        libc::syscall(libc::SYS_capset, &mut head as *mut CapHeader, data.as_ptr()) == 0
-    }
-}
-
-/// PID 2: mounts the namespace's own `/proc`, re-enters its folder through
-/// the new mount table and restricts itself with Landlock; `std` execs next.
-fn command(plan: &mut Plan) -> io::Result<()> {
-    let step = plan.step_wr.as_raw_fd();
-    // SAFETY: raw syscalls with parent-prepared NUL-terminated strings and
-    // stack structs.
-    unsafe {
-        libc::signal(libc::SIGTERM, libc::SIG_DFL);
-        // A session of its own: no controlling terminal (TIOCSTI and
-        // /dev/tty need one), and `kill 0` reaches only the command's group.
-        if libc::setsid() < 0 {
-            return Err(fail(step, Step::Session));
-        }
-        // Every descriptor above 2 inherited from bh's caller is closed at
-        // exec (before any code of the command runs); marking rather than
-        // closing keeps the set-up pipes reporting until then.
-        if libc::syscall(
-            libc::SYS_close_range,
-            3 as c_uint,
-            c_uint::MAX,
-            CLOSE_RANGE_CLOEXEC,
-        ) != 0
-        {
-            return Err(fail(step, Step::Session));
-        }
-        if plan.unshare & libc::CLONE_NEWPID != 0
-            && libc::mount(
-                cptr(b"proc\0"),
-                cptr(b"/proc\0"),
-                cptr(b"proc\0"),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                std::ptr::null(),
-            ) != 0
-        {
-            return Err(fail(step, Step::MountProc));
-        }
-        if libc::chdir(plan.cwd.as_ptr()) != 0 {
-            return Err(fail(step, Step::Chdir));
-        }
-        if let Some(ll) = &plan.landlock {
-            let attr = RulesetAttr {
-                handled_access_fs: ll.handled_fs,
-                handled_access_net: 0,
-                scoped: ll.scoped,
-            };
-            let size = if ll.abi >= 6 {
-                24
-            } else if ll.abi >= 4 {
-                16
-            } else {
-                8
-            };
-            let rfd = libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                &attr as *const RulesetAttr,
-                size as usize,
-                0,
-            ) as c_int;
-            if rfd < 0 {
-                return Err(fail(step, Step::Landlock));
-            }
-            let mut ok = add_rule(rfd, c"/".as_ptr(), ll.read);
-            for (p, is_dir) in &ll.writable {
-                ok = ok
-                    && add_rule(
-                        rfd,
-                        p.as_ptr(),
-                        if *is_dir { ll.dir_write } else { ll.file_write },
-                    );
-            }
-            for d in &ll.devices {
-                ok = ok && add_rule(rfd, d.as_ptr(), ll.file_write);
-            }
-            if !ok
-                || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                || libc::syscall(libc::SYS_landlock_restrict_self, rfd, 0) != 0
-            {
-                return Err(fail(step, Step::Landlock));
-            }
-            libc::close(rfd);
-        }
-        if !drop_capabilities() {
-            return Err(fail(step, Step::Capabilities));
-        }
-        let prog = libc::sock_fprog {
-            len: plan.seccomp.len() as u16,
-            filter: plan.seccomp.as_mut_ptr(),
-        };
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-            || libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &prog as *const libc::sock_fprog,
-            ) != 0
-        {
-            return Err(fail(step, Step::Seccomp));
-        }
-    }
-    Ok(())
-}
-
-/// Adds a path-beneath rule; a path that does not exist is skipped.
-unsafe fn add_rule(rfd: c_int, path: *const libc::c_char, access: u64) -> bool {
-    // SAFETY: open/syscall/close on a NUL-terminated path and a stack struct.
-    unsafe {
-        let fd = libc::open(path, libc::O_PATH | libc::O_CLOEXEC);
-        if fd < 0 {
-            return errno() == libc::ENOENT;
-        }
-        let attr = PathBeneathAttr {
-            allowed_access: access,
-            parent_fd: fd,
-        };
-        let r = libc::syscall(
-            libc::SYS_landlock_add_rule,
-            rfd,
-            LANDLOCK_RULE_PATH_BENEATH,
-            &attr as *const PathBeneathAttr,
-            0,
-        );
-        libc::close(fd);
-        r == 0
     }
 }
 

@@ -1,0 +1,424 @@
+//! The connect check (`UnixSockets::Checked`), run by the sandbox's init.
+//!
+//! The command's seccomp filter sends every `connect(2)` to the init
+//! (`SECCOMP_RET_USER_NOTIF`; the listener descriptor is handed over once,
+//! before exec). The init makes the connect itself, never letting the
+//! kernel go on with the caller's own arguments (`…_FLAG_CONTINUE` would
+//! re-read the address and the descriptor after the check: another thread
+//! could swap either). It takes a duplicate of the caller's socket
+//! (`pidfd_getfd`) and a copy of the address (`process_vm_readv`), both
+//! once, then:
+//! - a socket that is not `AF_UNIX`: connected as asked;
+//! - a path: resolved once from the caller's folder to an `O_PATH`
+//!   descriptor; connected through `/proc/self/fd/<n>` (that very inode)
+//!   only if it is an allowed host socket, or the socket listening on it
+//!   is held by a process of the sandbox (`diag`); else `EACCES`;
+//! - an abstract name: the same check on the listener of that name;
+//! - nothing listening there: `ECONNREFUSED`, as the kernel says.
+//!
+//! The init is in the command's Landlock domain and has no capability but
+//! `CAP_SYS_PTRACE` (which `pidfd_getfd` and the `/proc` reads need, and
+//! which also keeps the command from reading the init's memory or
+//! descriptors): a connect it makes is one the command could make, to a
+//! socket the check allows. A connect that may block (a blocking socket)
+//! is made by a forked worker, so that the init keeps reaping and serving.
+//! Raw syscalls and stack buffers only (see the parent module's rules).
+
+use libc::{c_int, c_void};
+
+use super::diag::{self, Key};
+use super::errno;
+
+/// What the init needs to check connects, prepared by the parent.
+pub(crate) struct Check {
+    /// `(st_dev, st_ino)` of each allowed host socket.
+    pub allowed: Vec<(u64, u64)>,
+    /// The command has a network namespace of its own: every socket the
+    /// table lists there was made inside, no `/proc` scan needed.
+    pub own_net: bool,
+}
+
+/// `sizeof(struct sockaddr_storage)`: the kernel refuses a longer address.
+const ADDR_MAX: usize = 128;
+/// Room for the kernel's `struct seccomp_notif` (80 bytes today; checked
+/// against `SECCOMP_GET_NOTIF_SIZES` by [`available`]).
+const NOTIF_ROOM: usize = 256;
+const RESP_ROOM: usize = 64;
+/// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that does not lead
+/// its group.
+const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+
+/// One connect to answer.
+struct Request {
+    id: u64,
+    tid: libc::pid_t,
+    /// The caller's socket, duplicated into the init.
+    sock: c_int,
+    addr: [u8; ADDR_MAX],
+    len: usize,
+    nonblocking: bool,
+}
+
+/// Why the check cannot run on this kernel (the sandbox then covers the
+/// host's sockets instead and says what that leaves open), probed once.
+pub(crate) fn available() -> Result<(), &'static str> {
+    static PROBE: std::sync::OnceLock<Result<(), &'static str>> = std::sync::OnceLock::new();
+    *PROBE.get_or_init(probe)
+}
+
+fn probe() -> Result<(), &'static str> {
+    let mut sizes = libc::seccomp_notif_sizes {
+        seccomp_notif: 0,
+        seccomp_notif_resp: 0,
+        seccomp_data: 0,
+    };
+    // SAFETY: seccomp(2) filling a stack struct of the kernel's layout.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_NOTIF_SIZES,
+            0,
+            &mut sizes as *mut libc::seccomp_notif_sizes,
+        )
+    };
+    if r != 0
+        || usize::from(sizes.seccomp_notif) > NOTIF_ROOM
+        || usize::from(sizes.seccomp_notif_resp) > RESP_ROOM
+    {
+        return Err("no seccomp user notification (Linux 5.0+)");
+    }
+    // SAFETY: pidfd_getfd(2) on an invalid pidfd: only its errno matters.
+    if unsafe { libc::syscall(libc::SYS_pidfd_getfd, -1, 0, 0) } < 0 && errno() == libc::ENOSYS {
+        return Err("no pidfd_getfd (Linux 5.6+)");
+    }
+    if fs_err::read("/proc/sys/kernel/yama/ptrace_scope").is_ok_and(|s| s.starts_with(b"3")) {
+        return Err("Yama's ptrace_scope 3 forbids taking a descriptor of the command");
+    }
+    if diag::listeners(&Key::Abstract(b"\0bh-sandbox-probe"), &mut [0u32; 1]).is_err() {
+        return Err("no UNIX_DIAG socket table (CONFIG_UNIX_DIAG)");
+    }
+    Ok(())
+}
+
+/// Takes one notification from `listener` and answers it: here when the
+/// connect cannot block, else in a forked worker (which first closes
+/// `close_in_worker`, the init's own descriptors).
+pub(crate) fn serve_one(listener: c_int, check: &Check, close_in_worker: &[c_int]) {
+    let mut raw = [0u64; NOTIF_ROOM / 8];
+    // SAFETY: the kernel writes its `struct seccomp_notif` (no larger than
+    // the zeroed buffer, see `available`).
+    if unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, raw.as_mut_ptr()) } != 0 {
+        return; // ENOENT: the caller went away (a signal, its death)
+    }
+    // SAFETY: the buffer now starts with a `struct seccomp_notif`; it is
+    // 8-byte aligned and large enough.
+    let n: libc::seccomp_notif = unsafe { std::ptr::read(raw.as_ptr().cast()) };
+    if n.data.nr != libc::SYS_connect as c_int {
+        reply(listener, n.id, libc::ENOSYS);
+        return;
+    }
+    let req = match gather(listener, &n) {
+        Ok(req) => req,
+        Err(e) => {
+            reply(listener, n.id, e);
+            return;
+        }
+    };
+    if req.nonblocking {
+        reply(listener, req.id, answer(&req, check));
+    } else {
+        // SAFETY: fork(2) of this single-threaded init; the worker runs
+        // only this module's raw-syscall code and `_exit`s.
+        let worker = unsafe { libc::fork() };
+        if worker == 0 {
+            // SAFETY: raw syscalls on our own descriptors; never returns.
+            unsafe {
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                for fd in close_in_worker {
+                    libc::close(*fd);
+                }
+                reply(listener, req.id, answer(&req, check));
+                libc::_exit(0);
+            }
+        }
+        if worker < 0 {
+            reply(listener, req.id, libc::EAGAIN);
+        }
+    }
+    // SAFETY: closing the duplicate taken by `gather`.
+    unsafe { libc::close(req.sock) };
+}
+
+/// The caller's socket and address, each taken once; an errno for the
+/// caller when that fails the way its own `connect` would.
+fn gather(listener: c_int, n: &libc::seccomp_notif) -> Result<Request, c_int> {
+    let tid = n.pid as libc::pid_t;
+    let pidfd = pidfd(tid)?;
+    // SAFETY: pidfd_getfd(2) on our pidfd; the fd argument is the caller's
+    // `int` (the low half of the register).
+    let sock =
+        unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, n.data.args[0] as c_int, 0) } as c_int;
+    let e = errno();
+    // SAFETY: closing our own pidfd.
+    unsafe { libc::close(pidfd) };
+    if sock < 0 {
+        return Err(e);
+    }
+    let mut req = Request {
+        id: n.id,
+        tid,
+        sock,
+        addr: [0; ADDR_MAX],
+        len: 0,
+        nonblocking: false,
+    };
+    let fail = |req: &Request, e: c_int| -> Result<Request, c_int> {
+        // SAFETY: closing the duplicate we took.
+        unsafe { libc::close(req.sock) };
+        Err(e)
+    };
+    // `socklen_t` is 32 bits; the kernel refuses a negative or too long one.
+    let len = n.data.args[2] as u32 as i32;
+    if len < 0 || len as usize > ADDR_MAX {
+        return fail(&req, libc::EINVAL);
+    }
+    req.len = len as usize;
+    if req.len > 0 {
+        let local = libc::iovec {
+            iov_base: req.addr.as_mut_ptr().cast::<c_void>(),
+            iov_len: req.len,
+        };
+        let remote = libc::iovec {
+            iov_base: n.data.args[1] as *mut c_void,
+            iov_len: req.len,
+        };
+        // SAFETY: process_vm_readv(2) into our own buffer of `len` bytes.
+        let got = unsafe { libc::process_vm_readv(tid, &local, 1, &remote, 1, 0) };
+        if got != req.len as isize {
+            return fail(&req, libc::EFAULT);
+        }
+    }
+    // The caller is still the one that asked (its tid was not reused while
+    // we read it): what we took is its.
+    let mut id = n.id;
+    // SAFETY: the ioctl reads a u64 from our stack.
+    if unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &mut id) } != 0 {
+        return fail(&req, libc::ESRCH);
+    }
+    // SAFETY: fcntl(2) on our duplicate (it shares the caller's flags).
+    let flags = unsafe { libc::fcntl(req.sock, libc::F_GETFL) };
+    req.nonblocking = flags >= 0 && flags & libc::O_NONBLOCK != 0;
+    Ok(req)
+}
+
+/// A pidfd for the calling thread (its own descriptor table: a thread may
+/// have unshared it); before Linux 6.9, for its thread group.
+fn pidfd(tid: libc::pid_t) -> Result<c_int, c_int> {
+    // SAFETY: pidfd_open(2) with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) } as c_int;
+    if fd >= 0 {
+        return Ok(fd);
+    }
+    if errno() != libc::EINVAL {
+        return Err(errno());
+    }
+    let tgid = tgid(tid).ok_or(libc::ESRCH)?;
+    // SAFETY: pidfd_open(2) with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) } as c_int;
+    if fd >= 0 { Ok(fd) } else { Err(errno()) }
+}
+
+/// The thread group of `tid`, from `/proc/<tid>/status`.
+fn tgid(tid: libc::pid_t) -> Option<libc::pid_t> {
+    let mut path = [0u8; 40];
+    let at = proc_path(tid, &mut path);
+    path[at..at + 8].copy_from_slice(b"/status\0");
+    let mut buf = [0u8; 4096];
+    // SAFETY: open/read/close on a NUL-terminated stack path and buffer.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let text = buf.get(..usize::try_from(n).ok()?)?;
+    let key = b"\nTgid:\t";
+    let start = text.windows(key.len()).position(|w| w == key)? + key.len();
+    let mut v: libc::pid_t = 0;
+    for &b in text[start..].iter().take_while(|b| b.is_ascii_digit()) {
+        v = v
+            .checked_mul(10)?
+            .checked_add(libc::pid_t::from(b - b'0'))?;
+    }
+    (v > 0).then_some(v)
+}
+
+/// Writes `/proc/<tid>` at the start of `out`; its length.
+fn proc_path(tid: libc::pid_t, out: &mut [u8]) -> usize {
+    out[..6].copy_from_slice(b"/proc/");
+    6 + diag::decimal(tid as u64, &mut out[6..])
+}
+
+/// Makes the connect, or refuses it: 0 or the caller's errno.
+fn answer(req: &Request, check: &Check) -> c_int {
+    let mut domain: c_int = 0;
+    let mut size = std::mem::size_of::<c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) into a stack int of the size given.
+    if unsafe {
+        libc::getsockopt(
+            req.sock,
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut domain as *mut c_int).cast::<c_void>(),
+            &mut size,
+        )
+    } != 0
+    {
+        return errno(); // ENOTSOCK, as connect(2) says
+    }
+    if domain != libc::AF_UNIX {
+        return connect(req.sock, &req.addr[..req.len]);
+    }
+    let addr = &req.addr[..req.len];
+    // Too short to name anything, or another family: the kernel's answer.
+    if addr.len() <= 2 || u16::from_ne_bytes([addr[0], addr[1]]) != libc::AF_UNIX as u16 {
+        return connect(req.sock, addr);
+    }
+    let name = &addr[2..];
+    if name[0] == 0 {
+        return match owner(&Key::Abstract(name), check) {
+            Owner::Inside => connect(req.sock, addr),
+            Owner::Outside => libc::EACCES,
+            Owner::Nobody => libc::ECONNREFUSED,
+        };
+    }
+    pathname(req, name, check)
+}
+
+/// Who listens where a connect leads.
+enum Owner {
+    /// A process of the sandbox (or an allowed host socket).
+    Inside,
+    Outside,
+    /// Nothing listens there.
+    Nobody,
+}
+
+/// A connect to a path: resolved once from the caller's folder.
+fn pathname(req: &Request, name: &[u8], check: &Check) -> c_int {
+    if req.len > std::mem::size_of::<libc::sockaddr_un>() {
+        return libc::EINVAL;
+    }
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    let mut path = [0u8; 112];
+    path[..end].copy_from_slice(&name[..end]);
+    let mut cwd_path = [0u8; 40];
+    let at = proc_path(req.tid, &mut cwd_path);
+    cwd_path[at..at + 5].copy_from_slice(b"/cwd\0");
+    // SAFETY: open/openat/fstat/close on NUL-terminated stack paths; every
+    // descriptor opened is closed before returning.
+    unsafe {
+        let cwd = libc::open(
+            cwd_path.as_ptr().cast(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if cwd < 0 {
+            return libc::ESRCH;
+        }
+        let fd = libc::openat(cwd, path.as_ptr().cast(), libc::O_PATH | libc::O_CLOEXEC);
+        let e = errno();
+        libc::close(cwd);
+        if fd < 0 {
+            return e; // ENOENT, EACCES, ENOTDIR, ELOOP…: the kernel's own
+        }
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+            libc::close(fd);
+            return libc::ECONNREFUSED;
+        }
+        let verdict = if check.allowed.contains(&(st.st_dev, st.st_ino)) {
+            Owner::Inside
+        } else {
+            owner(
+                &Key::Vfs {
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                },
+                check,
+            )
+        };
+        let r = match verdict {
+            Owner::Inside => connect_through(req.sock, fd),
+            Owner::Outside => libc::EACCES,
+            Owner::Nobody => libc::ECONNREFUSED,
+        };
+        libc::close(fd);
+        r
+    }
+}
+
+/// Who holds the sockets listening on `key`: every one must be the
+/// sandbox's (two can match: the table cuts inode numbers to 32 bits).
+fn owner(key: &Key, check: &Check) -> Owner {
+    let mut inos = [0u32; 8];
+    let n = match diag::listeners(key, &mut inos) {
+        Ok(n) => n,
+        Err(_) => return Owner::Outside,
+    };
+    if n == 0 {
+        return Owner::Nobody;
+    }
+    if n > inos.len() {
+        return Owner::Outside;
+    }
+    if check.own_net || inos[..n].iter().all(|i| diag::held_inside(*i)) {
+        Owner::Inside
+    } else {
+        Owner::Outside
+    }
+}
+
+/// Connects `sock` to the socket inode `fd` holds (`/proc/self/fd/<fd>`:
+/// no path is looked up again).
+fn connect_through(sock: c_int, fd: c_int) -> c_int {
+    let mut a = [0u8; std::mem::size_of::<libc::sockaddr_un>()];
+    a[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
+    let prefix = b"/proc/self/fd/";
+    a[2..2 + prefix.len()].copy_from_slice(prefix);
+    let n = diag::decimal(fd as u64, &mut a[2 + prefix.len()..]);
+    connect(sock, &a[..2 + prefix.len() + n + 1])
+}
+
+/// connect(2): 0 or its errno (once: a connect interrupted is not
+/// restarted by its caller either, who sees `EINTR`).
+fn connect(sock: c_int, addr: &[u8]) -> c_int {
+    // SAFETY: connect(2) with our own buffer of the length given.
+    let r = unsafe {
+        libc::connect(
+            sock,
+            addr.as_ptr().cast::<libc::sockaddr>(),
+            addr.len() as libc::socklen_t,
+        )
+    };
+    if r == 0 { 0 } else { errno() }
+}
+
+/// Answers notification `id`: success, or `err` as the caller's errno.
+fn reply(listener: c_int, id: u64, err: c_int) {
+    let mut raw = [0u64; RESP_ROOM / 8];
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: -err,
+        flags: 0,
+    };
+    // SAFETY: the response written at the start of the zeroed, aligned
+    // buffer; the kernel reads its own `struct seccomp_notif_resp` from it.
+    unsafe {
+        std::ptr::write(raw.as_mut_ptr().cast::<libc::seccomp_notif_resp>(), resp);
+        libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, raw.as_mut_ptr());
+    }
+}

@@ -1,0 +1,626 @@
+//! The init's connect check (`UnixSockets::Checked`), attacked and used
+//! from inside: the command's own servers work in every form (another
+//! process, a daemon, relative paths, abstract names, seqpacket,
+//! non-blocking, TCP and UDP); a host server is refused however it is
+//! named (a link, a hard link, a race on the address or on the
+//! descriptor); a blocked connect stalls nobody else; no datagram socket
+//! can be made or handed in. Each probe is this binary re-run inside the
+//! sandbox (`inside`, ignored); each effect on the host is checked here.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
+use std::io::{BufRead, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bh_sandbox::{Policy, Sandbox, UnixSockets};
+
+mod common;
+use common::{policy, project};
+
+fn errno_name(r: libc::c_int) -> String {
+    if r == 0 {
+        "ok".into()
+    } else {
+        std::io::Error::last_os_error().to_string()
+    }
+}
+
+fn sockaddr(path: &[u8]) -> (libc::sockaddr_un, libc::socklen_t) {
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    a.sun_family = libc::AF_UNIX as u16;
+    for (d, s) in a.sun_path.iter_mut().zip(path) {
+        *d = *s as libc::c_char;
+    }
+    (a, (2 + path.len()) as libc::socklen_t)
+}
+
+/// connect(2) of a new socket of `kind` (plus `flags`) to `path`: "ok" or
+/// the error's words.
+fn connect_raw(kind: libc::c_int, path: &[u8]) -> (String, Option<OwnedFd>) {
+    let s = unsafe { libc::socket(libc::AF_UNIX, kind | libc::SOCK_CLOEXEC, 0) };
+    assert!(s >= 0, "socket: {}", std::io::Error::last_os_error());
+    let (a, len) = sockaddr(path);
+    let r = unsafe { libc::connect(s, (&a as *const libc::sockaddr_un).cast(), len) };
+    let words = errno_name(r);
+    let fd = unsafe { OwnedFd::from_raw_fd(s) };
+    (words, (r == 0).then_some(fd))
+}
+
+/// Inside: what `BH_INSIDE` names, printed line by line.
+#[test]
+#[ignore]
+fn inside() {
+    let Ok(what) = std::env::var("BH_INSIDE") else {
+        return;
+    };
+    match what.as_str() {
+        "own" => own(),
+        "serve" => serve(),
+        "daemon" => daemon(),
+        "race" => race(),
+        "names" => names(),
+        "datagrams" => datagrams(),
+        "backlog" => backlog(),
+        "inet" => inet(),
+        other => panic!("no probe {other}"),
+    }
+}
+
+/// A server of the command's own in another process of it: binds
+/// `BH_SERVE` (a path, or `@name` for an abstract one) of kind
+/// `BH_KIND`, says "ready", answers one connection with "hello".
+fn serve() {
+    let name = std::env::var("BH_SERVE").unwrap();
+    let kind = if std::env::var("BH_KIND").as_deref() == Ok("seqpacket") {
+        libc::SOCK_SEQPACKET
+    } else {
+        libc::SOCK_STREAM
+    };
+    let bytes: Vec<u8> = match name.strip_prefix('@') {
+        Some(n) => [&[0u8][..], n.as_bytes()].concat(),
+        None => name.into_bytes(),
+    };
+    let s = unsafe { libc::socket(libc::AF_UNIX, kind, 0) };
+    let (a, len) = sockaddr(&bytes);
+    assert_eq!(
+        unsafe { libc::bind(s, (&a as *const libc::sockaddr_un).cast(), len) },
+        0
+    );
+    assert_eq!(unsafe { libc::listen(s, 8) }, 0);
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    let c = unsafe { libc::accept(s, std::ptr::null_mut(), std::ptr::null_mut()) };
+    unsafe { libc::write(c, b"hello".as_ptr().cast(), 5) };
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+/// Starts [`serve`] as another process; returns once it listens.
+fn server(name: &str, kind: &str) -> std::process::Child {
+    let mut c = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "inside", "--nocapture", "-q"])
+        .env("BH_INSIDE", "serve")
+        .env("BH_SERVE", name)
+        .env("BH_KIND", kind)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The harness prints its own lines first.
+    let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    while line != "ready\n" {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the server ended");
+    }
+    c
+}
+
+fn read_hello(fd: &OwnedFd) -> bool {
+    let mut b = [0u8; 5];
+    let n = unsafe { libc::read(fd.as_raw_fd(), b.as_mut_ptr().cast(), 5) };
+    n == 5 && &b == b"hello"
+}
+
+fn own() {
+    // Another process's listener, by a relative path.
+    let mut c = server("srv.sock", "stream");
+    let (r, fd) = connect_raw(libc::SOCK_STREAM, b"srv.sock");
+    let ok = fd.as_ref().is_some_and(read_hello);
+    println!("relative path in another process: {r} {ok}");
+    c.wait().unwrap();
+    // An abstract seqpacket one.
+    let name = format!("bh-connect-{}", std::process::id());
+    let mut c = server(&format!("@{name}"), "seqpacket");
+    let (r, fd) = connect_raw(
+        libc::SOCK_SEQPACKET,
+        &[&[0u8][..], name.as_bytes()].concat(),
+    );
+    let ok = fd.as_ref().is_some_and(read_hello);
+    println!("abstract seqpacket: {r} {ok}");
+    c.wait().unwrap();
+    // A daemon: forked twice, reparented to the init.
+    let ready = Path::new("daemon.ready");
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "inside", "--nocapture", "-q"])
+        .env("BH_INSIDE", "daemon")
+        .status()
+        .unwrap();
+    while !ready.exists() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (r, fd) = connect_raw(libc::SOCK_STREAM, b"daemon.sock");
+    let ok = fd.as_ref().is_some_and(read_hello);
+    println!("daemon: {r} {ok}");
+    // This process's own, from a thread, and without blocking.
+    let here = std::env::current_dir().unwrap().join("here.sock");
+    let l = UnixListener::bind(&here).unwrap();
+    let p = here.clone();
+    let t = std::thread::spawn(move || UnixStream::connect(p).map(|_| ()));
+    println!(
+        "from a thread: {:?}",
+        t.join().unwrap().map_err(|e| e.to_string())
+    );
+    let (r, _fd) = connect_raw(
+        libc::SOCK_STREAM | libc::SOCK_NONBLOCK,
+        here.to_str().unwrap().as_bytes(),
+    );
+    println!("non-blocking: {r}");
+    drop(l);
+    // What is not a listening socket: the kernel's own answers.
+    let bound = UnixListener::bind("bound.sock").unwrap();
+    drop(bound);
+    let (r, _) = connect_raw(libc::SOCK_STREAM, b"bound.sock");
+    println!("closed socket: {r}");
+    let (r, _) = connect_raw(libc::SOCK_STREAM, b"a.txt");
+    println!("regular file: {r}");
+    let (r, _) = connect_raw(libc::SOCK_STREAM, b"missing.sock");
+    println!("missing: {r}");
+}
+
+/// The double-forked server of [`own`].
+fn daemon() {
+    let pid = unsafe { libc::fork() };
+    if pid != 0 {
+        return;
+    }
+    unsafe {
+        libc::setsid();
+        let s = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+        let (a, len) = sockaddr(b"daemon.sock");
+        libc::bind(s, (&a as *const libc::sockaddr_un).cast(), len);
+        libc::listen(s, 8);
+        let fd = libc::open(
+            c"daemon.ready".as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY,
+            0o600,
+        );
+        libc::close(fd);
+        let c = libc::accept(s, std::ptr::null_mut(), std::ptr::null_mut());
+        libc::write(c, b"hello".as_ptr().cast(), 5);
+        libc::sleep(1);
+        libc::_exit(0);
+    }
+}
+
+/// A host socket by a symbolic link and by a hard link to it.
+fn names() {
+    for p in ["link.sock", "hard.sock"] {
+        let (r, _) = connect_raw(libc::SOCK_STREAM, p.as_bytes());
+        println!("{p}: {r}");
+    }
+}
+
+/// The time-of-check attacks: one thread connects over and over while
+/// another flips the address between an own socket and the host's, then
+/// while another swaps the descriptor between a TCP and a Unix socket.
+fn race() {
+    let host = std::env::var("BH_HOST").unwrap();
+    let own = std::env::current_dir().unwrap().join("own.sock");
+    let l = UnixListener::bind(&own).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let stop = &*Box::leak(Box::new(AtomicBool::new(false)));
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            let _ = l.accept();
+        }
+    });
+    let pad = |p: &str| {
+        let mut b = p.as_bytes().to_vec();
+        b.resize(100, 0);
+        b
+    };
+    let (own_b, host_b) = (pad(own.to_str().unwrap()), pad(&host));
+    // The address the connecting thread passes, flipped under it.
+    let addr: &'static mut libc::sockaddr_un = Box::leak(Box::new(sockaddr(&own_b).0));
+    let addr_ptr = addr as *mut libc::sockaddr_un as usize;
+    let flipper = std::thread::spawn(move || {
+        let a = addr_ptr as *mut libc::sockaddr_un;
+        let mut i = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            let src = if i.is_multiple_of(2) { &host_b } else { &own_b };
+            for (k, b) in src.iter().enumerate() {
+                unsafe {
+                    std::ptr::write_volatile((*a).sun_path.as_mut_ptr().add(k), *b as libc::c_char)
+                };
+            }
+            i += 1;
+        }
+    });
+    let (mut ok, mut refused, mut other) = (0, 0, 0);
+    for _ in 0..3000 {
+        let s = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+        let r = unsafe {
+            libc::connect(
+                s,
+                addr_ptr as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            )
+        };
+        match (r, std::io::Error::last_os_error().raw_os_error()) {
+            (0, _) => ok += 1,
+            (_, Some(libc::EACCES)) => refused += 1,
+            _ => other += 1,
+        }
+        unsafe { libc::close(s) };
+    }
+    println!("address race: ok={ok} refused={refused} other={other}");
+
+    // The descriptor: fd N is a TCP socket at the check and a Unix one
+    // right after, or the other way round; the address is the host's.
+    let n = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+    let (host_addr, host_len) = sockaddr(host.as_bytes());
+    let host_addr: &'static libc::sockaddr_un = Box::leak(Box::new(host_addr));
+    let swapper = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            unsafe {
+                let u = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                libc::dup2(u, n);
+                libc::close(u);
+                let t = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+                libc::dup2(t, n);
+                libc::close(t);
+            }
+        }
+    });
+    let (mut ok, mut refused, mut other) = (0, 0, 0);
+    for _ in 0..3000 {
+        let r =
+            unsafe { libc::connect(n, (host_addr as *const libc::sockaddr_un).cast(), host_len) };
+        match (r, std::io::Error::last_os_error().raw_os_error()) {
+            (0, _) => ok += 1,
+            (_, Some(libc::EACCES)) => refused += 1,
+            _ => other += 1,
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+    swapper.join().unwrap();
+    println!("descriptor race: ok={ok} refused={refused} other={other}");
+}
+
+/// No Unix datagram socket can be made: one could `sendto` any path.
+fn datagrams() {
+    for (what, kind) in [("dgram", libc::SOCK_DGRAM), ("raw", libc::SOCK_RAW)] {
+        let s = unsafe { libc::socket(libc::AF_UNIX, kind, 0) };
+        println!("socket {what}: {}", errno_name(s.min(0)));
+        let mut sv = [0; 2];
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, kind, 0, sv.as_mut_ptr()) };
+        println!("socketpair {what}: {}", errno_name(r));
+    }
+    let host = std::env::var("BH_HOST").unwrap();
+    match UnixDatagram::unbound() {
+        Ok(d) => println!("sent: {:?}", d.send_to(b"x", host).is_ok()),
+        Err(e) => println!("std unbound: {e}"),
+    }
+}
+
+/// A connect that blocks (a listener of its own that never accepts, its
+/// backlog full) stalls no other connect.
+fn backlog() {
+    let full = UnixListener::bind("full.sock").unwrap();
+    unsafe { libc::listen(full.as_raw_fd(), 0) };
+    std::thread::spawn(|| {
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(UnixStream::connect("full.sock"));
+        }
+        println!("the blocked connects returned");
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let free = UnixListener::bind("free.sock").unwrap();
+    let r = UnixStream::connect("free.sock").map(|_| ());
+    println!("beside a blocked connect: {r:?}");
+    drop(free);
+    drop(full);
+}
+
+/// TCP and UDP connects are made as asked.
+fn inet() {
+    let port: u16 = std::env::var("BH_PORT").unwrap().parse().unwrap();
+    let r = std::net::TcpStream::connect(("127.0.0.1", port)).map(|mut s| {
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).map(|()| b)
+    });
+    println!(
+        "tcp: {:?}",
+        r.map(|r| r.map(|b| String::from_utf8_lossy(&b).into_owned()))
+            .map_err(|e| e.to_string())
+    );
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0) };
+    let a = libc::sockaddr_in {
+        sin_family: libc::AF_INET as u16,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let r = unsafe {
+        libc::connect(
+            s,
+            (&a as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    println!("tcp non-blocking: {}", errno_name(r));
+    let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    println!(
+        "udp connect: {:?}",
+        u.connect(("127.0.0.1", port)).map_err(|e| e.to_string())
+    );
+    let bad = unsafe { libc::connect(s, 8 as *const libc::sockaddr, 16) };
+    println!("bad address: {}", errno_name(bad));
+}
+
+/// Runs the probe `what` under `policy` in `dir`; everything it printed.
+fn run_inside(policy: &Policy, dir: &Path, what: &str, env: &[(&str, String)]) -> String {
+    let sb = Sandbox::new(policy, dir).unwrap();
+    assert_eq!(
+        sb.report().unix_sockets,
+        UnixSockets::Checked,
+        "{:?}",
+        sb.report()
+    );
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", "inside", "--nocapture", "-q"])
+        .env("BH_INSIDE", what)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut c = sb.spawn(cmd).unwrap();
+    let mut out = String::new();
+    let mut err = String::new();
+    let mut so = c.child_mut().stdout.take().unwrap();
+    let mut se = c.child_mut().stderr.take().unwrap();
+    let t = std::thread::spawn(move || {
+        let mut e = String::new();
+        se.read_to_string(&mut e).unwrap();
+        e
+    });
+    so.read_to_string(&mut out).unwrap();
+    err.push_str(&t.join().unwrap());
+    c.wait().unwrap();
+    out + &err
+}
+
+/// A folder outside `/tmp` (see `sockets.rs`).
+fn outside() -> tempfile::TempDir {
+    match std::env::var_os("BH_TEST_OUTSIDE") {
+        Some(d) => tempfile::tempdir_in(d).unwrap(),
+        None => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+    }
+}
+
+fn listen(path: &Path) -> UnixListener {
+    let l = UnixListener::bind(path).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+fn never_reached(l: &UnixListener, what: &str) {
+    assert!(l.accept().is_err(), "a connection reached {what}");
+}
+
+#[test]
+fn the_commands_own_servers_work_in_every_form() {
+    for network in [true, false] {
+        let (_t, p) = project();
+        let pol = Policy {
+            network,
+            ..policy(&p)
+        };
+        let out = run_inside(&pol, &p, "own", &[]);
+        for line in [
+            "relative path in another process: ok true",
+            "abstract seqpacket: ok true",
+            "daemon: ok true",
+            "from a thread: Ok(())",
+            "non-blocking: ok",
+            "closed socket: Connection refused",
+            "regular file: Connection refused",
+            "missing: No such file or directory",
+        ] {
+            assert!(out.contains(line), "network {network}: {line:?} in\n{out}");
+        }
+    }
+}
+
+#[test]
+fn a_host_socket_by_a_link_or_a_hard_link_is_refused() {
+    let (_t, p) = project();
+    // The host's server, bound in the project before the start: a hard
+    // link made inside names the same inode.
+    let host = p.join("host.sock");
+    let l = listen(&host);
+    fs_err::os::unix::fs::symlink(&host, p.join("link.sock")).unwrap();
+    let out = run_inside(&policy(&p), &p, "names", &[]);
+    assert!(out.contains("link.sock: Permission denied"), "{out}");
+    // A hard link made from inside the sandbox.
+    let pol = policy(&p);
+    let r = common::run(&pol, &p, "ln host.sock hard.sock && echo linked");
+    assert!(r.out.contains("linked"), "{}", r.out);
+    let out = run_inside(&pol, &p, "names", &[]);
+    assert!(out.contains("hard.sock: Permission denied"), "{out}");
+    never_reached(&l, "the host's socket");
+}
+
+#[test]
+fn a_race_on_the_address_or_the_descriptor_never_reaches_the_host() {
+    let (_t, p) = project();
+    let dir = outside();
+    let host = dir.path().join("host.sock");
+    let l = listen(&host);
+    let out = run_inside(
+        &policy(&p),
+        &p,
+        "race",
+        &[("BH_HOST", host.display().to_string())],
+    );
+    eprintln!("{out}");
+    never_reached(&l, "the host's socket (a race won)");
+    let counts = |what: &str| -> (u32, u32) {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(what))
+            .unwrap_or_else(|| panic!("{out}"));
+        let n = |k: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .unwrap()
+                .parse::<u32>()
+                .unwrap()
+        };
+        (n("ok="), n("refused="))
+    };
+    let (ok, refused) = counts("address race");
+    // Both addresses were seen: the flip raced the connects for real.
+    assert!(ok > 0 && refused > 0, "{out}");
+    let (ok, refused) = counts("descriptor race");
+    assert_eq!(ok, 0, "{out}");
+    assert!(refused > 0, "{out}");
+}
+
+#[test]
+fn no_datagram_socket_can_be_made_or_handed_in() {
+    let (_t, p) = project();
+    let dir = outside();
+    let host = dir.path().join("log.sock");
+    let d = UnixDatagram::bind(&host).unwrap();
+    d.set_nonblocking(true).unwrap();
+    let out = run_inside(
+        &policy(&p),
+        &p,
+        "datagrams",
+        &[("BH_HOST", host.display().to_string())],
+    );
+    for line in [
+        "socket dgram: Permission denied",
+        "socketpair dgram: Permission denied",
+        "socket raw: Permission denied",
+        "socketpair raw: Permission denied",
+        "std unbound: Permission denied",
+    ] {
+        assert!(out.contains(line), "{line:?} in\n{out}");
+    }
+    assert!(
+        d.recv(&mut [0u8; 8]).is_err(),
+        "a datagram reached the host"
+    );
+    // A datagram socket as the command's input is refused up front.
+    let (a, _b) = UnixDatagram::pair().unwrap();
+    let sb = Sandbox::new(&policy(&p), &p).unwrap();
+    let mut cmd = Command::new("true");
+    cmd.stdin(Stdio::from(OwnedFd::from(a)));
+    let e = sb.spawn(cmd).err().unwrap().to_string();
+    assert!(e.contains("Unix datagram socket"), "{e}");
+}
+
+#[test]
+fn a_blocked_connect_stalls_no_other() {
+    let (_t, p) = project();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pp = p.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(run_inside(&policy(&pp), &pp, "backlog", &[]));
+    });
+    // Without the worker the init would sit in the blocked connect, and the
+    // second connect (and the command's end) would wait for ever.
+    let out = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the probe hung");
+    assert!(out.contains("beside a blocked connect: Ok(())"), "{out}");
+}
+
+#[test]
+fn tcp_and_udp_connects_are_made_as_asked() {
+    let (_t, p) = project();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let mut s = s;
+            let _ = s.write_all(b"hello");
+        }
+    });
+    let out = run_inside(&policy(&p), &p, "inet", &[("BH_PORT", port.to_string())]);
+    for line in [
+        "tcp: Ok(Ok(\"hello\"))",
+        "tcp non-blocking: Operation now in progress",
+        "udp connect: Ok(())",
+        "bad address: Bad address",
+    ] {
+        assert!(out.contains(line), "{line:?} in\n{out}");
+    }
+}
+
+/// The tests above again as `nobody` (CI runs as root).
+#[test]
+fn the_same_holds_for_a_non_root_user() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to switch to nobody (this run is unprivileged already)");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    }
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    nix::unistd::chown(
+        base.path(),
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    let names = [
+        "the_commands_own_servers_work_in_every_form",
+        "a_host_socket_by_a_link_or_a_hard_link_is_refused",
+        "a_race_on_the_address_or_the_descriptor_never_reaches_the_host",
+        "no_datagram_socket_can_be_made_or_handed_in",
+        "a_blocked_connect_stalls_no_other",
+        "tcp_and_udp_connects_are_made_as_asked",
+    ];
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(std::env::current_exe().unwrap())
+        .args(names)
+        .args(["--exact", "--test-threads=2"])
+        .current_dir("/")
+        .env("HOME", "/")
+        .env("BH_TEST_OUTSIDE", base.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(&format!("{} passed", names.len())),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
