@@ -33,6 +33,18 @@ pub fn escape(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The policy line's words for how the host's Unix sockets are kept out
+/// of reach (bash's sandbox, a task's worker).
+pub fn unix_sockets_words(mode: bh_tools::UnixSockets) -> &'static str {
+    match mode {
+        bh_tools::UnixSockets::Checked => "host Unix sockets refused (each connect checked)",
+        bh_tools::UnixSockets::Covered => {
+            "host Unix sockets bound at the start covered (this kernel cannot check connects)"
+        }
+        bh_tools::UnixSockets::Denied => "no Unix socket at all (--no-unix-sockets)",
+    }
+}
+
 /// [`escape`] for streamed output: newlines and tabs stay as they are (the
 /// output's own layout), every other control character is escaped.
 pub fn escape_keep_newlines(text: &str) -> Cow<'_, str> {

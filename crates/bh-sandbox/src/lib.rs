@@ -253,6 +253,20 @@ pub fn landlock_abi() -> Result<u32, SandboxError> {
     })
 }
 
+/// How the host's Unix sockets would be kept out of reach on this kernel:
+/// [`UnixSockets::Denied`] on request, else [`UnixSockets::Checked`] where
+/// the init can check connects, else [`UnixSockets::Covered`]. What
+/// [`Report::unix_sockets`] will say, known before a sandbox is made.
+pub fn unix_sockets(deny: bool) -> UnixSockets {
+    prepare::unix_sockets(
+        &Policy {
+            deny_unix_sockets: deny,
+            ..Policy::default()
+        },
+        &mut Vec::new(),
+    )
+}
+
 /// A policy made ready to spawn one command.
 pub struct Sandbox {
     plan: sys::Plan,

@@ -47,6 +47,7 @@ pub use workspace::{FsError, Node, Workspace};
 
 /// One tool as offered to a model (defined in `bh-protocol`, shared with `bh-llm`).
 pub use bh_protocol::ToolSpec;
+pub use bh_sandbox::UnixSockets;
 
 /// A content block of a tool result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -305,8 +306,8 @@ pub struct BashSandbox {
     /// Paths bash must not read at all (keys, credential stores, the
     /// checkpoint servers' sockets); see `bh_sandbox::Policy::hidden`.
     pub hidden: Vec<PathBuf>,
-    /// Host Unix sockets bash may connect to (`--allow-unix-socket`); every
-    /// other one is covered (`bh_sandbox::Policy::allow_sockets`).
+    /// Host Unix sockets bash may connect to (`--allow-unix-socket`); a
+    /// connect to any other is refused (`bh_sandbox::Policy::allow_sockets`).
     pub allow_sockets: Vec<PathBuf>,
     /// `--no-unix-sockets`: bash may make no Unix socket at all
     /// (`bh_sandbox::Policy::deny_unix_sockets`).
@@ -331,6 +332,13 @@ impl Default for BashSandbox {
             deny_unix_sockets: false,
             git_overlays: None,
         }
+    }
+}
+
+impl BashSandbox {
+    /// How bash is kept from the host's Unix sockets on this kernel.
+    pub fn unix_sockets(&self) -> bh_sandbox::UnixSockets {
+        bh_sandbox::unix_sockets(self.deny_unix_sockets)
     }
 }
 

@@ -107,6 +107,7 @@ fn say_sandbox(
             "network": sandbox.network,
             "unix_sockets_allowed": sandbox.allow_sockets,
             "unix_sockets_denied": sandbox.deny_unix_sockets,
+            "unix_sockets": sandbox.unix_sockets(),
             "withheld_env": withheld,
         }));
         return;
@@ -120,9 +121,7 @@ fn say_sandbox(
     if mode == bh_tools::SandboxMode::Off {
         errln!("sandbox: off (bash runs with your full authority)");
     } else {
-        let sockets = if sandbox.deny_unix_sockets {
-            "; no Unix socket at all (--no-unix-sockets)".to_owned()
-        } else if sandbox.allow_sockets.is_empty() {
+        let allowed = if sandbox.allow_sockets.is_empty() {
             String::new()
         } else {
             let allowed: Vec<String> = sandbox
@@ -132,8 +131,12 @@ fn say_sandbox(
                 .collect();
             format!(" but {}", allowed.join(", "))
         };
+        let sockets = format!(
+            "{}{allowed}",
+            crate::display::unix_sockets_words(sandbox.unix_sockets())
+        );
         errln!(
-            "sandbox: {} (network {}; bash may write: {}; host Unix sockets covered{})",
+            "sandbox: {} (network {}; bash may write: {}; {})",
             mode.as_str(),
             if sandbox.network { "on" } else { "off" },
             crate::display::escape(&writable.join(", ")),

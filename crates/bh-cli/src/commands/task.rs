@@ -63,13 +63,15 @@ pub(super) fn print_report(report: &TaskReport) -> std::io::Result<()> {
     outln!("task {}: {}", esc(&report.id), outcome_word(report.outcome))?;
     match &report.sandbox {
         Some(sb) => outln!(
-            "  sandbox:   Landlock ABI {}, network {}, {} host Unix socket(s) covered{}{}",
+            "  sandbox:   Landlock ABI {}, network {}, {}{}{}",
             sb.landlock_abi,
             if sb.network { "on" } else { "off" },
-            sb.sockets_covered,
-            if sb.unix_sockets_denied {
-                ", no Unix socket at all (--no-unix-sockets)".to_owned()
-            } else if sb.sockets_allowed.is_empty() {
+            match sb.unix_sockets {
+                bh_tools::UnixSockets::Covered =>
+                    format!("{} host Unix socket(s) covered", sb.sockets_covered),
+                mode => crate::display::unix_sockets_words(mode).to_owned(),
+            },
+            if sb.unix_sockets == bh_tools::UnixSockets::Denied || sb.sockets_allowed.is_empty() {
                 String::new()
             } else {
                 let allowed: Vec<String> = sb.sockets_allowed.iter().map(|p| path(p)).collect();

@@ -2143,6 +2143,7 @@ fn bash_reaches_only_the_unix_sockets_it_is_allowed() {
     assert_eq!(text, "blocked-editor.sock\nblocked-dev.sock\nblocked-bus\n");
     assert_eq!(sandbox["unix_sockets_allowed"], serde_json::json!([]));
     assert_eq!(sandbox["unix_sockets_denied"], false);
+    assert_eq!(sandbox["unix_sockets"], "checked");
     for l in &listeners {
         assert!(l.accept().is_err(), "a connection reached a server");
     }
@@ -2161,6 +2162,7 @@ fn bash_reaches_only_the_unix_sockets_it_is_allowed() {
     let (text, sandbox) = agent(&["--no-unix-sockets".as_ref()]);
     assert_eq!(text, "blocked-editor.sock\nblocked-dev.sock\nblocked-bus\n");
     assert_eq!(sandbox["unix_sockets_denied"], true);
+    assert_eq!(sandbox["unix_sockets"], "denied");
     for l in &listeners {
         assert!(l.accept().is_err(), "a connection reached a server");
     }
