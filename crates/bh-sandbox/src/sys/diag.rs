@@ -229,11 +229,12 @@ pub(crate) fn decimal(mut n: u64, out: &mut [u8]) -> usize {
     d.len()
 }
 
-/// Whether a process of this PID namespace (the sandbox's `/proc`) holds
-/// the socket with inode `ino`: some `/proc/<pid>/fd/<n>` reads
-/// `socket:[<ino>]`. A process whose descriptors cannot be read counts as
-/// not holding it (the check then refuses: it fails closed).
-pub(crate) fn held_inside(ino: u32) -> bool {
+/// Which process of this PID namespace (the sandbox's `/proc`) holds the
+/// socket with inode `ino` (some `/proc/<pid>/fd/<n>` reads
+/// `socket:[<ino>]`): `hint` first (the one that held it last time), then
+/// every one. A process whose descriptors cannot be read counts as not
+/// holding it (the check then refuses: it fails closed).
+pub(crate) fn holder(ino: u32, hint: Option<libc::pid_t>) -> Option<libc::pid_t> {
     let mut want = [0u8; 32];
     want[..8].copy_from_slice(b"socket:[");
     let n = 8 + decimal(u64::from(ino), &mut want[8..]);
@@ -247,53 +248,72 @@ pub(crate) fn held_inside(ino: u32) -> bool {
         )
     };
     if proc < 0 {
+        return None;
+    }
+    let mut found = None;
+    if let Some(pid) = hint {
+        let mut name = [0u8; 20];
+        let k = decimal(pid as u64, &mut name);
+        if holds(proc, &name[..k], want) {
+            found = Some(pid);
+        }
+    }
+    if found.is_none() {
+        each_entry(proc, &mut |pid| {
+            if found.is_none() && pid.iter().all(u8::is_ascii_digit) && holds(proc, pid, want) {
+                found = std::str::from_utf8(pid).ok().and_then(|p| p.parse().ok());
+            }
+        });
+    }
+    // SAFETY: closing our own descriptor.
+    unsafe { libc::close(proc) };
+    found
+}
+
+/// Whether `/proc/<pid>/fd` (under the open `proc`) has a link reading
+/// `want`.
+fn holds(proc: c_int, pid: &[u8], want: &[u8]) -> bool {
+    if pid.is_empty() || pid.len() > 20 {
+        return false;
+    }
+    let mut path = [0u8; 32];
+    path[..pid.len()].copy_from_slice(pid);
+    path[pid.len()..pid.len() + 4].copy_from_slice(b"/fd\0");
+    // SAFETY: openat(2) of a NUL-terminated stack path under `proc`.
+    let fds = unsafe {
+        libc::openat(
+            proc,
+            path.as_ptr().cast(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fds < 0 {
         return false;
     }
     let mut held = false;
-    each_entry(proc, &mut |pid| {
-        if held || !pid.iter().all(u8::is_ascii_digit) {
+    each_entry(fds, &mut |fd| {
+        if held || !fd.iter().all(u8::is_ascii_digit) {
             return;
         }
-        let mut path = [0u8; 40];
-        path[..pid.len()].copy_from_slice(pid);
-        path[pid.len()..pid.len() + 4].copy_from_slice(b"/fd\0");
-        // SAFETY: openat(2) of a NUL-terminated stack path under `proc`.
-        let fds = unsafe {
-            libc::openat(
-                proc,
-                path.as_ptr().cast(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        let mut name = [0u8; 24];
+        name[..fd.len()].copy_from_slice(fd);
+        let mut link = [0u8; 64];
+        // SAFETY: readlinkat(2) of a NUL-terminated stack name into a
+        // stack buffer of the size given.
+        let got = unsafe {
+            libc::readlinkat(
+                fds,
+                name.as_ptr().cast(),
+                link.as_mut_ptr().cast(),
+                link.len(),
             )
         };
-        if fds < 0 {
-            return;
+        if got > 0 && link[..got as usize] == *want {
+            held = true;
         }
-        each_entry(fds, &mut |fd| {
-            if held || !fd.iter().all(u8::is_ascii_digit) {
-                return;
-            }
-            let mut name = [0u8; 24];
-            name[..fd.len()].copy_from_slice(fd);
-            let mut link = [0u8; 64];
-            // SAFETY: readlinkat(2) of a NUL-terminated stack name into a
-            // stack buffer of the size given.
-            let got = unsafe {
-                libc::readlinkat(
-                    fds,
-                    name.as_ptr().cast(),
-                    link.as_mut_ptr().cast(),
-                    link.len(),
-                )
-            };
-            if got > 0 && link[..got as usize] == *want {
-                held = true;
-            }
-        });
-        // SAFETY: closing our own descriptor.
-        unsafe { libc::close(fds) };
     });
     // SAFETY: closing our own descriptor.
-    unsafe { libc::close(proc) };
+    unsafe { libc::close(fds) };
     held
 }
 
@@ -356,7 +376,14 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(link.to_str().unwrap(), format!("socket:[{}]", out[0]));
-        assert!(held_inside(out[0]), "this process holds it");
+        let me = std::process::id() as libc::pid_t;
+        assert_eq!(holder(out[0], None), Some(me), "this process holds it");
+        assert_eq!(
+            holder(out[0], Some(1)),
+            Some(me),
+            "a wrong hint is no answer"
+        );
+        assert_eq!(holder(out[0] + 1_000_000, Some(me)), None);
         drop(l);
         assert_eq!(listeners(&key, &mut out), Ok(0), "closed: none");
 

@@ -185,6 +185,7 @@ fn wait_and_serve(
     sfd: c_int,
     check: Option<&supervise::Check>,
 ) -> ! {
+    let mut memo = supervise::Memo::new();
     // SAFETY: raw syscalls on our own fds and stack buffers; never returns.
     unsafe {
         loop {
@@ -230,7 +231,7 @@ fn wait_and_serve(
             if listener >= 0 && fds[1].revents != 0 {
                 match check {
                     Some(check) if fds[1].revents & libc::POLLIN != 0 => {
-                        supervise::serve_one(listener, check, &[status_wr, sfd]);
+                        supervise::serve_one(listener, check, &mut memo, &[status_wr, sfd]);
                     }
                     // No process is left under the filter.
                     _ => {

@@ -20,8 +20,9 @@
 //! `CAP_SYS_PTRACE` (which `pidfd_getfd` and the `/proc` reads need, and
 //! which also keeps the command from reading the init's memory or
 //! descriptors): a connect it makes is one the command could make, to a
-//! socket the check allows. A connect that may block (a blocking socket)
-//! is made by a forked worker, so that the init keeps reaping and serving.
+//! socket the check allows. The init tries it without blocking; one that
+//! would block (a full backlog, a TCP handshake under way) is finished by
+//! a forked worker, so that the init keeps reaping and serving.
 //! Raw syscalls and stack buffers only (see the parent module's rules).
 
 use libc::{c_int, c_void};
@@ -36,6 +37,37 @@ pub(crate) struct Check {
     /// The command has a network namespace of its own: every socket the
     /// table lists there was made inside, no `/proc` scan needed.
     pub own_net: bool,
+}
+
+/// The init's memory of who held a listener last time (its inode and a
+/// pid): that process is asked first, so that a client connecting again
+/// and again to its server costs one process's descriptors, not every
+/// process's. A hint only: the holder is checked each time.
+pub(crate) struct Memo {
+    seen: [(u32, libc::pid_t); 16],
+    next: usize,
+}
+
+impl Memo {
+    pub(crate) fn new() -> Memo {
+        Memo {
+            seen: [(0, 0); 16],
+            next: 0,
+        }
+    }
+
+    fn hint(&self, ino: u32) -> Option<libc::pid_t> {
+        self.seen.iter().find(|(i, _)| *i == ino).map(|(_, p)| *p)
+    }
+
+    fn remember(&mut self, ino: u32, pid: libc::pid_t) {
+        if let Some(slot) = self.seen.iter_mut().find(|(i, _)| *i == ino) {
+            slot.1 = pid;
+            return;
+        }
+        self.seen[self.next] = (ino, pid);
+        self.next = (self.next + 1) % self.seen.len();
+    }
 }
 
 /// `sizeof(struct sockaddr_storage)`: the kernel refuses a longer address.
@@ -100,10 +132,17 @@ fn probe() -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Takes one notification from `listener` and answers it: here when the
-/// connect cannot block, else in a forked worker (which first closes
-/// `close_in_worker`, the init's own descriptors).
-pub(crate) fn serve_one(listener: c_int, check: &Check, close_in_worker: &[c_int]) {
+/// Takes one notification from `listener` and answers it. The decision
+/// and a first try that cannot block are made here; a connect that would
+/// block (a full backlog, a TCP handshake under way) is finished by a
+/// forked worker (which first closes `close_in_worker`, the init's own
+/// descriptors), so that the init keeps reaping and serving.
+pub(crate) fn serve_one(
+    listener: c_int,
+    check: &Check,
+    memo: &mut Memo,
+    close_in_worker: &[c_int],
+) {
     let mut raw = [0u64; NOTIF_ROOM / 8];
     // SAFETY: the kernel writes its `struct seccomp_notif` (no larger than
     // the zeroed buffer, see `available`).
@@ -124,29 +163,125 @@ pub(crate) fn serve_one(listener: c_int, check: &Check, close_in_worker: &[c_int
             return;
         }
     };
-    if req.nonblocking {
-        reply(listener, req.id, answer(&req, check));
-    } else {
-        // SAFETY: fork(2) of this single-threaded init; the worker runs
-        // only this module's raw-syscall code and `_exit`s.
-        let worker = unsafe { libc::fork() };
-        if worker == 0 {
-            // SAFETY: raw syscalls on our own descriptors; never returns.
-            unsafe {
-                libc::signal(libc::SIGTERM, libc::SIG_DFL);
-                for fd in close_in_worker {
-                    libc::close(*fd);
-                }
-                reply(listener, req.id, answer(&req, check));
-                libc::_exit(0);
+    match decide(&req, check, memo) {
+        Verdict::Refuse(e) => reply(listener, req.id, e),
+        Verdict::Connect(target) => {
+            match first_try(&req, &target) {
+                Try::Done(e) => reply(listener, req.id, e),
+                Try::WouldBlock => finish_in_worker(listener, &req, &target, close_in_worker),
             }
-        }
-        if worker < 0 {
-            reply(listener, req.id, libc::EAGAIN);
+            if let Target::Through(fd) = target {
+                // SAFETY: closing the O_PATH descriptor `decide` opened.
+                unsafe { libc::close(fd) };
+            }
         }
     }
     // SAFETY: closing the duplicate taken by `gather`.
     unsafe { libc::close(req.sock) };
+}
+
+/// Where a connect the check allows goes.
+enum Target {
+    /// The caller's own address (copied): another family, an abstract
+    /// name, or what names nothing (the kernel's own error).
+    Asked,
+    /// The inode an `O_PATH` descriptor holds (`/proc/self/fd/<n>`).
+    Through(c_int),
+}
+
+enum Verdict {
+    Connect(Target),
+    /// The caller's errno.
+    Refuse(c_int),
+}
+
+enum Try {
+    /// 0 or the caller's errno.
+    Done(c_int),
+    WouldBlock,
+}
+
+fn make(req: &Request, target: &Target) -> c_int {
+    match target {
+        Target::Asked => connect(req.sock, &req.addr[..req.len]),
+        Target::Through(fd) => connect_through(req.sock, *fd),
+    }
+}
+
+/// The connect as the caller asked for a non-blocking socket; a blocking
+/// one is made non-blocking for the try (its flags restored after), and
+/// whether it would have blocked is said.
+fn first_try(req: &Request, target: &Target) -> Try {
+    if req.nonblocking {
+        return Try::Done(make(req, target));
+    }
+    // SAFETY: fcntl(2) on our duplicate of the caller's socket.
+    let flags = unsafe { libc::fcntl(req.sock, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(req.sock, libc::F_SETFL, flags | libc::O_NONBLOCK) } != 0 {
+        return Try::WouldBlock;
+    }
+    let r = make(req, target);
+    // SAFETY: as above.
+    unsafe { libc::fcntl(req.sock, libc::F_SETFL, flags) };
+    match r {
+        libc::EAGAIN => Try::WouldBlock,
+        libc::EINPROGRESS => {
+            // A loopback handshake is often over already.
+            let mut p = libc::pollfd {
+                fd: req.sock,
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            // SAFETY: poll(2) of one stack pollfd, not waiting.
+            if unsafe { libc::poll(&mut p, 1, 0) } == 1 {
+                Try::Done(socket_error(req.sock))
+            } else {
+                Try::WouldBlock
+            }
+        }
+        r => Try::Done(r),
+    }
+}
+
+/// `SO_ERROR`: how a connect under way ended.
+fn socket_error(sock: c_int) -> c_int {
+    let mut e: c_int = 0;
+    let mut size = std::mem::size_of::<c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) into a stack int of the size given.
+    let r = unsafe {
+        libc::getsockopt(
+            sock,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut e as *mut c_int).cast::<c_void>(),
+            &mut size,
+        )
+    };
+    if r == 0 { e } else { errno() }
+}
+
+/// A blocking connect, made again by a forked worker: a Unix one waits for
+/// room in the backlog, a TCP one for its handshake (the kernel waits on
+/// the one under way).
+fn finish_in_worker(listener: c_int, req: &Request, target: &Target, close: &[c_int]) {
+    // SAFETY: fork(2) of this single-threaded init; the worker runs only
+    // this module's raw-syscall code and `_exit`s.
+    let worker = unsafe { libc::fork() };
+    if worker == 0 {
+        // SAFETY: raw syscalls on our own descriptors; never returns.
+        unsafe {
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            for fd in close {
+                libc::close(*fd);
+            }
+            reply(listener, req.id, make(req, target));
+            libc::_exit(0);
+        }
+    }
+    if worker < 0 {
+        reply(listener, req.id, libc::EAGAIN);
+    }
 }
 
 /// The caller's socket and address, each taken once; an errno for the
@@ -262,8 +397,8 @@ fn proc_path(tid: libc::pid_t, out: &mut [u8]) -> usize {
     6 + diag::decimal(tid as u64, &mut out[6..])
 }
 
-/// Makes the connect, or refuses it: 0 or the caller's errno.
-fn answer(req: &Request, check: &Check) -> c_int {
+/// Whether the connect may be made, and to what.
+fn decide(req: &Request, check: &Check, memo: &mut Memo) -> Verdict {
     let mut domain: c_int = 0;
     let mut size = std::mem::size_of::<c_int>() as libc::socklen_t;
     // SAFETY: getsockopt(2) into a stack int of the size given.
@@ -277,25 +412,26 @@ fn answer(req: &Request, check: &Check) -> c_int {
         )
     } != 0
     {
-        return errno(); // ENOTSOCK, as connect(2) says
-    }
-    if domain != libc::AF_UNIX {
-        return connect(req.sock, &req.addr[..req.len]);
+        return Verdict::Refuse(errno()); // ENOTSOCK, as connect(2) says
     }
     let addr = &req.addr[..req.len];
-    // Too short to name anything, or another family: the kernel's answer.
-    if addr.len() <= 2 || u16::from_ne_bytes([addr[0], addr[1]]) != libc::AF_UNIX as u16 {
-        return connect(req.sock, addr);
+    // Another family; or too short to name anything, or not an `AF_UNIX`
+    // address: the kernel's own answer.
+    if domain != libc::AF_UNIX
+        || addr.len() <= 2
+        || u16::from_ne_bytes([addr[0], addr[1]]) != libc::AF_UNIX as u16
+    {
+        return Verdict::Connect(Target::Asked);
     }
     let name = &addr[2..];
     if name[0] == 0 {
-        return match owner(&Key::Abstract(name), check) {
-            Owner::Inside => connect(req.sock, addr),
-            Owner::Outside => libc::EACCES,
-            Owner::Nobody => libc::ECONNREFUSED,
+        return match owner(&Key::Abstract(name), check, memo) {
+            Owner::Inside => Verdict::Connect(Target::Asked),
+            Owner::Outside => Verdict::Refuse(libc::EACCES),
+            Owner::Nobody => Verdict::Refuse(libc::ECONNREFUSED),
         };
     }
-    pathname(req, name, check)
+    pathname(req, name, check, memo)
 }
 
 /// Who listens where a connect leads.
@@ -308,9 +444,9 @@ enum Owner {
 }
 
 /// A connect to a path: resolved once from the caller's folder.
-fn pathname(req: &Request, name: &[u8], check: &Check) -> c_int {
+fn pathname(req: &Request, name: &[u8], check: &Check, memo: &mut Memo) -> Verdict {
     if req.len > std::mem::size_of::<libc::sockaddr_un>() {
-        return libc::EINVAL;
+        return Verdict::Refuse(libc::EINVAL);
     }
     let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
     let mut path = [0u8; 112];
@@ -319,25 +455,32 @@ fn pathname(req: &Request, name: &[u8], check: &Check) -> c_int {
     let at = proc_path(req.tid, &mut cwd_path);
     cwd_path[at..at + 5].copy_from_slice(b"/cwd\0");
     // SAFETY: open/openat/fstat/close on NUL-terminated stack paths; every
-    // descriptor opened is closed before returning.
+    // descriptor opened is closed, or handed back in the verdict.
     unsafe {
-        let cwd = libc::open(
-            cwd_path.as_ptr().cast(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        );
-        if cwd < 0 {
-            return libc::ESRCH;
+        // A relative path starts from the caller's folder (its thread's).
+        let cwd = if path[0] == b'/' {
+            libc::AT_FDCWD
+        } else {
+            libc::open(
+                cwd_path.as_ptr().cast(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if cwd == -1 {
+            return Verdict::Refuse(libc::ESRCH);
         }
         let fd = libc::openat(cwd, path.as_ptr().cast(), libc::O_PATH | libc::O_CLOEXEC);
         let e = errno();
-        libc::close(cwd);
+        if cwd >= 0 {
+            libc::close(cwd);
+        }
         if fd < 0 {
-            return e; // ENOENT, EACCES, ENOTDIR, ELOOP…: the kernel's own
+            return Verdict::Refuse(e); // ENOENT, EACCES, ENOTDIR, ELOOP…
         }
         let mut st: libc::stat = std::mem::zeroed();
         if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
             libc::close(fd);
-            return libc::ECONNREFUSED;
+            return Verdict::Refuse(libc::ECONNREFUSED);
         }
         let verdict = if check.allowed.contains(&(st.st_dev, st.st_ino)) {
             Owner::Inside
@@ -348,21 +491,22 @@ fn pathname(req: &Request, name: &[u8], check: &Check) -> c_int {
                     ino: st.st_ino,
                 },
                 check,
+                memo,
             )
         };
-        let r = match verdict {
-            Owner::Inside => connect_through(req.sock, fd),
+        let refuse = match verdict {
+            Owner::Inside => return Verdict::Connect(Target::Through(fd)),
             Owner::Outside => libc::EACCES,
             Owner::Nobody => libc::ECONNREFUSED,
         };
         libc::close(fd);
-        r
+        Verdict::Refuse(refuse)
     }
 }
 
 /// Who holds the sockets listening on `key`: every one must be the
 /// sandbox's (two can match: the table cuts inode numbers to 32 bits).
-fn owner(key: &Key, check: &Check) -> Owner {
+fn owner(key: &Key, check: &Check, memo: &mut Memo) -> Owner {
     let mut inos = [0u32; 8];
     let n = match diag::listeners(key, &mut inos) {
         Ok(n) => n,
@@ -374,11 +518,16 @@ fn owner(key: &Key, check: &Check) -> Owner {
     if n > inos.len() {
         return Owner::Outside;
     }
-    if check.own_net || inos[..n].iter().all(|i| diag::held_inside(*i)) {
-        Owner::Inside
-    } else {
-        Owner::Outside
+    if check.own_net {
+        return Owner::Inside;
     }
+    for ino in &inos[..n] {
+        match diag::holder(*ino, memo.hint(*ino)) {
+            Some(pid) => memo.remember(*ino, pid),
+            None => return Owner::Outside,
+        }
+    }
+    Owner::Inside
 }
 
 /// Connects `sock` to the socket inode `fd` holds (`/proc/self/fd/<fd>`:
