@@ -512,11 +512,15 @@ fn owner(key: &Key, check: &Check, memo: &mut Memo) -> Owner {
         Ok(n) => n,
         Err(_) => return Owner::Outside,
     };
-    if n == 0 {
-        return Owner::Nobody;
-    }
     if n > inos.len() {
         return Owner::Outside;
+    }
+    // Nothing listens there in this network namespace: a stale socket file
+    // (ECONNREFUSED, as the kernel says, which a server restarting over it
+    // expects), or — with a network namespace of the command's own — a
+    // host listener this table cannot see, refused the same way.
+    if n == 0 {
+        return Owner::Nobody;
     }
     if check.own_net {
         return Owner::Inside;
