@@ -67,6 +67,7 @@ fn inside() {
         "datagrams" => datagrams(),
         "backlog" => backlog(),
         "inet" => inet(),
+        "collide" => collide(),
         other => panic!("no probe {other}"),
     }
 }
@@ -338,6 +339,35 @@ fn backlog() {
     drop(full);
 }
 
+/// An own listener whose inode number is the host socket's (the kernel's
+/// socket table keeps 32 bits of it and no more): files made on the
+/// private `/tmp` (a tmpfs numbering its inodes one after the other) until
+/// the next number is the target's, then a socket bound there, then a
+/// connect to the host's socket.
+fn collide() {
+    use std::os::unix::fs::MetadataExt;
+    let host = std::env::var("BH_HOST").unwrap();
+    let target: u64 = std::env::var("BH_TARGET_INO").unwrap().parse().unwrap();
+    let mut i = 0u64;
+    loop {
+        let f = format!("/tmp/f{i}");
+        fs_err::write(&f, "").unwrap();
+        let ino = fs_err::metadata(&f).unwrap().ino();
+        fs_err::remove_file(&f).unwrap();
+        if ino + 1 >= target {
+            assert_eq!(ino + 1, target, "past the target's number");
+            break;
+        }
+        i += 1;
+    }
+    let own = UnixListener::bind("/tmp/own.sock").unwrap();
+    let ino = fs_err::metadata("/tmp/own.sock").unwrap().ino();
+    println!("own listener at inode {ino}, the host's at {target}");
+    let (r, _) = connect_raw(libc::SOCK_STREAM, host.as_bytes());
+    println!("host socket: {r}");
+    drop(own);
+}
+
 /// TCP and UDP connects are made as asked.
 fn inet() {
     let port: u16 = std::env::var("BH_PORT").unwrap().parse().unwrap();
@@ -581,6 +611,55 @@ fn tcp_and_udp_connects_are_made_as_asked() {
     }
 }
 
+/// With a network namespace of its own the command's socket table holds
+/// its sockets only; a listener of its own whose (32-bit) inode number is
+/// the host socket's must not pass for the host's: the match is checked
+/// against the file it is bound to (`SIOCUNIXFILE`).
+#[test]
+fn an_own_listener_with_the_host_sockets_inode_number_is_no_way_round() {
+    // Sharing the host's network namespace the table lists the host's
+    // listener too, which no process of the sandbox holds: EACCES.
+    for (network, why) in [(false, "Connection refused"), (true, "Permission denied")] {
+        let (_t, p) = project();
+        // A folder on /dev/shm (a tmpfs: small inode numbers the private
+        // /tmp, another tmpfs, can reach), its numbers moved past the
+        // private /tmp's.
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        for i in 0..300 {
+            let f = dir.path().join(format!("f{i}"));
+            fs_err::write(&f, "").unwrap();
+            fs_err::remove_file(&f).unwrap();
+        }
+        let host = dir.path().join("host.sock");
+        let l = listen(&host);
+        let target = std::os::unix::fs::MetadataExt::ino(&fs_err::metadata(&host).unwrap());
+        let pol = Policy {
+            network,
+            ..policy(&p)
+        };
+        let out = run_inside(
+            &pol,
+            &p,
+            "collide",
+            &[
+                ("BH_HOST", host.display().to_string()),
+                ("BH_TARGET_INO", target.to_string()),
+            ],
+        );
+        assert!(
+            out.contains(&format!(
+                "own listener at inode {target}, the host's at {target}"
+            )),
+            "the collision was not set up: {out}"
+        );
+        assert!(
+            out.contains(&format!("host socket: {why}")),
+            "network {network}: {out}"
+        );
+        never_reached(&l, "the host's socket through a colliding inode number");
+    }
+}
+
 /// The tests above again as `nobody` (CI runs as root).
 #[test]
 fn the_same_holds_for_a_non_root_user() {
@@ -606,6 +685,7 @@ fn the_same_holds_for_a_non_root_user() {
         "no_datagram_socket_can_be_made_or_handed_in",
         "a_blocked_connect_stalls_no_other",
         "tcp_and_udp_connects_are_made_as_asked",
+        "an_own_listener_with_the_host_sockets_inode_number_is_no_way_round",
     ];
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])

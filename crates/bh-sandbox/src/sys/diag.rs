@@ -11,8 +11,13 @@ use super::errno;
 
 /// What a connect names.
 pub(crate) enum Key<'a> {
-    /// A path, by the inode it resolves to (`st_dev`, `st_ino`).
-    Vfs { dev: u64, ino: u64 },
+    /// A path, by the number of the inode it resolves to as the kernel
+    /// keeps it (`i_ino`: what `/proc/self/fdinfo` says, [`fd_ino`]; `stat`
+    /// may say another for btrfs subvolumes and overlayfs). The table
+    /// gives its low 32 bits and the device the kernel keeps; only those
+    /// bits are compared, so sockets on other file systems can match too:
+    /// the caller decides about every match.
+    Vfs { ino: u64 },
     /// An abstract name, its leading NUL included.
     Abstract(&'a [u8]),
 }
@@ -55,12 +60,6 @@ fn u16_at(b: &[u8], at: usize) -> u16 {
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// The kernel's own encoding of a device number (`MKDEV`: major above
-/// bit 20), the one `UNIX_DIAG_VFS` carries; `st_dev` is the user-space one.
-fn kernel_dev(dev: u64) -> u32 {
-    (libc::major(dev) << 20) | (libc::minor(dev) & 0xfffff)
 }
 
 /// The inode numbers of the sockets listening on `key` in this network
@@ -198,11 +197,11 @@ fn matches(mut attrs: &[u8], key: &Key) -> bool {
         }
         let payload = &attrs[4..len];
         match (u16_at(attrs, 2), key) {
-            (UNIX_DIAG_VFS, Key::Vfs { dev, ino }) if payload.len() >= 8 => {
+            (UNIX_DIAG_VFS, Key::Vfs { ino }) if payload.len() >= 4 => {
                 // struct unix_diag_vfs { __u32 ino; __u32 dev; }: the inode
                 // number is cut to 32 bits, so two sockets can share it;
-                // the caller asks about every one that matches.
-                return u32_at(payload, 0) == *ino as u32 && u32_at(payload, 4) == kernel_dev(*dev);
+                // the caller decides about every one that matches.
+                return u32_at(payload, 0) == *ino as u32;
             }
             (UNIX_DIAG_NAME, Key::Abstract(name)) => return payload == *name,
             _ => {}
@@ -234,7 +233,7 @@ pub(crate) fn decimal(mut n: u64, out: &mut [u8]) -> usize {
 /// `socket:[<ino>]`): `hint` first (the one that held it last time), then
 /// every one. A process whose descriptors cannot be read counts as not
 /// holding it (the check then refuses: it fails closed).
-pub(crate) fn holder(ino: u32, hint: Option<libc::pid_t>) -> Option<libc::pid_t> {
+pub(crate) fn holder(ino: u32, hint: Option<libc::pid_t>) -> Option<(libc::pid_t, c_int)> {
     let mut want = [0u8; 32];
     want[..8].copy_from_slice(b"socket:[");
     let n = 8 + decimal(u64::from(ino), &mut want[8..]);
@@ -254,14 +253,15 @@ pub(crate) fn holder(ino: u32, hint: Option<libc::pid_t>) -> Option<libc::pid_t>
     if let Some(pid) = hint {
         let mut name = [0u8; 20];
         let k = decimal(pid as u64, &mut name);
-        if holds(proc, &name[..k], want) {
-            found = Some(pid);
-        }
+        found = holds(proc, &name[..k], want).map(|fd| (pid, fd));
     }
     if found.is_none() {
         each_entry(proc, &mut |pid| {
-            if found.is_none() && pid.iter().all(u8::is_ascii_digit) && holds(proc, pid, want) {
-                found = std::str::from_utf8(pid).ok().and_then(|p| p.parse().ok());
+            if found.is_some() || !pid.iter().all(u8::is_ascii_digit) {
+                return;
+            }
+            if let Some(fd) = holds(proc, pid, want) {
+                found = parse(pid).map(|p| (p as libc::pid_t, fd));
             }
         });
     }
@@ -270,11 +270,50 @@ pub(crate) fn holder(ino: u32, hint: Option<libc::pid_t>) -> Option<libc::pid_t>
     found
 }
 
-/// Whether `/proc/<pid>/fd` (under the open `proc`) has a link reading
-/// `want`.
-fn holds(proc: c_int, pid: &[u8], want: &[u8]) -> bool {
+/// A decimal number (no allocation: `str::parse` would do, but this is
+/// plainly safe here).
+fn parse(digits: &[u8]) -> Option<u64> {
+    let mut v: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    (!digits.is_empty()).then_some(v)
+}
+
+/// The inode number the kernel keeps for what descriptor `fd` of this
+/// process holds (`/proc/self/fdinfo/<fd>`'s `ino:`).
+pub(crate) fn fd_ino(fd: c_int) -> Option<u64> {
+    let mut path = [0u8; 48];
+    let prefix = b"/proc/self/fdinfo/";
+    path[..prefix.len()].copy_from_slice(prefix);
+    let k = decimal(fd as u64, &mut path[prefix.len()..]);
+    path[prefix.len() + k] = 0;
+    let mut buf = [0u8; 1024];
+    // SAFETY: open/read/close on a NUL-terminated stack path and buffer.
+    let n = unsafe {
+        let f = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if f < 0 {
+            return None;
+        }
+        let n = libc::read(f, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(f);
+        n
+    };
+    let text = buf.get(..usize::try_from(n).ok()?)?;
+    let key = b"\nino:\t";
+    let start = text.windows(key.len()).position(|w| w == key)? + key.len();
+    let end = text[start..].iter().position(|b| !b.is_ascii_digit())? + start;
+    parse(&text[start..end])
+}
+
+/// The descriptor of `/proc/<pid>/fd` (under the open `proc`) whose link
+/// reads `want`.
+fn holds(proc: c_int, pid: &[u8], want: &[u8]) -> Option<c_int> {
     if pid.is_empty() || pid.len() > 20 {
-        return false;
+        return None;
     }
     let mut path = [0u8; 32];
     path[..pid.len()].copy_from_slice(pid);
@@ -288,11 +327,11 @@ fn holds(proc: c_int, pid: &[u8], want: &[u8]) -> bool {
         )
     };
     if fds < 0 {
-        return false;
+        return None;
     }
-    let mut held = false;
+    let mut held = None;
     each_entry(fds, &mut |fd| {
-        if held || !fd.iter().all(u8::is_ascii_digit) {
+        if held.is_some() || !fd.iter().all(u8::is_ascii_digit) {
             return;
         }
         let mut name = [0u8; 24];
@@ -309,7 +348,7 @@ fn holds(proc: c_int, pid: &[u8], want: &[u8]) -> bool {
             )
         };
         if got > 0 && link[..got as usize] == *want {
-            held = true;
+            held = parse(fd).map(|n| n as c_int);
         }
     });
     // SAFETY: closing our own descriptor.
@@ -364,10 +403,7 @@ mod tests {
         let l = UnixListener::bind(&path).unwrap();
         let meta = fs_err::metadata(&path).unwrap();
         let mut out = [0u32; 4];
-        let key = Key::Vfs {
-            dev: meta.dev(),
-            ino: meta.ino(),
-        };
+        let key = Key::Vfs { ino: meta.ino() };
         assert_eq!(listeners(&key, &mut out), Ok(1));
         // The socket's own inode, as its descriptor's link names it.
         let link = fs_err::read_link(format!(
@@ -377,13 +413,22 @@ mod tests {
         .unwrap();
         assert_eq!(link.to_str().unwrap(), format!("socket:[{}]", out[0]));
         let me = std::process::id() as libc::pid_t;
-        assert_eq!(holder(out[0], None), Some(me), "this process holds it");
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+        assert_eq!(
+            holder(out[0], None),
+            Some((me, fd)),
+            "this process holds it"
+        );
         assert_eq!(
             holder(out[0], Some(1)),
-            Some(me),
+            Some((me, fd)),
             "a wrong hint is no answer"
         );
         assert_eq!(holder(out[0] + 1_000_000, Some(me)), None);
+        // What fdinfo says is the inode's number (a plain file here).
+        let o = fs_err::File::open("/dev/null").unwrap();
+        let null = fs_err::metadata("/dev/null").unwrap().ino();
+        assert_eq!(fd_ino(std::os::fd::AsRawFd::as_raw_fd(&o)), Some(null));
         drop(l);
         assert_eq!(listeners(&key, &mut out), Ok(0), "closed: none");
 

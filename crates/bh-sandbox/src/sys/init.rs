@@ -36,6 +36,7 @@ struct PathBeneathAttr {
 const CLOSE_RANGE_CLOEXEC: c_uint = 1 << 2;
 const SECBITS_LOCKED_NOROOT: c_long = 0xef;
 const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+const CAP_NET_ADMIN: u32 = 12;
 const CAP_SYS_PTRACE: u32 = 19;
 
 #[repr(C)]
@@ -122,8 +123,14 @@ pub(super) fn init_process(
     } else {
         -1
     };
+    // `CAP_NET_ADMIN` stays permitted (not effective) with a network
+    // namespace of the command's own, for the check's `SIOCUNIXFILE`.
+    let permitted = match &plan.check {
+        Some(c) if c.own_net => 1 << CAP_SYS_PTRACE | 1 << CAP_NET_ADMIN,
+        _ => 1 << CAP_SYS_PTRACE,
+    };
     // SAFETY: prctl/capset with integer arguments and stack structs.
-    if !unsafe { drop_capabilities(1 << CAP_SYS_PTRACE) } {
+    if !unsafe { drop_capabilities(1 << CAP_SYS_PTRACE, permitted) } {
         give_up(step, Step::Capabilities, cmd);
     }
     // SAFETY: prctl(2) with integer arguments.
@@ -338,11 +345,11 @@ unsafe fn add_rule(rfd: c_int, path: *const libc::c_char, access: u64) -> bool {
     }
 }
 
-/// Drops every capability but those in `keep` (a bit per capability
-/// below 32): the bounding set (so that no exec regains one), the ambient
-/// set, then effective/permitted/inheritable, with the securebits that
-/// keep uid 0 from regaining them locked.
-unsafe fn drop_capabilities(keep: u32) -> bool {
+/// Drops every capability but those in `effective` and `permitted` (a bit
+/// per capability below 32): the bounding set (so that no exec regains
+/// one), the ambient set, then effective/permitted/inheritable, with the
+/// securebits that keep uid 0 from regaining them locked.
+unsafe fn drop_capabilities(effective: u32, permitted: u32) -> bool {
     // SAFETY: prctl/capset with integer arguments and stack structs.
     unsafe {
         for cap in 0..64 {
@@ -361,24 +368,40 @@ unsafe fn drop_capabilities(keep: u32) -> bool {
         {
             return false;
         }
-        let mut head = CapHeader {
-            version: LINUX_CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let data = [
-            CapData {
-                effective: keep,
-                permitted: keep,
-                inheritable: 0,
-            },
-            CapData {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            },
-        ];
-        libc::syscall(libc::SYS_capset, &mut head as *mut CapHeader, data.as_ptr()) == 0
+        set_capabilities(effective, permitted)
     }
+}
+
+/// capset(2): these effective and permitted sets, nothing inheritable.
+fn set_capabilities(effective: u32, permitted: u32) -> bool {
+    let mut head = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [
+        CapData {
+            effective,
+            permitted,
+            inheritable: 0,
+        },
+        CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: capset(2) with stack structs of the version-3 layout.
+    unsafe { libc::syscall(libc::SYS_capset, &mut head as *mut CapHeader, data.as_ptr()) == 0 }
+}
+
+/// The init's `CAP_NET_ADMIN` made effective (`true`) or not again: it is
+/// permitted only with a network namespace of the command's own, and
+/// effective only around one `SIOCUNIXFILE` (never while a connect is
+/// made for the command). False when it cannot be raised.
+pub(super) fn net_admin(on: bool) -> bool {
+    let permitted = 1 << CAP_SYS_PTRACE | 1 << CAP_NET_ADMIN;
+    let effective = if on { permitted } else { 1 << CAP_SYS_PTRACE };
+    set_capabilities(effective, permitted)
 }
 
 /// PID 2 (see the module docs); `pass` is the socket the seccomp
@@ -418,7 +441,7 @@ fn command(plan: &mut Plan, pass: c_int) -> io::Result<()> {
                 libc::EACCES,
             )));
         }
-        if !drop_capabilities(0) {
+        if !drop_capabilities(0, 0) {
             return Err(fail(step, Step::Capabilities));
         }
         let prog = libc::sock_fprog {

@@ -79,6 +79,9 @@ const RESP_ROOM: usize = 64;
 /// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that does not lead
 /// its group.
 const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+/// `SIOCUNIXFILE` (linux/un.h): an `O_PATH` descriptor of the file a Unix
+/// socket is bound to.
+const SIOCUNIXFILE: libc::Ioctl = 0x89E0;
 
 /// One connect to answer.
 struct Request {
@@ -425,7 +428,7 @@ fn decide(req: &Request, check: &Check, memo: &mut Memo) -> Verdict {
     }
     let name = &addr[2..];
     if name[0] == 0 {
-        return match owner(&Key::Abstract(name), check, memo) {
+        return match owner(&Key::Abstract(name), None, check, memo) {
             Owner::Inside => Verdict::Connect(Target::Asked),
             Owner::Outside => Verdict::Refuse(libc::EACCES),
             Owner::Nobody => Verdict::Refuse(libc::ECONNREFUSED),
@@ -482,17 +485,14 @@ fn pathname(req: &Request, name: &[u8], check: &Check, memo: &mut Memo) -> Verdi
             libc::close(fd);
             return Verdict::Refuse(libc::ECONNREFUSED);
         }
-        let verdict = if check.allowed.contains(&(st.st_dev, st.st_ino)) {
+        let file = (st.st_dev, st.st_ino);
+        let verdict = if check.allowed.contains(&file) {
             Owner::Inside
         } else {
-            owner(
-                &Key::Vfs {
-                    dev: st.st_dev,
-                    ino: st.st_ino,
-                },
-                check,
-                memo,
-            )
+            match diag::fd_ino(fd) {
+                Some(ino) => owner(&Key::Vfs { ino }, Some(file), check, memo),
+                None => Owner::Outside,
+            }
         };
         let refuse = match verdict {
             Owner::Inside => return Verdict::Connect(Target::Through(fd)),
@@ -504,9 +504,16 @@ fn pathname(req: &Request, name: &[u8], check: &Check, memo: &mut Memo) -> Verdi
     }
 }
 
-/// Who holds the sockets listening on `key`: every one must be the
-/// sandbox's (two can match: the table cuts inode numbers to 32 bits).
-fn owner(key: &Key, check: &Check, memo: &mut Memo) -> Owner {
+/// Who listens on `key` (a path's `file`, by `stat`, is given to check a
+/// match exactly). The table cuts inode numbers to 32 bits, so sockets on
+/// other file systems can match a path too:
+/// - sharing the host's network namespace, the table lists the host's
+///   listener bound to that inode too: every match must be held by a
+///   process of the sandbox;
+/// - with a network namespace of its own, the table lists the command's
+///   sockets only, and the host's listener never: a match is taken only
+///   once the file it is bound to (`SIOCUNIXFILE`) is the very `file`.
+fn owner(key: &Key, file: Option<(u64, u64)>, check: &Check, memo: &mut Memo) -> Owner {
     let mut inos = [0u32; 8];
     let n = match diag::listeners(key, &mut inos) {
         Ok(n) => n,
@@ -515,23 +522,59 @@ fn owner(key: &Key, check: &Check, memo: &mut Memo) -> Owner {
     if n > inos.len() {
         return Owner::Outside;
     }
-    // Nothing listens there in this network namespace: a stale socket file
+    let mut any = false;
+    for ino in &inos[..n] {
+        let Some((pid, fd)) = diag::holder(*ino, memo.hint(*ino)) else {
+            if check.own_net {
+                continue; // a socket of the table no process holds now
+            }
+            return Owner::Outside;
+        };
+        memo.remember(*ino, pid);
+        if check.own_net && file.is_some() && bound_file(pid, fd) != file {
+            continue; // another inode of the same low 32 bits
+        }
+        any = true;
+    }
+    // Nothing listens there in this table: a stale socket file
     // (ECONNREFUSED, as the kernel says, which a server restarting over it
     // expects), or — with a network namespace of the command's own — a
     // host listener this table cannot see, refused the same way.
-    if n == 0 {
-        return Owner::Nobody;
-    }
-    if check.own_net {
-        return Owner::Inside;
-    }
-    for ino in &inos[..n] {
-        match diag::holder(*ino, memo.hint(*ino)) {
-            Some(pid) => memo.remember(*ino, pid),
-            None => return Owner::Outside,
+    if any { Owner::Inside } else { Owner::Nobody }
+}
+
+/// `(st_dev, st_ino)` of the file the listening socket `fd` of process
+/// `pid` is bound to: the socket taken (`pidfd_getfd`) and asked
+/// (`SIOCUNIXFILE`, which needs `CAP_NET_ADMIN` over the network namespace
+/// — the command's own: raised for this call only).
+fn bound_file(pid: libc::pid_t, fd: c_int) -> Option<(u64, u64)> {
+    // SAFETY: pidfd/ioctl/fstat/close on descriptors this function owns.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as c_int;
+        if pidfd < 0 {
+            return None;
         }
+        let sock = libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) as c_int;
+        libc::close(pidfd);
+        if sock < 0 {
+            return None;
+        }
+        let path = if super::init::net_admin(true) {
+            let p = libc::ioctl(sock, SIOCUNIXFILE);
+            super::init::net_admin(false);
+            p
+        } else {
+            -1
+        };
+        libc::close(sock);
+        if path < 0 {
+            return None;
+        }
+        let mut st: libc::stat = std::mem::zeroed();
+        let ok = libc::fstat(path, &mut st) == 0;
+        libc::close(path);
+        ok.then_some((st.st_dev, st.st_ino))
     }
-    Owner::Inside
 }
 
 /// Connects `sock` to the socket inode `fd` holds (`/proc/self/fd/<fd>`:
