@@ -116,10 +116,10 @@ pub struct Snapshot {
 /// runs as the worker, inside the worker's sandbox, not through bh-git's
 /// host-side runner.
 const SCRIPT: &str = r#"set -e
-export GIT_INDEX_FILE="$BH_SNAPSHOT_INDEX"
-rm -f "$GIT_INDEX_FILE"
 head=$(git rev-parse --verify HEAD^{commit})
 own=$(git rev-parse --git-path index)
+export GIT_INDEX_FILE="$BH_SNAPSHOT_INDEX"
+rm -f "$GIT_INDEX_FILE"
 if [ -f "$own" ]; then cp "$own" "$GIT_INDEX_FILE"; else git read-tree "$head"; fi
 if git ls-files -v | grep -q '^[a-zS] '; then
   git ls-files -z | xargs -0 -r git update-index -q --no-assume-unchanged --no-skip-worktree --
