@@ -319,6 +319,29 @@ fn no_network_and_allow_write() {
     );
 }
 
+/// The snapshot of uncommitted work starts from the worker's own index: a
+/// file it staged on purpose under a name its ignore rules skip is part of
+/// its work, as its own `git status` says (a snapshot from a fresh index
+/// would drop it, and re-hash every file besides).
+#[test]
+fn what_the_worker_staged_is_part_of_its_work() {
+    let env = Env::new();
+    let (code, doc) = env.task(
+        &["--module", "src"],
+        "set -e; echo '*.gen' > src/.gitignore; echo made > src/table.gen; git add -f src/table.gen; git status --porcelain",
+    );
+    assert_eq!(code, 6, "uncommitted work is rejected but kept: {doc}");
+    let work = doc["work"].as_str().unwrap();
+    assert_eq!(
+        env.t.git(&["show", &format!("{work}:src/table.gen")]),
+        "made"
+    );
+    assert_eq!(
+        env.t.git(&["show", &format!("{work}:src/.gitignore")]),
+        "*.gen"
+    );
+}
+
 /// A host server's Unix socket is out of the worker's reach (neither the
 /// read-only view nor `--no-network` would stop a connect) unless
 /// `--allow-unix-socket` names it; the report counts and names them.
