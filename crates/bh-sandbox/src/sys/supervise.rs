@@ -12,14 +12,18 @@
 //! - a path: resolved once from the caller's folder to an `O_PATH`
 //!   descriptor; connected through `/proc/self/fd/<n>` (that very inode)
 //!   only if it is an allowed host socket, or the socket listening on it
-//!   is held by a process of the sandbox (`diag`); else `EACCES`;
+//!   is the sandbox's ([`owner`]: held by a process of the sandbox, and
+//!   with a network namespace of the command's own, bound to that very
+//!   file); else `EACCES`;
 //! - an abstract name: the same check on the listener of that name;
 //! - nothing listening there: `ECONNREFUSED`, as the kernel says.
 //!
 //! The init is in the command's Landlock domain and has no capability but
 //! `CAP_SYS_PTRACE` (which `pidfd_getfd` and the `/proc` reads need, and
 //! which also keeps the command from reading the init's memory or
-//! descriptors): a connect it makes is one the command could make, to a
+//! descriptors) — and, with a network namespace of the command's own,
+//! `CAP_NET_ADMIN` over it, permitted but effective only around one
+//! `SIOCUNIXFILE`. A connect it makes is one the command could make, to a
 //! socket the check allows. The init tries it without blocking; one that
 //! would block (a full backlog, a TCP handshake under way) is finished by
 //! a forked worker, so that the init keeps reaping and serving.
@@ -34,8 +38,8 @@ use super::errno;
 pub(crate) struct Check {
     /// `(st_dev, st_ino)` of each allowed host socket.
     pub allowed: Vec<(u64, u64)>,
-    /// The command has a network namespace of its own: every socket the
-    /// table lists there was made inside, no `/proc` scan needed.
+    /// The command has a network namespace of its own: the socket table
+    /// there lists the command's sockets only (see [`owner`]).
     pub own_net: bool,
 }
 
@@ -561,7 +565,10 @@ fn bound_file(pid: libc::pid_t, fd: c_int) -> Option<(u64, u64)> {
         }
         let path = if super::init::net_admin(true) {
             let p = libc::ioctl(sock, SIOCUNIXFILE);
-            super::init::net_admin(false);
+            if !super::init::net_admin(false) {
+                // Never make a connect for the command with it effective.
+                libc::_exit(127);
+            }
             p
         } else {
             -1
