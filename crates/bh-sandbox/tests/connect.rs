@@ -20,7 +20,7 @@ use std::time::Duration;
 use bh_sandbox::{Policy, Sandbox, UnixSockets};
 
 mod common;
-use common::{policy, project};
+use common::{outside, policy, project};
 
 fn errno_name(r: libc::c_int) -> String {
     if r == 0 {
@@ -441,14 +441,6 @@ fn run_inside(policy: &Policy, dir: &Path, what: &str, env: &[(&str, String)]) -
     out + &err
 }
 
-/// A folder outside `/tmp` (see `sockets.rs`).
-fn outside() -> tempfile::TempDir {
-    match std::env::var_os("BH_TEST_OUTSIDE") {
-        Some(d) => tempfile::tempdir_in(d).unwrap(),
-        None => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
-    }
-}
-
 fn listen(path: &Path) -> UnixListener {
     let l = UnixListener::bind(path).unwrap();
     l.set_nonblocking(true).unwrap();
@@ -663,21 +655,6 @@ fn an_own_listener_with_the_host_sockets_inode_number_is_no_way_round() {
 /// The tests above again as `nobody` (CI runs as root).
 #[test]
 fn the_same_holds_for_a_non_root_user() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to switch to nobody (this run is unprivileged already)");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
-        return;
-    }
-    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    nix::unistd::chown(
-        base.path(),
-        Some(nix::unistd::Uid::from_raw(65534)),
-        Some(nix::unistd::Gid::from_raw(65534)),
-    )
-    .unwrap();
     let names = [
         "the_commands_own_servers_work_in_every_form",
         "a_host_socket_by_a_link_or_a_hard_link_is_refused",
@@ -687,20 +664,7 @@ fn the_same_holds_for_a_non_root_user() {
         "tcp_and_udp_connects_are_made_as_asked",
         "an_own_listener_with_the_host_sockets_inode_number_is_no_way_round",
     ];
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(std::env::current_exe().unwrap())
-        .args(names)
-        .args(["--exact", "--test-threads=2"])
-        .current_dir("/")
-        .env("HOME", "/")
-        .env("BH_TEST_OUTSIDE", base.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains(&format!("{} passed", names.len())),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut args = names.to_vec();
+    args.extend(["--exact", "--test-threads=2"]);
+    common::rerun_as_nobody(&args, names.len());
 }

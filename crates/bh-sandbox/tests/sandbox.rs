@@ -496,33 +496,15 @@ fn kill_9_of_the_harness_kills_the_worker() {
 /// where this process is not root or `setpriv` is missing.
 #[test]
 fn the_same_attacks_hold_for_a_non_root_user() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to switch to nobody");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
-        return;
-    }
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
+    common::rerun_as_nobody(
+        &[
             "read_only_holes_inside_a_writable_root",
             "private_tmp_hides_the_hosts_tmp",
             "the_command_is_pid_2",
             "kill_takes_every_process",
             "orphans_are_reaped",
-        ])
-        .current_dir("/")
-        .env("HOME", "/")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("5 passed"),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        5,
     );
 }
 

@@ -9,8 +9,6 @@
 // The attacker makes raw system calls on purpose.
 #![allow(unsafe_code)]
 
-use std::process::Command;
-
 mod common;
 use common::{policy, project, run, spawn_script};
 
@@ -112,27 +110,5 @@ fn the_command_has_no_controlling_terminal_and_its_own_session() {
 /// `setpriv` is missing.
 #[test]
 fn the_same_holds_for_a_non_root_user() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to switch to nobody");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
-        return;
-    }
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--skip", "non_root_user"])
-        .current_dir("/")
-        .env("HOME", "/")
-        .env("TMPDIR", "/tmp")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("4 passed"),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::rerun_as_nobody(&["--skip", "non_root_user"], 4);
 }

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use bh_sandbox::{Policy, Sandbox, UnixSockets};
 
 mod common;
-use common::{policy, project};
+use common::{outside, policy, project};
 
 /// Inside: connects to each path of `BH_PROBE` (one per line) and says
 /// `reached P` or `blocked P (error)`; then binds a socket of its own in
@@ -116,57 +116,17 @@ fn never_reached(l: &UnixListener, what: &str) {
     assert!(l.accept().is_err(), "a connection reached {what}");
 }
 
-/// A folder outside `/tmp` (the private `/tmp` would hide one there
-/// anyway): under `BH_TEST_OUTSIDE` when set (the non-root re-run's own
-/// folder), else the target's scratch folder.
-fn outside() -> tempfile::TempDir {
-    match std::env::var_os("BH_TEST_OUTSIDE") {
-        Some(d) => tempfile::tempdir_in(d).unwrap(),
-        None => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
-    }
-}
-
-/// The tests above again as `nobody` (CI runs as root): the covers are
-/// mounts in the user namespace bh makes either way, but the unprivileged
+/// The tests above again as `nobody` (CI runs as root): the unprivileged
 /// path is the one most users take.
 #[test]
 fn the_same_holds_for_a_non_root_user() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to switch to nobody (this run is unprivileged already)");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
-        return;
-    }
-    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    nix::unistd::chown(
-        base.path(),
-        Some(nix::unistd::Uid::from_raw(65534)),
-        Some(nix::unistd::Gid::from_raw(65534)),
-    )
-    .unwrap();
     let names = [
         "host_sockets_are_refused_unless_allowed",
         "a_server_bound_after_the_start_is_out_of_reach",
         "an_allowed_socket_inside_a_hidden_folder_is_carried_through_its_cover",
         "an_allowed_socket_under_tmp_is_carried_onto_the_private_tmp",
     ];
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(std::env::current_exe().unwrap())
-        .args(names)
-        .current_dir("/")
-        .env("HOME", "/")
-        .env("BH_TEST_OUTSIDE", base.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains(&format!("{} passed", names.len())),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::rerun_as_nobody(&names, names.len());
 }
 
 #[test]

@@ -291,7 +291,13 @@ pub(crate) fn fd_ino(fd: c_int) -> Option<u64> {
     path[..prefix.len()].copy_from_slice(prefix);
     let k = decimal(fd as u64, &mut path[prefix.len()..]);
     path[prefix.len() + k] = 0;
-    let mut buf = [0u8; 1024];
+    proc_number(&path, b"\nino:\t")
+}
+
+/// The number after `key` in the small `/proc` file at `path` (NUL
+/// terminated): `Tgid:` of a status, `ino:` of an fdinfo.
+pub(crate) fn proc_number(path: &[u8], key: &[u8]) -> Option<u64> {
+    let mut buf = [0u8; 4096];
     // SAFETY: open/read/close on a NUL-terminated stack path and buffer.
     let n = unsafe {
         let f = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
@@ -303,9 +309,11 @@ pub(crate) fn fd_ino(fd: c_int) -> Option<u64> {
         n
     };
     let text = buf.get(..usize::try_from(n).ok()?)?;
-    let key = b"\nino:\t";
     let start = text.windows(key.len()).position(|w| w == key)? + key.len();
-    let end = text[start..].iter().position(|b| !b.is_ascii_digit())? + start;
+    let end = text[start..]
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .map_or(text.len(), |e| e + start);
     parse(&text[start..end])
 }
 

@@ -510,21 +510,31 @@ fn is_unix_datagram(fd: c_int) -> bool {
 /// Control-message room for one descriptor (`CMSG_SPACE(sizeof(int))`).
 const CMSG_ROOM: usize = 24;
 
+/// A message of one byte (`byte`) with room for one descriptor in
+/// `control`.
+fn one_byte(iov: &mut libc::iovec, control: &mut [u64; CMSG_ROOM / 8]) -> libc::msghdr {
+    // SAFETY: an all-zero msghdr is valid; its pointers are set below to
+    // buffers the caller keeps alive across the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_ROOM;
+    msg
+}
+
 /// Sends `fd` over the socket `s` (`SCM_RIGHTS`, one byte of data).
 fn send_fd(s: c_int, fd: c_int) -> bool {
     let mut byte = [0u8; 1];
     let mut control = [0u64; CMSG_ROOM / 8];
-    // SAFETY: a msghdr over stack buffers; the CMSG macros write inside
-    // `control`, whose size they are given.
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut msg = one_byte(&mut iov, &mut control);
+    // SAFETY: the CMSG macros write inside `control`, whose size `msg`
+    // gives them.
     unsafe {
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
         msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<c_int>() as u32) as usize;
         let c = libc::CMSG_FIRSTHDR(&msg);
         if c.is_null() {
@@ -542,18 +552,14 @@ fn send_fd(s: c_int, fd: c_int) -> bool {
 fn receive_fd(s: c_int) -> c_int {
     let mut byte = [0u8; 1];
     let mut control = [0u64; CMSG_ROOM / 8];
-    // SAFETY: as in `send_fd`; the descriptor read is one the kernel
-    // installed for us (close-on-exec).
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut msg = one_byte(&mut iov, &mut control);
+    // SAFETY: recvmsg(2) into `msg`'s buffers; the descriptor read is one
+    // the kernel installed for us (close-on-exec).
     unsafe {
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = CMSG_ROOM;
         loop {
             let n = libc::recvmsg(s, &mut msg, libc::MSG_CMSG_CLOEXEC);
             if n < 0 && errno() == libc::EINTR {

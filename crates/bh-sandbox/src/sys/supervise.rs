@@ -375,27 +375,8 @@ fn tgid(tid: libc::pid_t) -> Option<libc::pid_t> {
     let mut path = [0u8; 40];
     let at = proc_path(tid, &mut path);
     path[at..at + 8].copy_from_slice(b"/status\0");
-    let mut buf = [0u8; 4096];
-    // SAFETY: open/read/close on a NUL-terminated stack path and buffer.
-    let n = unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return None;
-        }
-        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fd);
-        n
-    };
-    let text = buf.get(..usize::try_from(n).ok()?)?;
-    let key = b"\nTgid:\t";
-    let start = text.windows(key.len()).position(|w| w == key)? + key.len();
-    let mut v: libc::pid_t = 0;
-    for &b in text[start..].iter().take_while(|b| b.is_ascii_digit()) {
-        v = v
-            .checked_mul(10)?
-            .checked_add(libc::pid_t::from(b - b'0'))?;
-    }
-    (v > 0).then_some(v)
+    let v = diag::proc_number(&path, b"\nTgid:\t")?;
+    libc::pid_t::try_from(v).ok().filter(|v| *v > 0)
 }
 
 /// Writes `/proc/<tid>` at the start of `out`; its length.

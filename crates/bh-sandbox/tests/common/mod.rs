@@ -80,3 +80,53 @@ pub fn run(policy: &Policy, cwd: &Path, script: &str) -> Run {
         out: out + &err,
     }
 }
+
+/// Runs this test binary again as `nobody` (through `setpriv`) with `args`
+/// (test names, or a filter), and checks that `passed` tests passed. The
+/// re-run gets a folder of its own outside `/tmp` in `BH_TEST_OUTSIDE`.
+/// Skipped, saying why, where this process is not root (it is unprivileged
+/// already) or `setpriv` is missing. CI runs as root: this is how the
+/// unprivileged path, the one most users take, is exercised there.
+pub fn rerun_as_nobody(args: &[&str], passed: usize) {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to switch to nobody (this run is unprivileged already)");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    }
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    nix::unistd::chown(
+        base.path(),
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(std::env::current_exe().unwrap())
+        .args(args)
+        .current_dir("/")
+        .env("HOME", "/")
+        .env("TMPDIR", "/tmp")
+        .env("BH_TEST_OUTSIDE", base.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(&format!("{passed} passed")),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A folder outside `/tmp` (the private `/tmp` would hide one there
+/// anyway): under `BH_TEST_OUTSIDE` when set (the non-root re-run's own
+/// folder, see [`rerun_as_nobody`]), else the target's scratch folder.
+pub fn outside() -> tempfile::TempDir {
+    match std::env::var_os("BH_TEST_OUTSIDE") {
+        Some(d) => tempfile::tempdir_in(d).unwrap(),
+        None => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+    }
+}
