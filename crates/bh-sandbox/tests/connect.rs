@@ -20,7 +20,7 @@ use std::time::Duration;
 use bh_sandbox::{Policy, Sandbox, UnixSockets};
 
 mod common;
-use common::{outside, policy, project};
+use common::{listen, never_reached, outside, policy, project};
 
 fn errno_name(r: libc::c_int) -> String {
     if r == 0 {
@@ -439,16 +439,6 @@ fn run_inside(policy: &Policy, dir: &Path, what: &str, env: &[(&str, String)]) -
     err.push_str(&t.join().unwrap());
     c.wait().unwrap();
     out + &err
-}
-
-fn listen(path: &Path) -> UnixListener {
-    let l = UnixListener::bind(path).unwrap();
-    l.set_nonblocking(true).unwrap();
-    l
-}
-
-fn never_reached(l: &UnixListener, what: &str) {
-    assert!(l.accept().is_err(), "a connection reached {what}");
 }
 
 #[test]

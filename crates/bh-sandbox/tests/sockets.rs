@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use bh_sandbox::{Policy, Sandbox, UnixSockets};
 
 mod common;
-use common::{outside, policy, project};
+use common::{listen, never_reached, outside, policy, project};
 
 /// Inside: connects to each path of `BH_PROBE` (one per line) and says
 /// `reached P` or `blocked P (error)`; then binds a socket of its own in
@@ -102,18 +102,6 @@ fn finish(mut c: bh_sandbox::Confined) -> String {
         .unwrap();
     c.wait().unwrap();
     out + &err
-}
-
-/// A listening socket at `path`, non-blocking so that the host can ask
-/// afterwards whether anything connected.
-fn listen(path: &Path) -> UnixListener {
-    let l = UnixListener::bind(path).unwrap();
-    l.set_nonblocking(true).unwrap();
-    l
-}
-
-fn never_reached(l: &UnixListener, what: &str) {
-    assert!(l.accept().is_err(), "a connection reached {what}");
 }
 
 /// The tests above again as `nobody` (CI runs as root): the unprivileged
@@ -328,45 +316,37 @@ fn a_server_bound_after_the_start_is_out_of_reach() {
         "nothing is left open there: {:?}",
         report.not_enforced
     );
-    let c = spawn_probe(&plain, &p, &env);
-    let server = listen(&late);
-    fs_err::write(&go, "").unwrap();
-    let out = finish(c);
-    assert!(
-        out.contains(&format!("blocked {} (Permission denied", late.display())),
-        "{out}"
-    );
-    never_reached(&server, "a server bound after the start");
+    // The late server bound once the probe runs, then the go.
+    let attack = |pol: &Policy| {
+        let c = spawn_probe(pol, &p, &env);
+        let server = listen(&late);
+        fs_err::write(&go, "").unwrap();
+        let out = finish(c);
+        assert!(
+            out.contains(&format!("blocked {} (Permission denied", late.display())),
+            "{out}"
+        );
+        never_reached(&server, "a server bound after the start");
+        assert!(out.contains("socketpair works"), "{out}");
+        assert!(
+            out.contains("io_uring fails (Permission denied"),
+            "no ring to make or connect sockets past the filter: {out}"
+        );
+        drop(server);
+        fs_err::remove_file(&late).unwrap();
+        fs_err::remove_file(&go).unwrap();
+        out
+    };
+    let out = attack(&plain);
     assert!(out.contains("own socket works"), "{out}");
-    assert!(out.contains("socketpair works"), "{out}");
-    assert!(
-        out.contains("io_uring fails (Permission denied"),
-        "no ring to connect past the check: {out}"
-    );
-    drop(server);
-    fs_err::remove_file(&late).unwrap();
-    fs_err::remove_file(&go).unwrap();
     fs_err::remove_file(p.join("own.sock")).unwrap();
 
     let denied = Policy {
         deny_unix_sockets: true,
-        ..plain
+        ..plain.clone()
     };
-    let c = spawn_probe(&denied, &p, &env);
-    let server = listen(&late);
-    fs_err::write(&go, "").unwrap();
-    let out = finish(c);
-    assert!(
-        out.contains(&format!("blocked {} (Permission denied", late.display())),
-        "{out}"
-    );
-    never_reached(&server, "a server bound after the start");
-    assert!(out.contains("socketpair works"), "{out}");
+    let out = attack(&denied);
     assert!(out.contains("own socket fails"), "{out}");
-    assert!(
-        out.contains("io_uring fails (Permission denied"),
-        "no ring to make sockets with: {out}"
-    );
     let report = Sandbox::new(&denied, &p).unwrap().report().clone();
     assert!(report.unix_sockets_denied);
     assert_eq!(report.unix_sockets, UnixSockets::Denied);

@@ -130,3 +130,16 @@ pub fn outside() -> tempfile::TempDir {
         None => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
     }
 }
+
+/// A listening socket at `path`, non-blocking so that the host can ask
+/// afterwards whether anything connected ([`never_reached`]).
+pub fn listen(path: &Path) -> std::os::unix::net::UnixListener {
+    let l = std::os::unix::net::UnixListener::bind(path).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+/// No connection is waiting on `l`: the attack never reached it.
+pub fn never_reached(l: &std::os::unix::net::UnixListener, what: &str) {
+    assert!(l.accept().is_err(), "a connection reached {what}");
+}
