@@ -1,8 +1,8 @@
-//! What the init's connect check costs a command: N connects to a Unix
-//! socket the command listens on itself (blocking: each made by a worker
-//! the init forks; non-blocking: made by the init), and N TCP connects to
-//! a loopback listener, timed inside the command — bare and sandboxed, in
-//! the same run, alternating rounds; medians of the rounds.
+//! What the init's connect check costs a command: N new Unix sockets
+//! (made by the init) connected to a listener of the command's own and
+//! closed, blocking and non-blocking, and N TCP connects to a loopback
+//! listener, timed inside the command — bare and sandboxed, in the same
+//! run, alternating rounds; medians of the rounds.
 //!
 //! `cargo bench -p bh-sandbox --bench connect -- --connects 2000 --rounds 5`
 
@@ -123,12 +123,9 @@ fn main() {
     for (kind, what) in [
         (
             "blocking",
-            "Unix, the command's own listener, blocking socket",
+            "Unix: a new socket, its connect, close; blocking socket",
         ),
-        (
-            "nonblocking",
-            "Unix, the command's own listener, non-blocking socket",
-        ),
+        ("nonblocking", "Unix: the same, non-blocking socket"),
         ("tcp", "TCP to a loopback listener"),
     ] {
         let (mut bare, mut boxed) = (Vec::new(), Vec::new());

@@ -72,6 +72,9 @@ pub struct Confined {
     pub(crate) child: Child,
     pub(crate) init: Pid,
     pub(crate) done: bool,
+    /// The allowed sockets held open while the command runs (see
+    /// `sockets::HostSockets::pins`).
+    pub(crate) _pins: Vec<fs_err::File>,
 }
 
 impl Confined {

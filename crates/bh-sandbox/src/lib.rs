@@ -272,6 +272,8 @@ pub struct Sandbox {
     plan: sys::Plan,
     step_rd: OwnedFd,
     report: Report,
+    /// The allowed sockets held open while the command runs.
+    pins: Vec<fs_err::File>,
 }
 
 impl Sandbox {
@@ -282,7 +284,8 @@ impl Sandbox {
         let abi = landlock_abi()?;
         let mut not_enforced = Vec::new();
         let unix = prepare::unix_sockets(policy, &mut not_enforced);
-        let roots = prepare::Roots::resolve(policy, cwd, unix)?;
+        let mut roots = prepare::Roots::resolve(policy, cwd, unix)?;
+        let pins = std::mem::take(&mut roots.sockets.pins);
         let tmp = fs_err::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"));
         let tmp_binds = prepare::tmp_binds(policy, &roots, &tmp);
         let landlock = prepare::landlock(abi, policy, &roots, &tmp, &mut not_enforced);
@@ -299,6 +302,7 @@ impl Sandbox {
             plan,
             step_rd,
             report,
+            pins,
         })
     }
 
@@ -308,7 +312,12 @@ impl Sandbox {
 
     /// Spawns `cmd` inside the sandbox (in a process group of its own).
     pub fn spawn(self, mut cmd: Command) -> Result<Confined, SandboxError> {
-        let Sandbox { plan, step_rd, .. } = self;
+        let Sandbox {
+            plan,
+            step_rd,
+            pins,
+            ..
+        } = self;
         let program = cmd.get_program().to_string_lossy().into_owned();
         cmd.process_group(0);
         cmd.env("GIT_TERMINAL_PROMPT", "0");
@@ -364,6 +373,7 @@ impl Sandbox {
                     child,
                     init: Pid::from_raw(init),
                     done: false,
+                    _pins: pins,
                 })
             }
         }

@@ -333,7 +333,6 @@ pub(crate) fn plan(
         unix,
         check: (unix == UnixSockets::Checked).then(|| sys::supervise::Check {
             allowed: roots.sockets.allowed_ids.clone(),
-            own_net: !policy.network,
         }),
         parent: nix::unistd::getpid().as_raw(),
         step_wr,

@@ -12,11 +12,14 @@
 //! Unix sockets, by [`UnixSockets`]:
 //! - `Checked` (the default): every `connect(2)` goes to the sandbox's init
 //!   (`SECCOMP_RET_USER_NOTIF`, see `sys::supervise`), which makes it only
-//!   to a listener of the command's own or an allowed socket. Unix
-//!   datagram sockets, which reach a path by `sendto`/`sendmsg` without a
-//!   `connect`, cannot be made (`socket`/`socketpair` of a type other than
-//!   `SOCK_STREAM` or `SOCK_SEQPACKET` fail with `EACCES`), nor can
-//!   `io_uring` rings, which connect past this filter (`IORING_OP_CONNECT`).
+//!   to a listener of the command's own or an allowed socket; so does every
+//!   `socket`/`socketpair` of `AF_UNIX` (the init makes them in a network
+//!   namespace of its own, whose socket table then holds the command's
+//!   Unix sockets and nothing else). Unix datagram sockets, which reach a
+//!   path by `sendto`/`sendmsg` without a `connect`, cannot be made (a type
+//!   other than `SOCK_STREAM` or `SOCK_SEQPACKET` fails with `EACCES`), nor
+//!   can `io_uring` rings, which connect past this filter
+//!   (`IORING_OP_CONNECT`).
 //! - `Denied`: `socket(AF_UNIX, …)` and `io_uring_setup` fail with `EACCES`
 //!   (`socketpair` still works).
 //! - `Covered`: nothing here (the host's sockets present at the start are
@@ -103,7 +106,8 @@ enum Label {
     Ioctl,
     /// `Denied`: any `AF_UNIX` socket.
     UnixAny,
-    /// `Checked`: an `AF_UNIX` socket of a datagram type.
+    /// `Checked`: an `AF_UNIX` socket or pair: to the init, or refused
+    /// (datagram types).
     UnixType,
 }
 
@@ -219,11 +223,12 @@ pub(crate) fn program(unix: UnixSockets) -> Vec<sock_filter> {
         a.jump(BPF_JEQ_K, libc::AF_UNIX as u32, Label::Next, Label::Allow);
         a.stmt(BPF_LD_W_ABS, OFF_ARG1_LO);
         a.stmt(BPF_AND_K, SOCK_TYPE_MASK);
-        a.when(libc::SOCK_STREAM as u32, Label::Allow);
+        // Made by the init, in its own network namespace.
+        a.when(libc::SOCK_STREAM as u32, Label::Notify);
         a.jump(
             BPF_JEQ_K,
             libc::SOCK_SEQPACKET as u32,
-            Label::Allow,
+            Label::Notify,
             Label::DenyUnix,
         );
     }
@@ -307,7 +312,7 @@ mod tests {
             assert_eq!(call(&p, libc::SYS_ioctl, 0, 0x5401), RET_ALLOW, "TCGETS");
             assert_eq!(call(&p, libc::SYS_read, 0, 0), RET_ALLOW);
             assert_eq!(call(&p, libc::SYS_socket, AF_INET, 1), RET_ALLOW);
-            assert_eq!(call(&p, libc::SYS_socketpair, AF_UNIX, 1), RET_ALLOW);
+            assert_eq!(call(&p, libc::SYS_socketpair, AF_INET, 1), RET_ALLOW);
         }
     }
 
@@ -320,14 +325,20 @@ mod tests {
 
         let p = program(UnixSockets::Checked);
         assert_eq!(call(&p, libc::SYS_connect, 3, 0), RET_USER_NOTIF);
-        assert_eq!(call(&p, libc::SYS_socket, AF_UNIX, stream), RET_ALLOW);
-        assert_eq!(call(&p, libc::SYS_socket, AF_UNIX, seqpacket), RET_ALLOW);
+        assert_eq!(call(&p, libc::SYS_socket, AF_UNIX, stream), RET_USER_NOTIF);
+        assert_eq!(
+            call(&p, libc::SYS_socket, AF_UNIX, seqpacket),
+            RET_USER_NOTIF
+        );
         for t in [dgram, raw, 6, 15] {
             assert_eq!(call(&p, libc::SYS_socket, AF_UNIX, t), EACCES, "type {t}");
             assert_eq!(call(&p, libc::SYS_socketpair, AF_UNIX, t), EACCES);
         }
         assert_eq!(call(&p, libc::SYS_socket, AF_INET, dgram), RET_ALLOW);
-        assert_eq!(call(&p, libc::SYS_socketpair, AF_UNIX, stream), RET_ALLOW);
+        assert_eq!(
+            call(&p, libc::SYS_socketpair, AF_UNIX, stream),
+            RET_USER_NOTIF
+        );
         assert_eq!(call(&p, libc::SYS_io_uring_setup, 1, 0), EACCES);
         assert_eq!(call(&p, libc::SYS_sendto, 3, 0), RET_ALLOW);
 

@@ -22,6 +22,8 @@
 use std::collections::BTreeSet;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+use fs_err::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::SandboxError;
@@ -38,6 +40,9 @@ pub(crate) struct HostSockets {
     pub allowed: Vec<PathBuf>,
     /// Their `(st_dev, st_ino)`, for the init's check.
     pub allowed_ids: Vec<(u64, u64)>,
+    /// Each allowed socket held open (`O_PATH`) while the command runs:
+    /// its inode cannot be freed, so no other file takes its number.
+    pub pins: Vec<fs_err::File>,
 }
 
 /// Resolves the policy's allowed sockets (each must exist and be a
@@ -45,19 +50,27 @@ pub(crate) struct HostSockets {
 pub(crate) fn host_sockets(allow: &[PathBuf], cover: bool) -> Result<HostSockets, SandboxError> {
     let mut allowed = Vec::new();
     let mut allowed_ids = Vec::new();
+    let mut pins = Vec::new();
     for p in allow {
         let bad = |why: String| SandboxError::Socket {
             path: p.display().to_string(),
             why,
         };
         let real = fs_err::canonicalize(p).map_err(|e| bad(format!("cannot be resolved ({e})")))?;
-        let meta =
-            fs_err::symlink_metadata(&real).map_err(|e| bad(format!("cannot be read ({e})")))?;
+        let pin = fs_err::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&real)
+            .map_err(|e| bad(format!("cannot be opened ({e})")))?;
+        let meta = pin
+            .metadata()
+            .map_err(|e| bad(format!("cannot be read ({e})")))?;
         if !meta.file_type().is_socket() {
             return Err(bad(format!("is not a Unix socket ({})", real.display())));
         }
         allowed_ids.push((meta.dev(), meta.ino()));
         allowed.push(real);
+        pins.push(pin);
     }
     allowed.sort();
     allowed.dedup();
@@ -66,6 +79,7 @@ pub(crate) fn host_sockets(allow: &[PathBuf], cover: bool) -> Result<HostSockets
             covered: Vec::new(),
             allowed,
             allowed_ids,
+            pins,
         });
     }
     // No table (a /proc without it): nothing is known to cover; the
@@ -86,6 +100,7 @@ pub(crate) fn host_sockets(allow: &[PathBuf], cover: bool) -> Result<HostSockets
         covered,
         allowed,
         allowed_ids,
+        pins,
     })
 }
 

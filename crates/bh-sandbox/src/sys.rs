@@ -10,7 +10,7 @@
 //! and plain integers before the fork.
 //!
 //! The init and the command live in `sys/init.rs`, the init's connect check
-//! in `sys/supervise.rs` and `sys/diag.rs`: submodules of this one, under
+//! in `sys/supervise.rs`, `sys/decide.rs`, `sys/diag.rs` and `sys/made.rs`: submodules of this one, under
 //! the same rules. Over 600 lines on purpose: the workspace rule keeps
 //! `unsafe` to this one audited module (and its submodules), and splitting
 //! the intermediate's mount steps further would spread it.
@@ -24,8 +24,11 @@ use std::process::Command;
 
 use libc::{c_int, c_long, c_uint, c_void};
 
+mod caps;
+mod decide;
 mod diag;
 mod init;
+mod made;
 pub(crate) mod supervise;
 
 const OPEN_TREE_CLONE: c_uint = 1;

@@ -68,6 +68,8 @@ fn inside() {
         "backlog" => backlog(),
         "inet" => inet(),
         "collide" => collide(),
+        "paths" => paths(),
+        "abstract" => abstract_names(),
         other => panic!("no probe {other}"),
     }
 }
@@ -275,15 +277,19 @@ fn race() {
     let n = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
     let (host_addr, host_len) = sockaddr(host.as_bytes());
     let host_addr: &'static libc::sockaddr_un = Box::leak(Box::new(host_addr));
+    // Both kinds made once; the swapper only moves them onto `n`, and
+    // holds each there a moment (a connect through the check is slow).
+    let (u, t) = unsafe {
+        (
+            libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0),
+            libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0),
+        )
+    };
     let swapper = std::thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
-            unsafe {
-                let u = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
-                libc::dup2(u, n);
-                libc::close(u);
-                let t = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-                libc::dup2(t, n);
-                libc::close(t);
+            for fd in [u, t] {
+                unsafe { libc::dup2(fd, n) };
+                std::thread::sleep(Duration::from_micros(50));
             }
         }
     });
@@ -366,6 +372,72 @@ fn collide() {
     let (r, _) = connect_raw(libc::SOCK_STREAM, host.as_bytes());
     println!("host socket: {r}");
     drop(own);
+}
+
+/// Paths through `/proc`: the init's own folder (`/proc/1/cwd`, the
+/// harness's folder before the covers) is no way under the covers, and
+/// `/proc/self` is the caller's; the flags of a socket the init makes for
+/// the command are the ones asked for.
+fn paths() {
+    let (r, _) = connect_raw(libc::SOCK_STREAM, b"/proc/1/cwd/../host.sock");
+    println!("through the init's folder: {r}");
+    let (r, _) = connect_raw(libc::SOCK_STREAM, b"../host.sock");
+    println!("directly: {r}");
+    let _own = UnixListener::bind("own.sock").unwrap();
+    let dir = fs_err::File::open(".").unwrap();
+    let via = format!("/proc/self/fd/{}/own.sock", dir.as_raw_fd());
+    let (r, _) = connect_raw(libc::SOCK_STREAM, via.as_bytes());
+    println!("through /proc/self/fd: {r}");
+    let flags = |fd: libc::c_int| unsafe {
+        (
+            libc::fcntl(fd, libc::F_GETFL) & libc::O_NONBLOCK != 0,
+            libc::fcntl(fd, libc::F_GETFD) & libc::FD_CLOEXEC != 0,
+        )
+    };
+    for (what, extra) in [
+        ("plain", 0),
+        ("flagged", libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC),
+    ] {
+        let s = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | extra, 0) };
+        let mut sv = [0; 2];
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | extra,
+                0,
+                sv.as_mut_ptr(),
+            )
+        };
+        assert_eq!(r, 0);
+        println!(
+            "{what}: socket {:?}, pair {:?} {:?}",
+            flags(s),
+            flags(sv[0]),
+            flags(sv[1])
+        );
+        let bad =
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, 8 as *mut libc::c_int) };
+        println!("{what}: pair into a bad pointer: {}", errno_name(bad));
+    }
+}
+
+/// Abstract names: the host's is not there for the command, and the
+/// command's is not there for the host (the host checks while it waits).
+fn abstract_names() {
+    let host = std::env::var("BH_HOST").unwrap();
+    let (r, _) = connect_raw(libc::SOCK_STREAM, &[&[0u8][..], host.as_bytes()].concat());
+    println!("host's abstract name: {r}");
+    use std::os::linux::net::SocketAddrExt;
+    let own = std::env::var("BH_OWN").unwrap();
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&own).unwrap();
+    let l = UnixListener::bind_addr(&addr).unwrap();
+    let (r, _) = connect_raw(libc::SOCK_STREAM, &[&[0u8][..], own.as_bytes()].concat());
+    println!("own abstract name: {r}");
+    fs_err::write("bound", "").unwrap();
+    while !Path::new("go").exists() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(l);
 }
 
 /// TCP and UDP connects are made as asked.
@@ -599,9 +671,24 @@ fn tcp_and_udp_connects_are_made_as_asked() {
 /// against the file it is bound to (`SIOCUNIXFILE`).
 #[test]
 fn an_own_listener_with_the_host_sockets_inode_number_is_no_way_round() {
-    // Sharing the host's network namespace the table lists the host's
-    // listener too, which no process of the sandbox holds: EACCES.
-    for (network, why) in [(false, "Connection refused"), (true, "Permission denied")] {
+    // The host's listener in the host's network namespace (EACCES: the
+    // command's shows it, with network) or in another one (a container's
+    // server in a shared folder: no table the command has shows it). Each
+    // with the command's network on and off.
+    let other_net = nix::unistd::geteuid().is_root();
+    if !other_net {
+        eprintln!("the other-namespace case needs root (unshare CLONE_NEWNET): left out");
+    }
+    let cases = [
+        (false, false, "Connection refused"),
+        (true, false, "Permission denied"),
+        (false, true, "Connection refused"),
+        (true, true, "Connection refused"),
+    ];
+    for (network, elsewhere, why) in cases {
+        if elsewhere && !other_net {
+            continue;
+        }
         let (_t, p) = project();
         // A folder on /dev/shm (a tmpfs: small inode numbers the private
         // /tmp, another tmpfs, can reach), its numbers moved past the
@@ -613,7 +700,15 @@ fn an_own_listener_with_the_host_sockets_inode_number_is_no_way_round() {
             fs_err::remove_file(&f).unwrap();
         }
         let host = dir.path().join("host.sock");
-        let l = listen(&host);
+        let h = host.clone();
+        let l = std::thread::spawn(move || {
+            if elsewhere {
+                assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
+            }
+            listen(&h)
+        })
+        .join()
+        .unwrap();
         let target = std::os::unix::fs::MetadataExt::ino(&fs_err::metadata(&host).unwrap());
         let pol = Policy {
             network,
@@ -634,12 +729,66 @@ fn an_own_listener_with_the_host_sockets_inode_number_is_no_way_round() {
             )),
             "the collision was not set up: {out}"
         );
+        let case = format!("network {network}, listener elsewhere {elsewhere}");
         assert!(
             out.contains(&format!("host socket: {why}")),
-            "network {network}: {out}"
+            "{case}: {out}"
         );
         never_reached(&l, "the host's socket through a colliding inode number");
     }
+}
+
+#[test]
+fn paths_through_proc_and_the_flags_asked_for() {
+    let (t, p) = project();
+    // Beside the project: under the private /tmp, not there inside.
+    let l = listen(&t.path().join("host.sock"));
+    let out = run_inside(&policy(&p), &p, "paths", &[]);
+    for line in [
+        "through the init's folder: No such file or directory",
+        "directly: No such file or directory",
+        "through /proc/self/fd: ok",
+        "plain: socket (false, false), pair (false, false) (false, false)",
+        "flagged: socket (true, true), pair (true, true) (true, true)",
+        "plain: pair into a bad pointer: Bad address",
+    ] {
+        assert!(out.contains(line), "{line:?} in\n{out}");
+    }
+    never_reached(&l, "the host's socket beside the project");
+}
+
+#[test]
+fn abstract_names_are_the_commands_own() {
+    use std::os::linux::net::SocketAddrExt;
+    let (_t, p) = project();
+    let host = format!("bh-host-{}", std::process::id());
+    let own = format!("bh-own-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&host).unwrap();
+    let l = UnixListener::bind_addr(&addr).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (pp, h, o) = (p.clone(), host.clone(), own.clone());
+    std::thread::spawn(move || {
+        let env = [("BH_HOST", h), ("BH_OWN", o)];
+        let _ = tx.send(run_inside(&policy(&pp), &pp, "abstract", &env));
+    });
+    while !p.join("bound").exists() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let own_addr = std::os::unix::net::SocketAddr::from_abstract_name(&own).unwrap();
+    let from_host = UnixStream::connect_addr(&own_addr).map(|_| ());
+    fs_err::write(p.join("go"), "").unwrap();
+    let out = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert!(
+        out.contains("host's abstract name: Connection refused"),
+        "{out}"
+    );
+    assert!(out.contains("own abstract name: ok"), "{out}");
+    assert!(
+        from_host.is_err(),
+        "the host reached the command's abstract name: {out}"
+    );
+    assert!(l.accept().is_err(), "the command reached the host's");
 }
 
 /// The tests above again as `nobody` (CI runs as root).
@@ -653,6 +802,8 @@ fn the_same_holds_for_a_non_root_user() {
         "a_blocked_connect_stalls_no_other",
         "tcp_and_udp_connects_are_made_as_asked",
         "an_own_listener_with_the_host_sockets_inode_number_is_no_way_round",
+        "paths_through_proc_and_the_flags_asked_for",
+        "abstract_names_are_the_commands_own",
     ];
     let mut args = names.to_vec();
     args.extend(["--exact", "--test-threads=2"]);

@@ -62,11 +62,10 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// The inode numbers of the sockets listening on `key` in this network
-/// namespace's table, written to `out`; how many matched (more than
-/// `out` holds is counted, not written). Errors are errnos.
-pub(crate) fn listeners(key: &Key, out: &mut [u32]) -> Result<usize, c_int> {
-    // SAFETY: a socket this function owns and closes.
+/// A socket on this network namespace's table (`NETLINK_SOCK_DIAG`); it
+/// stays on that namespace's table wherever its holder goes.
+pub(crate) fn table() -> Result<c_int, c_int> {
+    // SAFETY: socket(2) with integer arguments; the caller owns the result.
     let s = unsafe {
         libc::socket(
             libc::AF_NETLINK,
@@ -74,21 +73,42 @@ pub(crate) fn listeners(key: &Key, out: &mut [u32]) -> Result<usize, c_int> {
             libc::NETLINK_SOCK_DIAG,
         )
     };
-    if s < 0 {
-        return Err(errno());
-    }
-    let r = dump(s, key, out);
+    if s < 0 { Err(errno()) } else { Ok(s) }
+}
+
+/// The inode numbers of the sockets listening on `key` in this network
+/// namespace's table, written to `out`; how many matched (more than
+/// `out` holds is counted, not written). Errors are errnos.
+pub(crate) fn listeners(key: &Key, out: &mut [u32]) -> Result<usize, c_int> {
+    let s = table()?;
+    let r = listeners_in(s, key, out);
     // SAFETY: closing our own socket.
     unsafe { libc::close(s) };
     r
 }
 
-fn dump(s: c_int, key: &Key, out: &mut [u32]) -> Result<usize, c_int> {
+/// [`listeners`] on the table `s` ([`table`]) reads, which may be another
+/// namespace's: what an earlier dump left unread is drained, and only the
+/// answers to this one (its sequence number) are read.
+pub(crate) fn listeners_in(s: c_int, key: &Key, out: &mut [u32]) -> Result<usize, c_int> {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut scrap = [0u8; 512];
+    // SAFETY: recv(2) into a stack buffer, not waiting.
+    while unsafe {
+        libc::recv(
+            s,
+            scrap.as_mut_ptr().cast(),
+            scrap.len(),
+            libc::MSG_DONTWAIT,
+        )
+    } > 0
+    {}
     let req = Request {
         len: std::mem::size_of::<Request>() as u32,
         kind: SOCK_DIAG_BY_FAMILY,
         flags: NLM_F_REQUEST | NLM_F_DUMP,
-        seq: 1,
+        seq,
         pid: 0,
         family: libc::AF_UNIX as u8,
         protocol: 0,
@@ -138,7 +158,7 @@ fn dump(s: c_int, key: &Key, out: &mut [u32]) -> Result<usize, c_int> {
         if msg.msg_flags & libc::MSG_TRUNC != 0 {
             return Err(libc::EMSGSIZE);
         }
-        match messages(&buf[..n as usize], key, out, &mut found) {
+        match messages(&buf[..n as usize], seq, key, out, &mut found) {
             Walk::More => {}
             Walk::Done => return Ok(found),
             Walk::Failed(e) => return Err(e),
@@ -154,13 +174,14 @@ enum Walk {
 
 /// One datagram of the dump: every socket whose attribute matches `key` is
 /// counted (and its inode written while `out` has room).
-fn messages(mut b: &[u8], key: &Key, out: &mut [u32], found: &mut usize) -> Walk {
+fn messages(mut b: &[u8], seq: u32, key: &Key, out: &mut [u32], found: &mut usize) -> Walk {
     while b.len() >= NLMSG_HDR {
         let len = u32_at(b, 0) as usize;
         if len < NLMSG_HDR || len > b.len() {
             return Walk::Failed(libc::EPROTO);
         }
-        match u16_at(b, 4) {
+        let kind = if u32_at(b, 8) == seq { u16_at(b, 4) } else { 0 };
+        match kind {
             NLMSG_DONE => return Walk::Done,
             NLMSG_ERROR => {
                 let e = if len >= NLMSG_HDR + 4 {

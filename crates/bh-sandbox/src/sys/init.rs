@@ -15,8 +15,9 @@
 use std::io;
 use std::os::fd::AsRawFd;
 
-use libc::{c_int, c_long, c_uint, c_void};
+use libc::{c_int, c_uint, c_void};
 
+use super::caps::{CAP_NET_ADMIN, CAP_SYS_PTRACE, drop_capabilities};
 use super::{LANDLOCK_RULE_PATH_BENEATH, Plan, Step, close_all_but, cptr, errno, fail, supervise};
 use crate::UnixSockets;
 
@@ -34,24 +35,6 @@ struct PathBeneathAttr {
 }
 
 const CLOSE_RANGE_CLOEXEC: c_uint = 1 << 2;
-const SECBITS_LOCKED_NOROOT: c_long = 0xef;
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-const CAP_NET_ADMIN: u32 = 12;
-const CAP_SYS_PTRACE: u32 = 19;
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
 
 /// PID 1 of the new namespace (see the module docs). Returns only in the
 /// command, which `std` then execs.
@@ -123,14 +106,31 @@ pub(super) fn init_process(
     } else {
         -1
     };
-    // `CAP_NET_ADMIN` stays permitted (not effective) with a network
-    // namespace of the command's own, for the check's `SIOCUNIXFILE`.
-    let permitted = match &plan.check {
-        Some(c) if c.own_net => 1 << CAP_SYS_PTRACE | 1 << CAP_NET_ADMIN,
-        _ => 1 << CAP_SYS_PTRACE,
+    // With the check: a socket table of the command's network namespace,
+    // then a network namespace of the init's own, where it makes every
+    // Unix socket of the command (`made.rs`), and whose `CAP_NET_ADMIN`
+    // stays permitted (not effective) for the check's `SIOCUNIXFILE` and
+    // `SIOCGSKNS`.
+    let (outside, own_ns) = if plan.check.is_some() {
+        match leave_network() {
+            Some(t) => t,
+            None => give_up(step, Step::Supervise, cmd),
+        }
+    } else {
+        (-1, 0)
     };
-    // SAFETY: prctl/capset with integer arguments and stack structs.
-    if !unsafe { drop_capabilities(1 << CAP_SYS_PTRACE, permitted) } {
+    let permitted = if plan.check.is_some() {
+        1 << CAP_SYS_PTRACE | 1 << CAP_NET_ADMIN
+    } else {
+        1 << CAP_SYS_PTRACE
+    };
+    // SAFETY: chdir(2) of a static path; prctl/capset with integer
+    // arguments and stack structs. The init's folder was the harness's,
+    // under the covers mounted since: out of it, so that no path the
+    // check resolves (`/proc/1/cwd/..`) starts below them.
+    if unsafe { libc::chdir(c"/".as_ptr()) } != 0
+        || !unsafe { drop_capabilities(1 << CAP_SYS_PTRACE, permitted) }
+    {
         give_up(step, Step::Capabilities, cmd);
     }
     // SAFETY: prctl(2) with integer arguments.
@@ -141,7 +141,7 @@ pub(super) fn init_process(
     let keep = status[1];
     // SAFETY: closing every other descriptor (the parent's step and spawn
     // pipes among them: the parent learns the set-up is done).
-    unsafe { close_all_but(&[keep, listener, sfd]) };
+    unsafe { close_all_but(&[keep, listener, sfd, outside]) };
     // SIGTERM from the harness (`Confined::terminate`) goes to every
     // process of the namespace: the command has a session of its own.
     // SAFETY: installing an async-signal-safe handler.
@@ -151,7 +151,33 @@ pub(super) fn init_process(
             forward_term as *const () as libc::sighandler_t,
         )
     };
-    wait_and_serve(cmd, keep, listener, sfd, plan.check.as_ref())
+    let serve = plan.check.as_ref().map(|check| supervise::Serve {
+        listener,
+        check,
+        memo: supervise::Memo::new(),
+        outside,
+        own_ns,
+        close_in_worker: [keep, sfd, outside],
+    });
+    wait_and_serve(cmd, keep, listener, sfd, serve)
+}
+
+/// A socket table of the current network namespace, then a new one for
+/// the init (the command keeps the one it has); the table and the new
+/// namespace's inode.
+fn leave_network() -> Option<(c_int, u64)> {
+    let outside = super::diag::table().ok()?;
+    // SAFETY: unshare/stat with integer arguments and a stack struct.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNET) != 0 {
+            return None;
+        }
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::stat(c"/proc/self/ns/net".as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        Some((outside, st.st_ino))
+    }
 }
 
 /// Reports `step` to the parent, kills the command if there is one, and
@@ -190,9 +216,8 @@ fn wait_and_serve(
     status_wr: c_int,
     mut listener: c_int,
     sfd: c_int,
-    check: Option<&supervise::Check>,
+    mut serve: Option<supervise::Serve>,
 ) -> ! {
-    let mut memo = supervise::Memo::new();
     // SAFETY: raw syscalls on our own fds and stack buffers; never returns.
     unsafe {
         loop {
@@ -236,10 +261,8 @@ fn wait_and_serve(
                 while libc::read(sfd, buf.as_mut_ptr().cast(), buf.len()) > 0 {}
             }
             if listener >= 0 && fds[1].revents != 0 {
-                match check {
-                    Some(check) if fds[1].revents & libc::POLLIN != 0 => {
-                        supervise::serve_one(listener, check, &mut memo, &[status_wr, sfd]);
-                    }
+                match serve.as_mut() {
+                    Some(sv) if fds[1].revents & libc::POLLIN != 0 => supervise::serve_one(sv),
                     // No process is left under the filter.
                     _ => {
                         libc::close(listener);
@@ -343,65 +366,6 @@ unsafe fn add_rule(rfd: c_int, path: *const libc::c_char, access: u64) -> bool {
         libc::close(fd);
         r == 0
     }
-}
-
-/// Drops every capability but those in `effective` and `permitted` (a bit
-/// per capability below 32): the bounding set (so that no exec regains
-/// one), the ambient set, then effective/permitted/inheritable, with the
-/// securebits that keep uid 0 from regaining them locked.
-unsafe fn drop_capabilities(effective: u32, permitted: u32) -> bool {
-    // SAFETY: prctl/capset with integer arguments and stack structs.
-    unsafe {
-        for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno() != libc::EINVAL {
-                return false;
-            }
-        }
-        if libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        ) != 0
-            || libc::prctl(libc::PR_SET_SECUREBITS, SECBITS_LOCKED_NOROOT, 0, 0, 0) != 0
-        {
-            return false;
-        }
-        set_capabilities(effective, permitted)
-    }
-}
-
-/// capset(2): these effective and permitted sets, nothing inheritable.
-fn set_capabilities(effective: u32, permitted: u32) -> bool {
-    let mut head = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [
-        CapData {
-            effective,
-            permitted,
-            inheritable: 0,
-        },
-        CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        },
-    ];
-    // SAFETY: capset(2) with stack structs of the version-3 layout.
-    unsafe { libc::syscall(libc::SYS_capset, &mut head as *mut CapHeader, data.as_ptr()) == 0 }
-}
-
-/// The init's `CAP_NET_ADMIN` made effective (`true`) or not again: it is
-/// permitted only with a network namespace of the command's own, and
-/// effective only around one `SIOCUNIXFILE` (never while a connect is
-/// made for the command). False when it cannot be raised.
-pub(super) fn net_admin(on: bool) -> bool {
-    let permitted = 1 << CAP_SYS_PTRACE | 1 << CAP_NET_ADMIN;
-    let effective = if on { permitted } else { 1 << CAP_SYS_PTRACE };
-    set_capabilities(effective, permitted)
 }
 
 /// PID 2 (see the module docs); `pass` is the socket the seccomp

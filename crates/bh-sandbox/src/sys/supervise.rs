@@ -11,19 +11,20 @@
 //! - a socket that is not `AF_UNIX`: connected as asked;
 //! - a path: resolved once from the caller's folder to an `O_PATH`
 //!   descriptor; connected through `/proc/self/fd/<n>` (that very inode)
-//!   only if it is an allowed host socket, or the socket listening on it
-//!   is the sandbox's ([`owner`]: held by a process of the sandbox, and
-//!   with a network namespace of the command's own, bound to that very
-//!   file); else `EACCES`;
-//! - an abstract name: the same check on the listener of that name;
-//! - nothing listening there: `ECONNREFUSED`, as the kernel says.
+//!   only if it is an allowed host socket, or a socket of the command's
+//!   own listens on it (`decide.rs`: every Unix socket of the command is
+//!   made by the init in a network namespace of its own, `made.rs`, whose
+//!   table then lists the command's and no host server's; a match must be
+//!   bound to that very file); else `EACCES` (a host server listens
+//!   there) or `ECONNREFUSED` (nobody the command can see does);
+//! - an abstract name: one the command's own socket listens on, in that
+//!   same namespace.
 //!
 //! The init is in the command's Landlock domain and has no capability but
 //! `CAP_SYS_PTRACE` (which `pidfd_getfd` and the `/proc` reads need, and
 //! which also keeps the command from reading the init's memory or
-//! descriptors) — and, with a network namespace of the command's own,
-//! `CAP_NET_ADMIN` over it, permitted but effective only around one
-//! `SIOCUNIXFILE`. A connect it makes is one the command could make, to a
+//! descriptors) — and `CAP_NET_ADMIN` over its own network namespace,
+//! permitted but effective only around one `SIOCUNIXFILE` or `SIOCGSKNS`. A connect it makes is one the command could make, to a
 //! socket the check allows. The init tries it without blocking; one that
 //! would block (a full backlog, a TCP handshake under way) is finished by
 //! a forked worker, so that the init keeps reaping and serving.
@@ -36,11 +37,26 @@ use super::errno;
 
 /// What the init needs to check connects, prepared by the parent.
 pub(crate) struct Check {
-    /// `(st_dev, st_ino)` of each allowed host socket.
+    /// `(st_dev, st_ino)` of each allowed host socket (the parent holds
+    /// each open while the command runs: no other file can take its
+    /// number meanwhile).
     pub allowed: Vec<(u64, u64)>,
-    /// The command has a network namespace of its own: the socket table
-    /// there lists the command's sockets only (see [`owner`]).
-    pub own_net: bool,
+}
+
+/// What the init keeps to answer the command's calls.
+pub(crate) struct Serve<'a> {
+    pub listener: c_int,
+    pub check: &'a Check,
+    pub memo: Memo,
+    /// A socket table of the command's own network namespace, opened
+    /// before the init left it: only to tell a host server there
+    /// (`EACCES`) from nobody (`ECONNREFUSED`).
+    pub outside: c_int,
+    /// The inode of the init's network namespace, where it makes the
+    /// command's Unix sockets.
+    pub own_ns: u64,
+    /// The init's own descriptors, closed by a worker.
+    pub close_in_worker: [c_int; 3],
 }
 
 /// The init's memory of who held a listener last time (its inode and a
@@ -60,11 +76,11 @@ impl Memo {
         }
     }
 
-    fn hint(&self, ino: u32) -> Option<libc::pid_t> {
+    pub(super) fn hint(&self, ino: u32) -> Option<libc::pid_t> {
         self.seen.iter().find(|(i, _)| *i == ino).map(|(_, p)| *p)
     }
 
-    fn remember(&mut self, ino: u32, pid: libc::pid_t) {
+    pub(super) fn remember(&mut self, ino: u32, pid: libc::pid_t) {
         if let Some(slot) = self.seen.iter_mut().find(|(i, _)| *i == ino) {
             slot.1 = pid;
             return;
@@ -83,19 +99,16 @@ const RESP_ROOM: usize = 64;
 /// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that does not lead
 /// its group.
 const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
-/// `SIOCUNIXFILE` (linux/un.h): an `O_PATH` descriptor of the file a Unix
-/// socket is bound to.
-const SIOCUNIXFILE: libc::Ioctl = 0x89E0;
 
 /// One connect to answer.
-struct Request {
-    id: u64,
-    tid: libc::pid_t,
+pub(super) struct Request {
+    pub(super) id: u64,
+    pub(super) tid: libc::pid_t,
     /// The caller's socket, duplicated into the init.
-    sock: c_int,
-    addr: [u8; ADDR_MAX],
-    len: usize,
-    nonblocking: bool,
+    pub(super) sock: c_int,
+    pub(super) addr: [u8; ADDR_MAX],
+    pub(super) len: usize,
+    pub(super) nonblocking: bool,
 }
 
 /// Why the check cannot run on this kernel (the sandbox then covers the
@@ -136,7 +149,23 @@ fn probe() -> Result<(), &'static str> {
     if diag::listeners(&Key::Abstract(b"\0bh-sandbox-probe"), &mut [0u32; 1]).is_err() {
         return Err("no UNIX_DIAG socket table (CONFIG_UNIX_DIAG)");
     }
+    if kernel_below(5, 14) {
+        return Err("no SECCOMP_ADDFD_FLAG_SEND (Linux 5.14+)");
+    }
     Ok(())
+}
+
+/// Whether the running kernel's release is below `major.minor`.
+fn kernel_below(major: u32, minor: u32) -> bool {
+    let Ok(release) = fs_err::read_to_string("/proc/sys/kernel/osrelease") else {
+        return true;
+    };
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (next(), next()) {
+        (Some(a), Some(b)) => (a, b) < (major, minor),
+        _ => true,
+    }
 }
 
 /// Takes one notification from `listener` and answers it. The decision
@@ -144,38 +173,44 @@ fn probe() -> Result<(), &'static str> {
 /// block (a full backlog, a TCP handshake under way) is finished by a
 /// forked worker (which first closes `close_in_worker`, the init's own
 /// descriptors), so that the init keeps reaping and serving.
-pub(crate) fn serve_one(
-    listener: c_int,
-    check: &Check,
-    memo: &mut Memo,
-    close_in_worker: &[c_int],
-) {
+pub(crate) fn serve_one(sv: &mut Serve) {
     let mut raw = [0u64; NOTIF_ROOM / 8];
     // SAFETY: the kernel writes its `struct seccomp_notif` (no larger than
     // the zeroed buffer, see `available`).
-    if unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, raw.as_mut_ptr()) } != 0 {
+    if unsafe {
+        libc::ioctl(
+            sv.listener,
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            raw.as_mut_ptr(),
+        )
+    } != 0
+    {
         return; // ENOENT: the caller went away (a signal, its death)
     }
     // SAFETY: the buffer now starts with a `struct seccomp_notif`; it is
     // 8-byte aligned and large enough.
     let n: libc::seccomp_notif = unsafe { std::ptr::read(raw.as_ptr().cast()) };
-    if n.data.nr != libc::SYS_connect as c_int {
-        reply(listener, n.id, libc::ENOSYS);
-        return;
+    match i64::from(n.data.nr) {
+        libc::SYS_connect => {}
+        libc::SYS_socket => return super::made::socket(sv.listener, &n),
+        libc::SYS_socketpair => return super::made::pair(sv.listener, &n),
+        _ => return reply(sv.listener, n.id, libc::ENOSYS),
     }
-    let req = match gather(listener, &n) {
+    let req = match gather(sv.listener, &n) {
         Ok(req) => req,
         Err(e) => {
-            reply(listener, n.id, e);
+            reply(sv.listener, n.id, e);
             return;
         }
     };
-    match decide(&req, check, memo) {
-        Verdict::Refuse(e) => reply(listener, req.id, e),
+    match super::decide::decide(&req, sv) {
+        Verdict::Refuse(e) => reply(sv.listener, req.id, e),
         Verdict::Connect(target) => {
             match first_try(&req, &target) {
-                Try::Done(e) => reply(listener, req.id, e),
-                Try::WouldBlock => finish_in_worker(listener, &req, &target, close_in_worker),
+                Try::Done(e) => reply(sv.listener, req.id, e),
+                Try::WouldBlock => {
+                    finish_in_worker(sv.listener, &req, &target, &sv.close_in_worker)
+                }
             }
             if let Target::Through(fd) = target {
                 // SAFETY: closing the O_PATH descriptor `decide` opened.
@@ -188,7 +223,7 @@ pub(crate) fn serve_one(
 }
 
 /// Where a connect the check allows goes.
-enum Target {
+pub(super) enum Target {
     /// The caller's own address (copied): another family, an abstract
     /// name, or what names nothing (the kernel's own error).
     Asked,
@@ -196,7 +231,7 @@ enum Target {
     Through(c_int),
 }
 
-enum Verdict {
+pub(super) enum Verdict {
     Connect(Target),
     /// The caller's errno.
     Refuse(c_int),
@@ -380,189 +415,9 @@ fn tgid(tid: libc::pid_t) -> Option<libc::pid_t> {
 }
 
 /// Writes `/proc/<tid>` at the start of `out`; its length.
-fn proc_path(tid: libc::pid_t, out: &mut [u8]) -> usize {
+pub(super) fn proc_path(tid: libc::pid_t, out: &mut [u8]) -> usize {
     out[..6].copy_from_slice(b"/proc/");
     6 + diag::decimal(tid as u64, &mut out[6..])
-}
-
-/// Whether the connect may be made, and to what.
-fn decide(req: &Request, check: &Check, memo: &mut Memo) -> Verdict {
-    let mut domain: c_int = 0;
-    let mut size = std::mem::size_of::<c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt(2) into a stack int of the size given.
-    if unsafe {
-        libc::getsockopt(
-            req.sock,
-            libc::SOL_SOCKET,
-            libc::SO_DOMAIN,
-            (&mut domain as *mut c_int).cast::<c_void>(),
-            &mut size,
-        )
-    } != 0
-    {
-        return Verdict::Refuse(errno()); // ENOTSOCK, as connect(2) says
-    }
-    let addr = &req.addr[..req.len];
-    // Another family; or too short to name anything, or not an `AF_UNIX`
-    // address: the kernel's own answer.
-    if domain != libc::AF_UNIX
-        || addr.len() <= 2
-        || u16::from_ne_bytes([addr[0], addr[1]]) != libc::AF_UNIX as u16
-    {
-        return Verdict::Connect(Target::Asked);
-    }
-    let name = &addr[2..];
-    if name[0] == 0 {
-        return match owner(&Key::Abstract(name), None, check, memo) {
-            Owner::Inside => Verdict::Connect(Target::Asked),
-            Owner::Outside => Verdict::Refuse(libc::EACCES),
-            Owner::Nobody => Verdict::Refuse(libc::ECONNREFUSED),
-        };
-    }
-    pathname(req, name, check, memo)
-}
-
-/// Who listens where a connect leads.
-enum Owner {
-    /// A process of the sandbox (or an allowed host socket).
-    Inside,
-    Outside,
-    /// Nothing listens there.
-    Nobody,
-}
-
-/// A connect to a path: resolved once from the caller's folder.
-fn pathname(req: &Request, name: &[u8], check: &Check, memo: &mut Memo) -> Verdict {
-    if req.len > std::mem::size_of::<libc::sockaddr_un>() {
-        return Verdict::Refuse(libc::EINVAL);
-    }
-    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    let mut path = [0u8; 112];
-    path[..end].copy_from_slice(&name[..end]);
-    let mut cwd_path = [0u8; 40];
-    let at = proc_path(req.tid, &mut cwd_path);
-    cwd_path[at..at + 5].copy_from_slice(b"/cwd\0");
-    // SAFETY: open/openat/fstat/close on NUL-terminated stack paths; every
-    // descriptor opened is closed, or handed back in the verdict.
-    unsafe {
-        // A relative path starts from the caller's folder (its thread's).
-        let cwd = if path[0] == b'/' {
-            libc::AT_FDCWD
-        } else {
-            libc::open(
-                cwd_path.as_ptr().cast(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if cwd == -1 {
-            return Verdict::Refuse(libc::ESRCH);
-        }
-        let fd = libc::openat(cwd, path.as_ptr().cast(), libc::O_PATH | libc::O_CLOEXEC);
-        let e = errno();
-        if cwd >= 0 {
-            libc::close(cwd);
-        }
-        if fd < 0 {
-            return Verdict::Refuse(e); // ENOENT, EACCES, ENOTDIR, ELOOP…
-        }
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
-            libc::close(fd);
-            return Verdict::Refuse(libc::ECONNREFUSED);
-        }
-        let file = (st.st_dev, st.st_ino);
-        let verdict = if check.allowed.contains(&file) {
-            Owner::Inside
-        } else {
-            match diag::fd_ino(fd) {
-                Some(ino) => owner(&Key::Vfs { ino }, Some(file), check, memo),
-                None => Owner::Outside,
-            }
-        };
-        let refuse = match verdict {
-            Owner::Inside => return Verdict::Connect(Target::Through(fd)),
-            Owner::Outside => libc::EACCES,
-            Owner::Nobody => libc::ECONNREFUSED,
-        };
-        libc::close(fd);
-        Verdict::Refuse(refuse)
-    }
-}
-
-/// Who listens on `key` (a path's `file`, by `stat`, is given to check a
-/// match exactly). The table cuts inode numbers to 32 bits, so sockets on
-/// other file systems can match a path too:
-/// - sharing the host's network namespace, the table lists the host's
-///   listener bound to that inode too: every match must be held by a
-///   process of the sandbox;
-/// - with a network namespace of its own, the table lists the command's
-///   sockets only, and the host's listener never: a match is taken only
-///   once the file it is bound to (`SIOCUNIXFILE`) is the very `file`.
-fn owner(key: &Key, file: Option<(u64, u64)>, check: &Check, memo: &mut Memo) -> Owner {
-    let mut inos = [0u32; 8];
-    let n = match diag::listeners(key, &mut inos) {
-        Ok(n) => n,
-        Err(_) => return Owner::Outside,
-    };
-    if n > inos.len() {
-        return Owner::Outside;
-    }
-    let mut any = false;
-    for ino in &inos[..n] {
-        let Some((pid, fd)) = diag::holder(*ino, memo.hint(*ino)) else {
-            if check.own_net {
-                continue; // a socket of the table no process holds now
-            }
-            return Owner::Outside;
-        };
-        memo.remember(*ino, pid);
-        if check.own_net && file.is_some() && bound_file(pid, fd) != file {
-            continue; // another inode of the same low 32 bits
-        }
-        any = true;
-    }
-    // Nothing listens there in this table: a stale socket file
-    // (ECONNREFUSED, as the kernel says, which a server restarting over it
-    // expects), or — with a network namespace of the command's own — a
-    // host listener this table cannot see, refused the same way.
-    if any { Owner::Inside } else { Owner::Nobody }
-}
-
-/// `(st_dev, st_ino)` of the file the listening socket `fd` of process
-/// `pid` is bound to: the socket taken (`pidfd_getfd`) and asked
-/// (`SIOCUNIXFILE`, which needs `CAP_NET_ADMIN` over the network namespace
-/// — the command's own: raised for this call only).
-fn bound_file(pid: libc::pid_t, fd: c_int) -> Option<(u64, u64)> {
-    // SAFETY: pidfd/ioctl/fstat/close on descriptors this function owns.
-    unsafe {
-        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as c_int;
-        if pidfd < 0 {
-            return None;
-        }
-        let sock = libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) as c_int;
-        libc::close(pidfd);
-        if sock < 0 {
-            return None;
-        }
-        let path = if super::init::net_admin(true) {
-            let p = libc::ioctl(sock, SIOCUNIXFILE);
-            if !super::init::net_admin(false) {
-                // Never make a connect for the command with it effective.
-                libc::_exit(127);
-            }
-            p
-        } else {
-            -1
-        };
-        libc::close(sock);
-        if path < 0 {
-            return None;
-        }
-        let mut st: libc::stat = std::mem::zeroed();
-        let ok = libc::fstat(path, &mut st) == 0;
-        libc::close(path);
-        ok.then_some((st.st_dev, st.st_ino))
-    }
 }
 
 /// Connects `sock` to the socket inode `fd` holds (`/proc/self/fd/<fd>`:
@@ -591,7 +446,7 @@ fn connect(sock: c_int, addr: &[u8]) -> c_int {
 }
 
 /// Answers notification `id`: success, or `err` as the caller's errno.
-fn reply(listener: c_int, id: u64, err: c_int) {
+pub(super) fn reply(listener: c_int, id: u64, err: c_int) {
     let mut raw = [0u64; RESP_ROOM / 8];
     let resp = libc::seccomp_notif_resp {
         id,
