@@ -69,6 +69,10 @@ fn inside() {
         "inet" => inet(),
         "collide" => collide(),
         "paths" => paths(),
+        "hold" => hold(),
+        "flip" => flip(),
+        "restart" => restart(),
+        "chroot" => chroot(),
         "abstract" => abstract_names(),
         other => panic!("no probe {other}"),
     }
@@ -440,6 +444,136 @@ fn abstract_names() {
     drop(l);
 }
 
+/// A listener whose backlog is full (one connection waiting, never
+/// accepted), held by this process for ever: says "ready".
+fn hold() {
+    let l = UnixListener::bind("full.sock").unwrap();
+    unsafe { libc::listen(l.as_raw_fd(), 0) };
+    let (_r, _s) = connect_raw(libc::SOCK_STREAM | libc::SOCK_NONBLOCK, b"full.sock");
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+/// Whether a `socket(AF_UNIX)` (made by the init) is answered within `t`.
+fn init_answers(t: Duration) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) });
+    });
+    rx.recv_timeout(t).is_ok()
+}
+
+/// A non-blocking connect to a full backlog whose flag another thread
+/// clears while the init works on it: the init must not wait in it.
+fn flip() {
+    let mut h = server_of("hold");
+    let _ = &mut h;
+    for attempt in 0..20u64 {
+        let s = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0) };
+        let go = std::sync::Arc::new(AtomicBool::new(false));
+        let g = go.clone();
+        let delay = Duration::from_micros(attempt * 75);
+        let flipper = std::thread::spawn(move || {
+            while !g.load(Ordering::Acquire) {}
+            let t = std::time::Instant::now();
+            while t.elapsed() < delay {}
+            unsafe { libc::fcntl(s, libc::F_SETFL, 0) };
+        });
+        std::thread::spawn(move || {
+            let (a, len) = sockaddr(b"full.sock");
+            go.store(true, Ordering::Release);
+            unsafe { libc::connect(s, (&a as *const libc::sockaddr_un).cast(), len) };
+        });
+        flipper.join().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        if !init_answers(Duration::from_secs(5)) {
+            println!("the init is stuck after {attempt} attempts");
+            std::io::stdout().flush().unwrap();
+            unsafe { libc::_exit(0) };
+        }
+    }
+    println!("the init kept answering");
+    std::io::stdout().flush().unwrap();
+    // The blocked connects' threads and the holder end with the command.
+    unsafe { libc::_exit(0) };
+}
+
+/// [`server`] for another probe `what` (it says "ready" first).
+fn server_of(what: &str) -> std::process::Child {
+    let mut c = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "inside", "--nocapture", "-q"])
+        .env("BH_INSIDE", what)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    while line != "ready\n" {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the holder ended");
+    }
+    c
+}
+
+extern "C" fn nothing(_: libc::c_int) {}
+
+/// Connects while a handled signal (`SA_RESTART`) keeps arriving: each
+/// must end as it would without the sandbox (not `EISCONN`, restarted
+/// after the init connected).
+fn restart() {
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = nothing as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+    }
+    let l = UnixListener::bind("r.sock").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let stop = &*Box::leak(Box::new(AtomicBool::new(false)));
+    let me = unsafe { libc::pthread_self() };
+    let k = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            unsafe { libc::pthread_kill(me, libc::SIGUSR1) };
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    });
+    let mut ends = std::collections::BTreeMap::new();
+    for _ in 0..1000 {
+        let (r, _) = connect_raw(libc::SOCK_STREAM, b"r.sock");
+        *ends.entry(r).or_insert(0) += 1;
+        while l.accept().is_ok() {}
+    }
+    stop.store(true, Ordering::Relaxed);
+    k.join().unwrap();
+    println!("under signals: {ends:?}");
+}
+
+/// A `chroot` of the command's own (in a user namespace it makes): an
+/// absolute path is the one inside it.
+fn chroot() {
+    fs_err::create_dir_all("jail").unwrap();
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0
+                || libc::chroot(c"jail".as_ptr()) != 0
+                || libc::chdir(c"/".as_ptr()) != 0
+            {
+                println!("no chroot: {}", std::io::Error::last_os_error());
+                libc::_exit(3);
+            }
+            let _l = UnixListener::bind("/c.sock").unwrap();
+            let (r, _) = connect_raw(libc::SOCK_STREAM, b"/c.sock");
+            println!("in a chroot, absolute: {r}");
+            std::io::stdout().flush().unwrap();
+            libc::_exit(0);
+        }
+    }
+    let mut st = 0;
+    unsafe { libc::waitpid(pid, &mut st, 0) };
+}
+
 /// TCP and UDP connects are made as asked.
 fn inet() {
     let port: u16 = std::env::var("BH_PORT").unwrap().parse().unwrap();
@@ -791,6 +925,56 @@ fn abstract_names_are_the_commands_own() {
     assert!(l.accept().is_err(), "the command reached the host's");
 }
 
+#[test]
+fn a_flag_cleared_under_a_connect_never_holds_the_init() {
+    let (_t, p) = project();
+    let sb = Sandbox::new(&policy(&p), &p).unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", "inside", "--nocapture", "-q"])
+        .env("BH_INSIDE", "flip")
+        .current_dir(&p)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut c = sb.spawn(cmd).unwrap();
+    let mut out = String::new();
+    c.child_mut()
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    // The command has ended: the sandbox ends with it (a stuck init would
+    // keep it, the holder and the blocked threads, until killed).
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while c.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ended = c.try_wait().unwrap().is_some();
+    c.kill();
+    c.wait().unwrap();
+    assert!(out.contains("the init kept answering"), "{out}");
+    assert!(ended, "the sandbox outlived its command: {out}");
+}
+
+#[test]
+fn a_handled_signal_during_a_connect_changes_nothing() {
+    let (_t, p) = project();
+    let out = run_inside(&policy(&p), &p, "restart", &[]);
+    assert!(out.contains("under signals: {\"ok\": 1000}"), "{out}");
+}
+
+#[test]
+fn an_absolute_path_in_a_chroot_of_the_commands_own_is_the_one_inside() {
+    let (_t, p) = project();
+    let out = run_inside(&policy(&p), &p, "chroot", &[]);
+    if out.contains("no chroot") {
+        eprintln!("skipped: this kernel lets no user namespace be made inside the sandbox: {out}");
+        return;
+    }
+    assert!(out.contains("in a chroot, absolute: ok"), "{out}");
+}
+
 /// The tests above again as `nobody` (CI runs as root).
 #[test]
 fn the_same_holds_for_a_non_root_user() {
@@ -804,6 +988,9 @@ fn the_same_holds_for_a_non_root_user() {
         "an_own_listener_with_the_host_sockets_inode_number_is_no_way_round",
         "paths_through_proc_and_the_flags_asked_for",
         "abstract_names_are_the_commands_own",
+        "a_flag_cleared_under_a_connect_never_holds_the_init",
+        "a_handled_signal_during_a_connect_changes_nothing",
+        "an_absolute_path_in_a_chroot_of_the_commands_own_is_the_one_inside",
     ];
     let mut args = names.to_vec();
     args.extend(["--exact", "--test-threads=2"]);

@@ -18,21 +18,9 @@ const SIOCGSKNS: libc::Ioctl = 0x894C;
 
 /// Whether the connect may be made, and to what.
 pub(super) fn decide(req: &Request, sv: &mut Serve) -> Verdict {
-    let mut domain: c_int = 0;
-    let mut size = std::mem::size_of::<c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt(2) into a stack int of the size given.
-    if unsafe {
-        libc::getsockopt(
-            req.sock,
-            libc::SOL_SOCKET,
-            libc::SO_DOMAIN,
-            (&mut domain as *mut c_int).cast::<c_void>(),
-            &mut size,
-        )
-    } != 0
-    {
+    let Some(domain) = int_opt(req.sock, libc::SO_DOMAIN) else {
         return Verdict::Refuse(errno()); // ENOTSOCK, as connect(2) says
-    }
+    };
     let addr = &req.addr[..req.len];
     // Another family; or too short to name anything, or not an `AF_UNIX`
     // address: the kernel's own answer.
@@ -68,7 +56,7 @@ fn socket_namespace(sock: c_int) -> Option<u64> {
         if !super::caps::net_admin(true) {
             return None;
         }
-        let ns = libc::ioctl(sock, SIOCGSKNS);
+        let ns = libc::ioctl(sock, SIOCGSKNS, 0);
         if !super::caps::net_admin(false) {
             libc::_exit(127);
         }
@@ -104,7 +92,76 @@ fn as_caller(path: &[u8], tid: libc::pid_t, out: &mut [u8]) -> Option<usize> {
     (at + tail.len() < out.len()).then_some(at + tail.len())
 }
 
-/// A connect to a path: resolved once from the caller's folder.
+/// `path` (NUL-terminated) opened `O_PATH` as the caller would find it: a
+/// relative one from its folder (its thread's, `/proc/<tid>/cwd`), an
+/// absolute one from its root — the sandbox's, or one it `chroot`ed into
+/// in a user namespace of its own (`openat2`, `RESOLVE_IN_ROOT`).
+fn resolve(path: &[u8], tid: libc::pid_t) -> Result<c_int, c_int> {
+    let mut proc = [0u8; 40];
+    let at = proc_path(tid, &mut proc);
+    let tail: &[u8] = if path[0] == b'/' {
+        b"/root\0"
+    } else {
+        b"/cwd\0"
+    };
+    proc[at..at + tail.len()].copy_from_slice(tail);
+    // SAFETY: open/stat/openat/openat2/close on NUL-terminated stack
+    // paths and stack structs; the descriptor returned is the caller's
+    // to close.
+    unsafe {
+        let dir = libc::open(
+            proc.as_ptr().cast(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if dir < 0 {
+            return Err(libc::ESRCH);
+        }
+        let fd = if path[0] != b'/' || same_root(dir) {
+            libc::openat(dir, path.as_ptr().cast(), libc::O_PATH | libc::O_CLOEXEC)
+        } else {
+            let how = OpenHow {
+                flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+                mode: 0,
+                resolve: RESOLVE_IN_ROOT,
+            };
+            libc::syscall(
+                libc::SYS_openat2,
+                dir,
+                path.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            ) as c_int
+        };
+        let e = errno();
+        libc::close(dir);
+        if fd < 0 { Err(e) } else { Ok(fd) }
+    }
+}
+
+/// `struct open_how` (linux/openat2.h).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_IN_ROOT: u64 = 0x10;
+
+/// Whether the folder `dir` is the init's own root (the caller did not
+/// `chroot`): then an absolute path is looked up as usual, magic links of
+/// `/proc` (`/proc/<tid>/fd/<n>/…`) included.
+fn same_root(dir: c_int) -> bool {
+    // SAFETY: fstat/stat into stack structs.
+    unsafe {
+        let (mut a, mut b): (libc::stat, libc::stat) = (std::mem::zeroed(), std::mem::zeroed());
+        libc::fstat(dir, &mut a) == 0
+            && libc::stat(c"/".as_ptr(), &mut b) == 0
+            && (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+    }
+}
+
+/// A connect to a path: resolved once as the caller would.
 fn pathname(req: &Request, name: &[u8], sv: &mut Serve) -> Verdict {
     if req.len > std::mem::size_of::<libc::sockaddr_un>() {
         return Verdict::Refuse(libc::EINVAL);
@@ -115,32 +172,13 @@ fn pathname(req: &Request, name: &[u8], sv: &mut Serve) -> Verdict {
         return Verdict::Refuse(libc::ENAMETOOLONG);
     };
     path[len] = 0;
-    let mut cwd_path = [0u8; 40];
-    let at = proc_path(req.tid, &mut cwd_path);
-    cwd_path[at..at + 5].copy_from_slice(b"/cwd\0");
-    // SAFETY: open/openat/fstat/close on NUL-terminated stack paths; every
-    // descriptor opened is closed, or handed back in the verdict.
+    let fd = match resolve(&path[..=len], req.tid) {
+        Ok(fd) => fd,
+        Err(e) => return Verdict::Refuse(e), // ENOENT, EACCES, ENOTDIR, ELOOP…
+    };
+    // SAFETY: fstat/close on the descriptor `resolve` opened: closed, or
+    // handed back in the verdict.
     unsafe {
-        // A relative path starts from the caller's folder (its thread's).
-        let cwd = if path[0] == b'/' {
-            libc::AT_FDCWD
-        } else {
-            libc::open(
-                cwd_path.as_ptr().cast(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if cwd == -1 {
-            return Verdict::Refuse(libc::ESRCH);
-        }
-        let fd = libc::openat(cwd, path.as_ptr().cast(), libc::O_PATH | libc::O_CLOEXEC);
-        let e = errno();
-        if cwd >= 0 {
-            libc::close(cwd);
-        }
-        if fd < 0 {
-            return Verdict::Refuse(e); // ENOENT, EACCES, ENOTDIR, ELOOP…
-        }
         let mut st: libc::stat = std::mem::zeroed();
         if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
             libc::close(fd);
@@ -190,16 +228,18 @@ fn owner(key: &Key, file: Option<(u64, u64)>, memo: &mut Memo) -> bool {
             return false; // no process holds it now (being closed)
         };
         memo.remember(*ino, pid);
-        bound_file(pid, fd) == Some(file)
+        bound_file(pid, fd, *ino) == Some(file)
     })
 }
 
 /// `(st_dev, st_ino)` of the file the listening socket `fd` of process
-/// `pid` is bound to: the socket taken (`pidfd_getfd`) and asked
-/// (`SIOCUNIXFILE`, which needs `CAP_NET_ADMIN` over the socket's network
-/// namespace — the init's own, where the command's sockets are: raised
-/// for this call only).
-fn bound_file(pid: libc::pid_t, fd: c_int) -> Option<(u64, u64)> {
+/// `pid` is bound to: the socket taken (`pidfd_getfd`), checked to be
+/// that listener (its number may hold something else by now: a socket of
+/// inode `ino`, of `AF_UNIX`, listening), and asked (`SIOCUNIXFILE`,
+/// which needs `CAP_NET_ADMIN` over the socket's network namespace — the
+/// init's own, where the command's sockets are: raised for this call
+/// only).
+fn bound_file(pid: libc::pid_t, fd: c_int, ino: u32) -> Option<(u64, u64)> {
     // SAFETY: pidfd/ioctl/fstat/close on descriptors this function owns.
     unsafe {
         let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as c_int;
@@ -211,8 +251,14 @@ fn bound_file(pid: libc::pid_t, fd: c_int) -> Option<(u64, u64)> {
         if sock < 0 {
             return None;
         }
-        let path = if super::caps::net_admin(true) {
-            let p = libc::ioctl(sock, SIOCUNIXFILE);
+        let mut st: libc::stat = std::mem::zeroed();
+        let that_one = libc::fstat(sock, &mut st) == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
+            && st.st_ino == u64::from(ino)
+            && int_opt(sock, libc::SO_DOMAIN) == Some(libc::AF_UNIX)
+            && int_opt(sock, libc::SO_ACCEPTCONN) == Some(1);
+        let path = if that_one && super::caps::net_admin(true) {
+            let p = libc::ioctl(sock, SIOCUNIXFILE, 0);
             if !super::caps::net_admin(false) {
                 // Never make a connect for the command with it effective.
                 libc::_exit(127);
@@ -225,9 +271,25 @@ fn bound_file(pid: libc::pid_t, fd: c_int) -> Option<(u64, u64)> {
         if path < 0 {
             return None;
         }
-        let mut st: libc::stat = std::mem::zeroed();
         let ok = libc::fstat(path, &mut st) == 0;
         libc::close(path);
         ok.then_some((st.st_dev, st.st_ino))
     }
+}
+
+/// An `int` socket option of `sock`.
+fn int_opt(sock: c_int, name: c_int) -> Option<c_int> {
+    let mut v: c_int = 0;
+    let mut size = std::mem::size_of::<c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) into a stack int of the size given.
+    let r = unsafe {
+        libc::getsockopt(
+            sock,
+            libc::SOL_SOCKET,
+            name,
+            (&mut v as *mut c_int).cast::<c_void>(),
+            &mut size,
+        )
+    };
+    (r == 0).then_some(v)
 }

@@ -35,6 +35,8 @@ struct PathBeneathAttr {
 }
 
 const CLOSE_RANGE_CLOEXEC: c_uint = 1 << 2;
+/// `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (Linux 5.19).
+const WAIT_KILLABLE_RECV: libc::c_ulong = 1 << 5;
 
 /// PID 1 of the new namespace (see the module docs). Returns only in the
 /// command, which `std` then execs.
@@ -144,13 +146,29 @@ pub(super) fn init_process(
     unsafe { close_all_but(&[keep, listener, sfd, outside]) };
     // SIGTERM from the harness (`Confined::terminate`) goes to every
     // process of the namespace: the command has a session of its own.
-    // SAFETY: installing an async-signal-safe handler.
+    // SIGALRM, the connect check's timer (`supervise::bounded`), only
+    // interrupts: no `SA_RESTART`.
+    // SAFETY: installing async-signal-safe handlers; dup2/open of
+    // /dev/null onto 0-2, so that no descriptor the check opens is one of
+    // them (a stray result of an ioctl could not alias one).
     unsafe {
         libc::signal(
             libc::SIGTERM,
             forward_term as *const () as libc::sighandler_t,
-        )
-    };
+        );
+        let mut alarm: libc::sigaction = std::mem::zeroed();
+        alarm.sa_sigaction = on_alarm as *const () as libc::sighandler_t;
+        libc::sigaction(libc::SIGALRM, &alarm, std::ptr::null_mut());
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        for fd in 0..3 {
+            if null >= 0 && null != fd {
+                libc::dup2(null, fd);
+            }
+        }
+        if null > 2 {
+            libc::close(null);
+        }
+    }
     let serve = plan.check.as_ref().map(|check| supervise::Serve {
         listener,
         check,
@@ -273,6 +291,8 @@ fn wait_and_serve(
         }
     }
 }
+
+extern "C" fn on_alarm(_: c_int) {}
 
 extern "C" fn forward_term(_: c_int) {
     // SAFETY: kill(2) is async-signal-safe; -1 from the namespace's init
@@ -412,10 +432,15 @@ fn command(plan: &mut Plan, pass: c_int) -> io::Result<()> {
             len: plan.seccomp.len() as u16,
             filter: plan.seccomp.as_mut_ptr(),
         };
-        let flags = if pass >= 0 {
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
-        } else {
-            0
+        // Once the init has taken a call, only a fatal signal interrupts
+        // the caller (else a handled one would make it restart a connect
+        // the init made meanwhile: EISCONN).
+        let flags = match &plan.check {
+            Some(c) if pass >= 0 && c.wait_killable => {
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | WAIT_KILLABLE_RECV
+            }
+            _ if pass >= 0 => libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            _ => 0,
         };
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             return Err(fail(step, Step::Seccomp));

@@ -68,13 +68,14 @@ pub(super) fn socket(listener: c_int, n: &libc::seccomp_notif) {
 }
 
 /// `socketpair(AF_UNIX, type, protocol, sv)` for the caller of `n`: the
-/// two numbers are written to its `sv` (checked writable first, so that a
-/// bad pointer fails before anything is installed).
+/// two numbers are written to its `sv` (checked writable first — what it
+/// holds written back unchanged — so that a bad pointer fails before
+/// anything is installed).
 pub(super) fn pair(listener: c_int, n: &libc::seccomp_notif) {
     let (ty, protocol, cloexec) = kind(n);
     let tid = n.pid as libc::pid_t;
     let sv = n.data.args[3];
-    if !write_pair(tid, sv, [-1, -1]) {
+    if !read_pair(tid, sv).is_some_and(|was| write_pair(tid, sv, was)) {
         return reply(listener, n.id, libc::EFAULT);
     }
     let mut fds = [-1 as c_int; 2];
@@ -104,6 +105,25 @@ pub(super) fn pair(listener: c_int, n: &libc::seccomp_notif) {
         (a, b) if a < 0 || b < 0 => reply(listener, n.id, -a.min(b)),
         _ => reply(listener, n.id, libc::EFAULT),
     }
+}
+
+/// The two `int`s at `at` in the memory of `tid`.
+fn read_pair(tid: libc::pid_t, at: u64) -> Option<[c_int; 2]> {
+    let mut bytes = [0u8; 8];
+    let local = libc::iovec {
+        iov_base: bytes.as_mut_ptr().cast::<c_void>(),
+        iov_len: 8,
+    };
+    let remote = libc::iovec {
+        iov_base: at as *mut c_void,
+        iov_len: 8,
+    };
+    // SAFETY: process_vm_readv(2) of 8 bytes into our buffer.
+    if unsafe { libc::process_vm_readv(tid, &local, 1, &remote, 1, 0) } != 8 {
+        return None;
+    }
+    let int = |b: &[u8]| c_int::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+    Some([int(&bytes[..4]), int(&bytes[4..])])
 }
 
 /// Writes two `int`s at `at` in the memory of `tid`.

@@ -41,6 +41,8 @@ pub(crate) struct Check {
     /// each open while the command runs: no other file can take its
     /// number meanwhile).
     pub allowed: Vec<(u64, u64)>,
+    /// The kernel has `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (5.19).
+    pub wait_killable: bool,
 }
 
 /// What the init keeps to answer the command's calls.
@@ -156,7 +158,7 @@ fn probe() -> Result<(), &'static str> {
 }
 
 /// Whether the running kernel's release is below `major.minor`.
-fn kernel_below(major: u32, minor: u32) -> bool {
+pub(crate) fn kernel_below(major: u32, minor: u32) -> bool {
     let Ok(release) = fs_err::read_to_string("/proc/sys/kernel/osrelease") else {
         return true;
     };
@@ -254,21 +256,30 @@ fn make(req: &Request, target: &Target) -> c_int {
 /// one is made non-blocking for the try (its flags restored after), and
 /// whether it would have blocked is said.
 fn first_try(req: &Request, target: &Target) -> Try {
-    if req.nonblocking {
-        return Try::Done(make(req, target));
+    // SAFETY: fcntl(2) on our duplicate of the caller's socket (its flags
+    // are the caller's: another thread of it may change them any time, so
+    // they are a hint, and the timer below the bound).
+    let set = !req.nonblocking
+        && unsafe {
+            let flags = libc::fcntl(req.sock, libc::F_GETFL);
+            flags >= 0 && libc::fcntl(req.sock, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+        };
+    let r = bounded(|| make(req, target));
+    if set {
+        // SAFETY: as above; only the bit set here is taken back.
+        unsafe {
+            let flags = libc::fcntl(req.sock, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(req.sock, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            }
+        }
     }
-    // SAFETY: fcntl(2) on our duplicate of the caller's socket.
-    let flags = unsafe { libc::fcntl(req.sock, libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(req.sock, libc::F_SETFL, flags | libc::O_NONBLOCK) } != 0 {
-        return Try::WouldBlock;
-    }
-    let r = make(req, target);
-    // SAFETY: as above.
-    unsafe { libc::fcntl(req.sock, libc::F_SETFL, flags) };
     match r {
-        libc::EAGAIN => Try::WouldBlock,
-        libc::EINPROGRESS => {
+        // The timer: the caller's flag was cleared under the try, or the
+        // connect waits for room; a worker waits instead.
+        libc::EINTR => Try::WouldBlock,
+        libc::EAGAIN if set => Try::WouldBlock,
+        libc::EINPROGRESS if set => {
             // A loopback handshake is often over already.
             let mut p = libc::pollfd {
                 fd: req.sock,
@@ -284,6 +295,34 @@ fn first_try(req: &Request, target: &Target) -> Try {
         }
         r => Try::Done(r),
     }
+}
+
+/// How long the init itself may wait in a connect before a worker takes
+/// it over (SIGALRM, whose handler does nothing and restarts nothing: see
+/// `init::wait_and_serve`).
+const INLINE_LIMIT_US: libc::suseconds_t = 20_000;
+
+/// `f` with the init's timer armed: a call in it that blocks longer than
+/// [`INLINE_LIMIT_US`] fails with `EINTR`.
+fn bounded(f: impl FnOnce() -> c_int) -> c_int {
+    let arm = |us: libc::suseconds_t| {
+        let t = libc::itimerval {
+            it_interval: libc::timeval {
+                tv_sec: 0,
+                tv_usec: 0,
+            },
+            it_value: libc::timeval {
+                tv_sec: 0,
+                tv_usec: us,
+            },
+        };
+        // SAFETY: setitimer(2) with a stack struct.
+        unsafe { libc::setitimer(libc::ITIMER_REAL, &t, std::ptr::null_mut()) };
+    };
+    arm(INLINE_LIMIT_US);
+    let r = f();
+    arm(0);
+    r
 }
 
 /// `SO_ERROR`: how a connect under way ended.
