@@ -5,7 +5,7 @@
 //! in its own network namespace, and installs it in the caller
 //! (`SECCOMP_IOCTL_NOTIF_ADDFD`). So that namespace's socket table holds
 //! the command's Unix sockets and nothing else — what the connect check
-//! (`supervise::owner`) reads — and the command's abstract names live
+//! (`decide::owner`) reads — and the command's abstract names live
 //! there too: it neither reaches nor takes a name of the host's. Raw
 //! syscalls and stack buffers only (see the parent module's rules).
 
@@ -45,9 +45,16 @@ fn install(listener: c_int, n: &libc::seccomp_notif, fd: c_int, flags: u32, send
         newfd: 0,
         newfd_flags: flags,
     };
-    // SAFETY: the ioctl reads a `struct seccomp_notif_addfd` from our stack.
-    let r = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &add) };
-    if r < 0 { -errno() } else { r }
+    loop {
+        // SAFETY: the ioctl reads a `struct seccomp_notif_addfd` from our
+        // stack.
+        let r = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &add) };
+        match r {
+            r if r >= 0 => return r,
+            _ if errno() == libc::EINTR => continue,
+            _ => return -errno(),
+        }
+    }
 }
 
 /// `socket(AF_UNIX, type, protocol)` for the caller of `n`.

@@ -495,8 +495,12 @@ pub(super) fn reply(listener: c_int, id: u64, err: c_int) {
     };
     // SAFETY: the response written at the start of the zeroed, aligned
     // buffer; the kernel reads its own `struct seccomp_notif_resp` from it.
+    // A signal to the init (its timer's, a SIGTERM) can interrupt the
+    // ioctl before it answers: then again, or the caller waits for ever.
     unsafe {
         std::ptr::write(raw.as_mut_ptr().cast::<libc::seccomp_notif_resp>(), resp);
-        libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, raw.as_mut_ptr());
+        while libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, raw.as_mut_ptr()) != 0
+            && errno() == libc::EINTR
+        {}
     }
 }
