@@ -15,6 +15,12 @@ fi
 command -v bwrap >/dev/null && command -v socat >/dev/null && command -v rg >/dev/null ||
     { apt-get update -qq && apt-get install -y -qq bubblewrap socat ripgrep; }
 cd "$BH_PEERS_DIR"
+# Codex's bubblewrap leaves empty mount targets (an empty /tmp/.git among
+# them) on the host; one left in /tmp makes /tmp look like a repository to
+# whatever runs next (bh-serve's project guess did). Removed at the end if
+# this run made it.
+tmp_git_before=$([ -e /tmp/.git ] && echo yes || echo no)
+trap '[ "$tmp_git_before" = no ] && rmdir /tmp/.git 2>/dev/null; true' EXIT
 sh "$HERE/versions.sh"
 echo
 rm -f results.json
