@@ -11,14 +11,15 @@
 //! `--no-network`, and Landlock on this kernel (ABI 7) cannot scope
 //! pathname sockets: through a socket a confined command asks an
 //! unconfined server (docker, an ssh or gpg agent, the session bus, git's
-//! credential cache, an editor) to act for it. So the folders and files
-//! those servers listen in are covered: the user's runtime folder
-//! (`$XDG_RUNTIME_DIR`, `/run/user/<uid>`: the session bus, gpg-agent,
-//! podman, systemd's user instance, editors), docker's, containerd's and
-//! podman's system sockets, the system bus, `$SSH_AUTH_SOCK`, tmux's and
-//! git-credential-cache's folders. A socket elsewhere is covered by the
-//! sandbox itself when it was bound before the command started
-//! (`bh-sandbox/src/sockets.rs`, with [`allowed_sockets`] as the way out).
+//! credential cache, an editor) to act for it. The sandbox checks every
+//! connect when it is made and refuses any host socket
+//! (`bh-sandbox/src/sys/decide.rs`, with [`allowed_sockets`] as the way
+//! out; on a kernel without the check it covers those bound at the start).
+//! Besides, the folders and files those servers listen in are covered: the
+//! user's runtime folder (`$XDG_RUNTIME_DIR`, `/run/user/<uid>`: the
+//! session bus, gpg-agent, podman, systemd's user instance, editors),
+//! docker's, containerd's and podman's system sockets, the system bus,
+//! `$SSH_AUTH_SOCK`, tmux's and git-credential-cache's folders.
 //! A candidate that holds the working folder or the state folder is left
 //! visible (covering it would hide the project).
 
