@@ -45,22 +45,9 @@ fn attack_in(p: &Path, action: &str, extra: &[(&str, String)], stdin: Stdio) -> 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut c = sb.spawn(cmd).unwrap();
-    let mut out = String::new();
-    c.child_mut()
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    c.child_mut()
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let out = common::output(&mut c);
     c.wait().unwrap();
-    out + &err
+    out
 }
 
 fn config_untouched(p: &Path) {

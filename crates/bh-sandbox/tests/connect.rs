@@ -108,22 +108,7 @@ fn serve() {
 
 /// Starts [`serve`] as another process; returns once it listens.
 fn server(name: &str, kind: &str) -> std::process::Child {
-    let mut c = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "inside", "--nocapture", "-q"])
-        .env("BH_INSIDE", "serve")
-        .env("BH_SERVE", name)
-        .env("BH_KIND", kind)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The harness prints its own lines first.
-    let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
-    let mut line = String::new();
-    while line != "ready\n" {
-        line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "the server ended");
-    }
-    c
+    server_of("serve", &[("BH_SERVE", name), ("BH_KIND", kind)])
 }
 
 fn read_hello(fd: &OwnedFd) -> bool {
@@ -467,8 +452,11 @@ fn init_answers(t: Duration) -> bool {
 /// A non-blocking connect to a full backlog whose flag another thread
 /// clears while the init works on it: the init must not wait in it.
 fn flip() {
-    let mut h = server_of("hold");
-    let _ = &mut h;
+    #[allow(
+        clippy::zombie_processes,
+        reason = "the holder lives until the command ends; the sandbox's init reaps it"
+    )]
+    let _holder = server_of("hold", &[]);
     for attempt in 0..20u64 {
         let s = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0) };
         let go = std::sync::Arc::new(AtomicBool::new(false));
@@ -499,11 +487,14 @@ fn flip() {
     unsafe { libc::_exit(0) };
 }
 
-/// [`server`] for another probe `what` (it says "ready" first).
-fn server_of(what: &str) -> std::process::Child {
+/// Starts the probe `what` as another process of the command (with
+/// `env`); returns once it says "ready" (the harness prints its own lines
+/// first).
+fn server_of(what: &str, env: &[(&str, &str)]) -> std::process::Child {
     let mut c = Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", "inside", "--nocapture", "-q"])
         .env("BH_INSIDE", what)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -511,7 +502,7 @@ fn server_of(what: &str) -> std::process::Child {
     let mut line = String::new();
     while line != "ready\n" {
         line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "the holder ended");
+        assert!(out.read_line(&mut line).unwrap() > 0, "{what} ended");
     }
     c
 }
@@ -632,19 +623,9 @@ fn run_inside(policy: &Policy, dir: &Path, what: &str, env: &[(&str, String)]) -
         cmd.env(k, v);
     }
     let mut c = sb.spawn(cmd).unwrap();
-    let mut out = String::new();
-    let mut err = String::new();
-    let mut so = c.child_mut().stdout.take().unwrap();
-    let mut se = c.child_mut().stderr.take().unwrap();
-    let t = std::thread::spawn(move || {
-        let mut e = String::new();
-        se.read_to_string(&mut e).unwrap();
-        e
-    });
-    so.read_to_string(&mut out).unwrap();
-    err.push_str(&t.join().unwrap());
+    let out = common::output(&mut c);
     c.wait().unwrap();
-    out + &err
+    out
 }
 
 #[test]

@@ -9,7 +9,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
 
-use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -86,22 +85,9 @@ fn spawn_probe(policy: &Policy, dir: &Path, env: &[(&str, String)]) -> bh_sandbo
 
 /// The probe's stdout and stderr, once it has ended.
 fn finish(mut c: bh_sandbox::Confined) -> String {
-    let mut out = String::new();
-    c.child_mut()
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    c.child_mut()
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let out = common::output(&mut c);
     c.wait().unwrap();
-    out + &err
+    out
 }
 
 /// The tests above again as `nobody` (CI runs as root): the unprivileged

@@ -58,27 +58,29 @@ pub fn spawn_script(policy: &Policy, cwd: &Path, script: &str) -> bh_sandbox::Co
 /// [`spawn_script`] to its end.
 pub fn run(policy: &Policy, cwd: &Path, script: &str) -> Run {
     let mut c = spawn_script(policy, cwd, script);
-    let mut out = String::new();
-    c.child_mut()
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    c.child_mut()
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let out = output(&mut c);
     let st = c.wait().unwrap();
     use std::os::unix::process::ExitStatusExt;
     Run {
         code: st.code(),
         signal: st.signal(),
-        out: out + &err,
+        out,
     }
+}
+
+/// Everything a sandboxed command spawned with both pipes printed: its
+/// stdout, then its stderr (read beside it, so that neither pipe fills).
+pub fn output(c: &mut bh_sandbox::Confined) -> String {
+    let mut so = c.child_mut().stdout.take().unwrap();
+    let mut se = c.child_mut().stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut e = String::new();
+        se.read_to_string(&mut e).unwrap();
+        e
+    });
+    let mut out = String::new();
+    so.read_to_string(&mut out).unwrap();
+    out + &err.join().unwrap()
 }
 
 /// Runs this test binary again as `nobody` (through `setpriv`) with `args`
