@@ -333,7 +333,7 @@ pub(crate) fn plan(
         unix,
         check: (unix == UnixSockets::Checked).then(|| sys::supervise::Check {
             allowed: roots.sockets.allowed_ids.clone(),
-            wait_killable: !sys::supervise::kernel_below(5, 19),
+            wait_killable: sys::supervise::wait_killable(),
         }),
         parent: nix::unistd::getpid().as_raw(),
         step_wr,

@@ -18,9 +18,10 @@ use super::supervise::reply;
 /// new descriptor's number the call's result.
 const ADDFD_FLAG_SEND: u32 = 1 << 1;
 
-/// The caller's `type` and `protocol` (the low halves of its registers):
-/// the socket type with `SOCK_CLOEXEC` taken out (it is the installed
-/// descriptor's flag, not the socket's), and that flag as `O_CLOEXEC`.
+/// The caller's `type` and `protocol` (the low halves of its registers),
+/// and its `SOCK_CLOEXEC` as the `O_CLOEXEC` of the descriptor installed
+/// in it (a descriptor's flag, not the socket's): the type the init makes
+/// its own copy with is always close-on-exec.
 fn kind(n: &libc::seccomp_notif) -> (c_int, c_int, u32) {
     let ty = n.data.args[1] as c_int;
     let cloexec = if ty & libc::SOCK_CLOEXEC != 0 {
@@ -117,16 +118,7 @@ pub(super) fn pair(listener: c_int, n: &libc::seccomp_notif) {
 /// The two `int`s at `at` in the memory of `tid`.
 fn read_pair(tid: libc::pid_t, at: u64) -> Option<[c_int; 2]> {
     let mut bytes = [0u8; 8];
-    let local = libc::iovec {
-        iov_base: bytes.as_mut_ptr().cast::<c_void>(),
-        iov_len: 8,
-    };
-    let remote = libc::iovec {
-        iov_base: at as *mut c_void,
-        iov_len: 8,
-    };
-    // SAFETY: process_vm_readv(2) of 8 bytes into our buffer.
-    if unsafe { libc::process_vm_readv(tid, &local, 1, &remote, 1, 0) } != 8 {
+    if !remote(tid, at, &mut bytes, false) {
         return None;
     }
     let int = |b: &[u8]| c_int::from_ne_bytes([b[0], b[1], b[2], b[3]]);
@@ -138,14 +130,27 @@ fn write_pair(tid: libc::pid_t, at: u64, v: [c_int; 2]) -> bool {
     let mut bytes = [0u8; 8];
     bytes[..4].copy_from_slice(&v[0].to_ne_bytes());
     bytes[4..].copy_from_slice(&v[1].to_ne_bytes());
+    remote(tid, at, &mut bytes, true)
+}
+
+/// Copies the 8 bytes at `at` in the memory of `tid` into `bytes`, or
+/// (`write`) `bytes` there; whether all 8 went.
+fn remote(tid: libc::pid_t, at: u64, bytes: &mut [u8; 8], write: bool) -> bool {
     let local = libc::iovec {
         iov_base: bytes.as_mut_ptr().cast::<c_void>(),
         iov_len: 8,
     };
-    let remote = libc::iovec {
+    let there = libc::iovec {
         iov_base: at as *mut c_void,
         iov_len: 8,
     };
-    // SAFETY: process_vm_writev(2) of our 8-byte buffer to the caller.
-    unsafe { libc::process_vm_writev(tid, &local, 1, &remote, 1, 0) == 8 }
+    // SAFETY: process_vm_readv/writev(2) of our 8-byte buffer.
+    let n = unsafe {
+        if write {
+            libc::process_vm_writev(tid, &local, 1, &there, 1, 0)
+        } else {
+            libc::process_vm_readv(tid, &local, 1, &there, 1, 0)
+        }
+    };
+    n == 8
 }

@@ -41,7 +41,8 @@ pub(crate) struct Check {
     /// each open while the command runs: no other file can take its
     /// number meanwhile).
     pub allowed: Vec<(u64, u64)>,
-    /// The kernel has `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (5.19).
+    /// The kernel has `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (5.19,
+    /// [`wait_killable`]).
     pub wait_killable: bool,
 }
 
@@ -157,8 +158,15 @@ fn probe() -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Whether the kernel has `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`
+/// (Linux 5.19), asked once per process like [`available`].
+pub(crate) fn wait_killable() -> bool {
+    static PROBE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PROBE.get_or_init(|| !kernel_below(5, 19))
+}
+
 /// Whether the running kernel's release is below `major.minor`.
-pub(crate) fn kernel_below(major: u32, minor: u32) -> bool {
+fn kernel_below(major: u32, minor: u32) -> bool {
     let Ok(release) = fs_err::read_to_string("/proc/sys/kernel/osrelease") else {
         return true;
     };
